@@ -1,0 +1,162 @@
+// BfcAllocator: best-fit with coalescing, the algorithm of TensorFlow's BFC allocator,
+// over any MemorySource (host memory for logical CPUs, cudaMalloc for logical GPUs).
+//
+// Memory is taken from the source in regions and carved into chunks. A request is rounded
+// up to 256 bytes and served by the smallest free chunk that fits (split if larger); a freed
+// chunk merges with free neighbours at once, so two adjacent chunks are never both free.
+// Free chunks sit in 21 bins by size (bin b holds sizes in [256·2^b, 256·2^(b+1))), each bin
+// ordered by (size, address), so best fit is one ordered lookup per bin.
+//
+// Policies:
+//   growth (default): regions are taken on demand — first `initial_region_bytes`, each next
+//     one twice as large — until `limit_bytes` are reserved. Regions are kept until the
+//     allocator is destroyed (memory never goes back, as in TensorFlow).
+//   no growth: one region of `limit_bytes` is taken when the allocator is created.
+// Either way an allocation that does not fit in the limit is ResourceExhausted naming the
+// device, the request, the limit, what is in use and the largest free block; the allocator
+// stays fully usable afterwards.
+//
+// Thread-safe: one mutex; every call is O(log n) in the number of chunks.
+#ifndef TOWER_DEVICE_BFC_ALLOCATOR_H_
+#define TOWER_DEVICE_BFC_ALLOCATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "device/memory_source.h"
+#include "util/statusor.h"
+
+namespace tower {
+
+struct AllocatorOptions {
+  // Most bytes that may be taken from the source in all. Must be > 0.
+  uint64_t limit_bytes = 0;
+  bool allow_growth = true;
+  // Growth only: size of the first region; later regions double. Rounded up to 256.
+  uint64_t initial_region_bytes = 2ull << 20;
+};
+
+struct AllocatorStats {
+  uint64_t bytes_in_use = 0;         // rounded sizes of live allocations
+  uint64_t peak_bytes_in_use = 0;    // since creation or the last ResetPeakStats
+  uint64_t bytes_reserved = 0;       // taken from the memory source (all regions)
+  uint64_t peak_bytes_reserved = 0;  // since creation or the last ResetPeakStats
+  uint64_t bytes_limit = 0;
+  int64_t num_allocs = 0;            // successful allocations since creation
+  int64_t live_allocs = 0;
+  int64_t num_ooms = 0;              // allocations refused with ResourceExhausted
+  uint64_t largest_alloc_size = 0;   // largest request served since creation
+  uint64_t largest_free_block = 0;   // largest free chunk inside reserved regions
+  int64_t num_regions = 0;
+  // Largest single request that could succeed now: the largest free chunk, or a new
+  // region from what the limit still allows (growth only).
+  uint64_t largest_allocatable = 0;
+};
+
+class BfcAllocator {
+ public:
+  static constexpr size_t kMinAllocationSize = 256;
+  static constexpr int kNumBins = 21;
+
+  // `device_name` appears in every error. Without growth this reserves the whole limit now,
+  // and fails (ResourceExhausted) if the source cannot provide it.
+  static StatusOr<std::unique_ptr<BfcAllocator>> Create(std::string device_name,
+                                                        std::unique_ptr<MemorySource> source,
+                                                        const AllocatorOptions& options);
+  ~BfcAllocator();
+  BfcAllocator(const BfcAllocator&) = delete;
+  BfcAllocator& operator=(const BfcAllocator&) = delete;
+
+  // At least `bytes` bytes aligned to 256; nullptr for 0 bytes.
+  StatusOr<void*> Allocate(size_t bytes);
+  // Returns memory from Allocate. nullptr is ignored; any other pointer not from this
+  // allocator (or freed twice) is a programming error and aborts.
+  void Deallocate(void* ptr);
+
+  // Size of the chunk serving `ptr` (the request rounded up to 256, or more when the rest
+  // of a chunk was too small to split off). `ptr` must be live.
+  size_t AllocatedSize(const void* ptr) const;
+  bool Owns(const void* ptr) const;
+
+  AllocatorStats GetStats() const;
+  // Peak figures restart from the current ones.
+  void ResetPeakStats();
+
+  const std::string& device_name() const { return device_name_; }
+  const AllocatorOptions& options() const { return options_; }
+
+  // Walks every region and bin and checks the allocator's invariants: chunks tile each
+  // region exactly, no two neighbours are free, bins hold exactly the free chunks in the
+  // right order, counters match. For tests; returns Internal describing the first breach.
+  Status CheckInvariants() const;
+
+ private:
+  using ChunkHandle = int32_t;
+  static constexpr ChunkHandle kInvalidChunk = -1;
+
+  struct Chunk {
+    char* ptr = nullptr;
+    size_t size = 0;
+    size_t requested = 0;  // 0 while free
+    bool in_use = false;
+    ChunkHandle prev = kInvalidChunk;  // neighbours in the same region, by address
+    ChunkHandle next = kInvalidChunk;
+    int bin = -1;  // bin holding this chunk while free; -1 while in use
+    int region = -1;
+  };
+  struct Region {
+    char* base = nullptr;
+    size_t size = 0;
+  };
+  // Orders a bin by (size, address); transparent so lookups can use a (size, address) key.
+  struct BinOrder {
+    using is_transparent = void;
+    const std::vector<Chunk>* chunks;
+    bool operator()(ChunkHandle a, ChunkHandle b) const;
+    bool operator()(ChunkHandle a, const std::pair<size_t, const char*>& b) const;
+    bool operator()(const std::pair<size_t, const char*>& a, ChunkHandle b) const;
+  };
+  using Bin = std::set<ChunkHandle, BinOrder>;
+
+  BfcAllocator(std::string device_name, std::unique_ptr<MemorySource> source,
+               const AllocatorOptions& options);
+
+  static int BinFor(size_t size);
+  ChunkHandle NewChunk();
+  void DeleteChunk(ChunkHandle handle);
+  void InsertFree(ChunkHandle handle);
+  void RemoveFree(ChunkHandle handle);
+  ChunkHandle FindFit(size_t rounded);
+  // Takes a region big enough for `rounded` bytes if growth and the limit allow; on failure
+  // `*why` says what stopped it, and `*source_failed` whether the source refused.
+  bool Grow(size_t rounded, std::string* why, bool* source_failed);
+  Status AddRegion(size_t bytes);
+  void Split(ChunkHandle handle, size_t size);
+  ChunkHandle Merge(ChunkHandle left, ChunkHandle right);
+  uint64_t LargestFreeChunkLocked() const;
+  AllocatorStats StatsLocked() const;
+  Status OutOfMemory(size_t bytes, const std::string& why, bool source_failed);
+
+  const std::string device_name_;
+  const std::unique_ptr<MemorySource> source_;
+  const AllocatorOptions options_;
+
+  mutable std::mutex mu_;
+  std::vector<Chunk> chunks_;
+  std::vector<ChunkHandle> free_handles_;
+  std::vector<Region> regions_;
+  std::array<Bin, kNumBins> bins_;
+  std::unordered_map<const void*, ChunkHandle> in_use_;
+  uint64_t next_region_bytes_;
+  AllocatorStats stats_;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_DEVICE_BFC_ALLOCATOR_H_

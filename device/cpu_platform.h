@@ -1,0 +1,15 @@
+// The host CPU: one physical device, /physical_device:CPU:0, with host memory.
+#ifndef TOWER_DEVICE_CPU_PLATFORM_H_
+#define TOWER_DEVICE_CPU_PLATFORM_H_
+
+#include <memory>
+
+#include "device/platform.h"
+
+namespace tower {
+
+std::unique_ptr<Platform> CreateCpuPlatform();
+
+}  // namespace tower
+
+#endif  // TOWER_DEVICE_CPU_PLATFORM_H_

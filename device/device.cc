@@ -1,0 +1,30 @@
+#include "device/device.h"
+
+#include <utility>
+
+namespace tower {
+
+Device::Device(DeviceName name, PhysicalDeviceInfo physical, Platform* platform,
+               std::unique_ptr<BfcAllocator> allocator)
+    : name_(std::move(name)),
+      full_name_(name_.ToString()),
+      physical_(std::move(physical)),
+      platform_(platform),
+      allocator_(std::move(allocator)) {
+  TOWER_CHECK(name_.is_full()) << "logical device needs a full name: " << full_name_;
+}
+
+std::string Device::short_name() const { return device_type() + ":" + std::to_string(id()); }
+
+bool Device::is_cpu() const { return device_type() == kDeviceTypeCpu; }
+bool Device::is_gpu() const { return device_type() == kDeviceTypeGpu; }
+
+bool Device::SharesPhysicalDeviceWith(const Device& other) const {
+  if (device_type() != other.device_type()) return false;
+  if (!physical_.uuid.empty() || !other.physical_.uuid.empty()) {
+    return physical_.uuid == other.physical_.uuid;
+  }
+  return physical_.index == other.physical_.index;
+}
+
+}  // namespace tower

@@ -1,0 +1,52 @@
+// Device: a logical device of the initialised runtime (a logical CPU, a logical GPU — one of
+// possibly several on one card). It owns the allocator every tensor on it draws from.
+#ifndef TOWER_DEVICE_DEVICE_H_
+#define TOWER_DEVICE_DEVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "device/bfc_allocator.h"
+#include "device/config_types.h"
+#include "device/device_name.h"
+#include "device/platform.h"
+
+namespace tower {
+
+class Device {
+ public:
+  Device(DeviceName name, PhysicalDeviceInfo physical, Platform* platform,
+         std::unique_ptr<BfcAllocator> allocator);
+
+  const DeviceName& name() const { return name_; }
+  // "/job:localhost/replica:0/task:0/device:GPU:1"
+  const std::string& full_name() const { return full_name_; }
+  // "GPU:1": short, for log lines and tables.
+  std::string short_name() const;
+  const std::string& device_type() const { return *name_.type; }
+  // Index among the logical devices of this type.
+  int id() const { return *name_.id; }
+  bool is_cpu() const;
+  bool is_gpu() const;
+
+  const PhysicalDeviceInfo& physical() const { return physical_; }
+  Platform* platform() const { return platform_; }
+  BfcAllocator& allocator() const { return *allocator_; }
+  bool memory_growth() const { return allocator_->options().allow_growth; }
+  uint64_t memory_limit_bytes() const { return allocator_->options().limit_bytes; }
+
+  LogicalDevice logical_device() const { return LogicalDevice{full_name_, device_type()}; }
+  // Same physical device (same card, decided by UUID for GPUs).
+  bool SharesPhysicalDeviceWith(const Device& other) const;
+
+ private:
+  const DeviceName name_;
+  const std::string full_name_;
+  const PhysicalDeviceInfo physical_;
+  Platform* const platform_;
+  const std::unique_ptr<BfcAllocator> allocator_;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_DEVICE_DEVICE_H_

@@ -1,0 +1,62 @@
+// Placement: which logical device an op runs on.
+//
+//   {
+//     tower::DeviceScope scope("/CPU:0");   // TensorFlow's `with tf.device('/CPU:0'):`
+//     auto c = tower::ops::MatMul(a, b);    // runs on CPU:0
+//   }
+//
+// The rules, in order (DESIGN.md "Placement"):
+//   1. A DeviceScope on this thread names the device. It must exist — an unknown one is
+//      NotFound "/job:localhost/replica:0/task:0/device:GPU:2 unknown device" — unless soft
+//      placement is on, which picks another device of that type, else CPU:0.
+//   2. Without a scope: the device of the op's inputs, else the first GPU, else CPU:0.
+//   3. An op with no kernel for the chosen device's type runs on CPU:0 instead (as Cast has
+//      only a CPU kernel in the seeds' example); inputs are copied there.
+//   4. With SetLogDevicePlacement(true), each placement is logged exactly as TensorFlow does:
+//      "Executing op MatMul in device /job:localhost/replica:0/task:0/device:GPU:0".
+#ifndef TOWER_DEVICE_PLACEMENT_H_
+#define TOWER_DEVICE_PLACEMENT_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "device/context.h"
+#include "device/device_name.h"
+
+namespace tower {
+
+// Requests a device for ops created on this thread while the scope lives. Scopes nest;
+// an inner scope overrides the components it names ("/job:localhost" then "/GPU:1" gives
+// "/job:localhost/device:GPU:1"). An empty spec requests nothing. A malformed spec does
+// not abort: status() has the error, and every op placed under the scope fails with it.
+class DeviceScope {
+ public:
+  explicit DeviceScope(std::string_view spec);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+  const Status& status() const { return status_; }
+
+  // The merged request of this thread's scopes (an empty spec when there are none), or the
+  // parse error of the innermost malformed scope.
+  static StatusOr<DeviceName> Current();
+
+ private:
+  Status status_;
+};
+
+// Chooses the device for `op`. `kernel_device_types` lists the types with a kernel for it;
+// `input_device` is the device of the op's inputs (nullptr when it has none).
+StatusOr<Device*> PlaceOp(Context& context, std::string_view op,
+                          const std::vector<std::string>& kernel_device_types,
+                          Device* input_device);
+
+// "Executing op MatMul in device /job:localhost/replica:0/task:0/device:GPU:0", written to
+// the log when the context's placement logging is on.
+void LogPlacement(const Context& context, std::string_view op, const Device& device);
+
+}  // namespace tower
+
+#endif  // TOWER_DEVICE_PLACEMENT_H_
