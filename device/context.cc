@@ -349,6 +349,9 @@ Status Context::CreateLogicalDevicesLocked(Platform* platform, const PhysicalDev
 }
 
 Status Context::InitializeLocked() {
+  // A bad value is refused even without GPUs: the same command must not start failing
+  // only once it meets a machine with a GPU.
+  TOWER_RETURN_IF_ERROR(ForceGpuAllowGrowthFromEnv().status());
   std::vector<std::unique_ptr<Device>> devices;
   for (int pass = 0; pass < 2; ++pass) {  // CPU devices first, as ListPhysicalDevices
     for (const auto& platform : platforms_) {
@@ -384,16 +387,15 @@ Status Context::InitializeLocked() {
     }
   }
   for (const auto& device : devices) {
+    if (!device->is_gpu()) continue;  // as TensorFlow, log GPUs only
     const PhysicalDeviceInfo& info = device->physical();
     std::ostringstream line;
     line << "Created device " << device->full_name() << " with "
          << device->memory_limit_bytes() / kMiB << " MB memory "
          << (device->memory_growth() ? "limit (grows on demand)" : "(preallocated)")
-         << ": -> device: " << info.index << ", name: " << info.model;
-    if (device->is_gpu()) {
-      line << ", pci bus id: " << info.pci_bus_id << ", compute capability: "
-           << info.compute_capability_major << "." << info.compute_capability_minor;
-    }
+         << ": -> device: " << info.index << ", name: " << info.model
+         << ", pci bus id: " << info.pci_bus_id << ", compute capability: "
+         << info.compute_capability_major << "." << info.compute_capability_minor;
     TOWER_LOG(INFO) << line.str();
   }
   devices_ = std::move(devices);

@@ -1,0 +1,36 @@
+// tower: the command-line tool.
+//   tower devices [flags]   what this process can run on (see `tower devices --help`)
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "device/context.h"
+#include "tools/devices_command.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tower <command> [flags]\n"
+    "commands:\n"
+    "  devices   list platforms, physical and logical devices (--json for scripts)\n"
+    "run `tower <command> --help` for a command's flags\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (command == "devices") {
+    return tower::RunDevicesCommand(args, tower::Context::Global(), std::cout, std::cerr);
+  }
+  std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}
