@@ -310,7 +310,7 @@ Status BfcAllocator::OutOfMemory(size_t bytes, const std::string& why, bool sour
   if (!source_failed && bytes <= stats.bytes_limit - stats.bytes_in_use) {
     message << "Enough memory is free in total but fragmented; ";
   }
-  message << "free tensors you no longer need, use a smaller batch, or raise the device's "
+  message << "Free tensors you no longer need, use a smaller batch, or raise the device's "
              "memory limit (SetLogicalDeviceConfiguration memory_limit_mb)";
   return ResourceExhaustedError(message.str());
 }

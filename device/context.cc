@@ -49,6 +49,20 @@ Context& Context::Global() {
   return *context;
 }
 
+namespace {
+thread_local Context* default_context = nullptr;
+}  // namespace
+
+Context& Context::Default() {
+  return default_context != nullptr ? *default_context : Global();
+}
+
+ScopedDefaultContext::ScopedDefaultContext(Context& context) : previous_(default_context) {
+  default_context = &context;
+}
+
+ScopedDefaultContext::~ScopedDefaultContext() { default_context = previous_; }
+
 Context::Context(std::vector<std::unique_ptr<Platform>> platforms, ContextOptions options)
     : platforms_(std::move(platforms)), options_(std::move(options)) {
   int cpus = 0;
@@ -282,7 +296,7 @@ Status Context::EnsureInitialized() {
 
 Status Context::CreateLogicalDevicesLocked(Platform* platform, const PhysicalDeviceInfo& info,
                                            bool growth, int* next_id,
-                                           std::vector<std::unique_ptr<Device>>* out) const {
+                                           std::vector<std::unique_ptr<Device>>* out) {
   const std::string physical_name = info.name();
   std::vector<LogicalDeviceConfiguration> configs(1);
   auto it = logical_configs_.find(physical_name);
@@ -343,7 +357,10 @@ Status Context::CreateLogicalDevicesLocked(Platform* platform, const PhysicalDev
     TOWER_ASSIGN_OR_RETURN(
         std::unique_ptr<BfcAllocator> allocator,
         BfcAllocator::Create(name.ToString(), std::move(source), allocator_options));
-    out->push_back(std::make_unique<Device>(std::move(name), info, platform, std::move(allocator)));
+    TOWER_ASSIGN_OR_RETURN(std::unique_ptr<DeviceStream> stream,
+                           platform->CreateStream(info.index));
+    out->push_back(std::make_unique<Device>(this, std::move(name), info,
+                                            platform, std::move(allocator), std::move(stream)));
   }
   return OkStatus();
 }

@@ -67,6 +67,9 @@ class Context {
  public:
   // The process-wide context over the CPU platform and this build's GPU platform.
   static Context& Global();
+  // The context that ops without inputs use on this thread: the innermost
+  // ScopedDefaultContext's, else Global().
+  static Context& Default();
 
   // `platforms` must hold exactly one CPU platform, and at most one of each other type.
   explicit Context(std::vector<std::unique_ptr<Platform>> platforms,
@@ -155,7 +158,7 @@ class Context {
   Status InitializeLocked();
   Status CreateLogicalDevicesLocked(Platform* platform, const PhysicalDeviceInfo& info,
                                     bool growth, int* next_id,
-                                    std::vector<std::unique_ptr<Device>>* out) const;
+                                    std::vector<std::unique_ptr<Device>>* out);
   Status RefuseAfterInit(const char* message) const;
   StatusOr<Device*> FindDeviceImpl(const DeviceName& spec, bool soft);
 
@@ -173,6 +176,19 @@ class Context {
   // Runtime, set once by InitializeLocked.
   std::atomic<bool> initialized_{false};
   std::vector<std::unique_ptr<Device>> devices_;
+};
+
+// Makes `context` this thread's Context::Default() while alive (tests over fake devices,
+// programs that run their own Context). Nests; destroy in reverse order.
+class ScopedDefaultContext {
+ public:
+  explicit ScopedDefaultContext(Context& context);
+  ~ScopedDefaultContext();
+  ScopedDefaultContext(const ScopedDefaultContext&) = delete;
+  ScopedDefaultContext& operator=(const ScopedDefaultContext&) = delete;
+
+ private:
+  Context* previous_;
 };
 
 // Reads TF_FORCE_GPU_ALLOW_GROWTH: unset -> nullopt; "true"/"false" (any case) -> the

@@ -78,6 +78,10 @@ class CpuPlatform : public Platform {
     return std::unique_ptr<MemorySource>(new HostMemorySource());
   }
 
+  StatusOr<std::unique_ptr<DeviceStream>> CreateStream(int index) override {
+    return std::unique_ptr<DeviceStream>(new HostStream());
+  }
+
  private:
   std::vector<PhysicalDeviceInfo> devices_;
 };

@@ -4,13 +4,17 @@
 
 namespace tower {
 
-Device::Device(DeviceName name, PhysicalDeviceInfo physical, Platform* platform,
-               std::unique_ptr<BfcAllocator> allocator)
-    : name_(std::move(name)),
+Device::Device(Context* context, DeviceName name, PhysicalDeviceInfo physical,
+               Platform* platform, std::unique_ptr<BfcAllocator> allocator,
+               std::unique_ptr<DeviceStream> stream)
+    : context_(context),
+      name_(std::move(name)),
       full_name_(name_.ToString()),
       physical_(std::move(physical)),
       platform_(platform),
-      allocator_(std::move(allocator)) {
+      platform_name_(platform->name()),
+      allocator_(std::move(allocator)),
+      stream_(std::move(stream)) {
   TOWER_CHECK(name_.is_full()) << "logical device needs a full name: " << full_name_;
 }
 

@@ -10,13 +10,16 @@
 #include "device/config_types.h"
 #include "device/device_name.h"
 #include "device/platform.h"
+#include "device/stream.h"
 
 namespace tower {
 
+class Context;
+
 class Device {
  public:
-  Device(DeviceName name, PhysicalDeviceInfo physical, Platform* platform,
-         std::unique_ptr<BfcAllocator> allocator);
+  Device(Context* context, DeviceName name, PhysicalDeviceInfo physical, Platform* platform,
+         std::unique_ptr<BfcAllocator> allocator, std::unique_ptr<DeviceStream> stream);
 
   const DeviceName& name() const { return name_; }
   // "/job:localhost/replica:0/task:0/device:GPU:1"
@@ -29,9 +32,14 @@ class Device {
   bool is_cpu() const;
   bool is_gpu() const;
 
+  // The context that created this device.
+  Context* context() const { return context_; }
   const PhysicalDeviceInfo& physical() const { return physical_; }
   Platform* platform() const { return platform_; }
+  // platform()->name(), kept here so kernel lookups do not build strings.
+  const std::string& platform_name() const { return platform_name_; }
   BfcAllocator& allocator() const { return *allocator_; }
+  DeviceStream& stream() const { return *stream_; }
   bool memory_growth() const { return allocator_->options().allow_growth; }
   uint64_t memory_limit_bytes() const { return allocator_->options().limit_bytes; }
 
@@ -40,11 +48,14 @@ class Device {
   bool SharesPhysicalDeviceWith(const Device& other) const;
 
  private:
+  Context* const context_;
   const DeviceName name_;
   const std::string full_name_;
   const PhysicalDeviceInfo physical_;
   Platform* const platform_;
+  const std::string platform_name_;
   const std::unique_ptr<BfcAllocator> allocator_;
+  const std::unique_ptr<DeviceStream> stream_;
 };
 
 }  // namespace tower

@@ -19,6 +19,7 @@ class NoGpuPlatform : public Platform {
   StatusOr<std::unique_ptr<MemorySource>> CreateMemorySource(int index) override {
     return status();
   }
+  StatusOr<std::unique_ptr<DeviceStream>> CreateStream(int index) override { return status(); }
 
  private:
   std::vector<PhysicalDeviceInfo> devices_;

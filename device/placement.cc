@@ -10,7 +10,10 @@ namespace {
 
 struct ScopeEntry {
   const DeviceScope* owner;
-  StatusOr<DeviceName> name;
+  // This scope merged with every outer one, computed when the scope is entered (so ops do
+  // not merge names on every call), or the parse error of the innermost malformed scope.
+  StatusOr<DeviceName> merged;
+  bool requests_something;
 };
 
 // Each thread has its own stack: replicas place their ops independently.
@@ -32,16 +35,23 @@ DeviceName Merge(DeviceName outer, const DeviceName& inner) {
   return outer;
 }
 
-bool HasKernel(const std::vector<std::string>& types, const std::string& type) {
-  return std::find(types.begin(), types.end(), type) != types.end();
-}
-
 }  // namespace
 
 DeviceScope::DeviceScope(std::string_view spec) {
+  std::vector<ScopeEntry>& stack = ScopeStack();
   StatusOr<DeviceName> name = DeviceName::Parse(spec);
   if (!name.ok()) status_ = name.status();
-  ScopeStack().push_back(ScopeEntry{this, std::move(name)});
+  if (!name.ok() || (!stack.empty() && !stack.back().merged.ok())) {
+    // An outer malformed scope stays in force (its error wins, as it came first).
+    Status error = !stack.empty() && !stack.back().merged.ok() ? stack.back().merged.status()
+                                                              : name.status();
+    stack.push_back(ScopeEntry{this, std::move(error), true});
+    return;
+  }
+  DeviceName merged = stack.empty() ? DeviceName() : *stack.back().merged;
+  merged = Merge(std::move(merged), *name);
+  const bool requests = merged.has_device() || merged.job || merged.replica || merged.task;
+  stack.push_back(ScopeEntry{this, std::move(merged), requests});
 }
 
 DeviceScope::~DeviceScope() {
@@ -52,41 +62,47 @@ DeviceScope::~DeviceScope() {
 }
 
 StatusOr<DeviceName> DeviceScope::Current() {
-  DeviceName merged;
-  for (const ScopeEntry& entry : ScopeStack()) {
-    if (!entry.name.ok()) return entry.name.status();
-    merged = Merge(std::move(merged), *entry.name);
-  }
-  return merged;
+  const std::vector<ScopeEntry>& stack = ScopeStack();
+  if (stack.empty()) return DeviceName();
+  return stack.back().merged;
 }
 
-StatusOr<Device*> PlaceOp(Context& context, std::string_view op,
-                          const std::vector<std::string>& kernel_device_types,
+Status DeviceScope::CurrentRequest(const DeviceName** request) {
+  *request = nullptr;
+  const std::vector<ScopeEntry>& stack = ScopeStack();
+  if (stack.empty()) return OkStatus();
+  const ScopeEntry& top = stack.back();
+  if (!top.merged.ok()) return top.merged.status();
+  if (top.requests_something) *request = &*top.merged;
+  return OkStatus();
+}
+
+StatusOr<Device*> PlaceOp(Context& context, std::string_view op, const KernelSupport& kernels,
                           Device* input_device) {
-  if (kernel_device_types.empty()) {
-    return NotFoundError("Op " + std::string(op) + " has no kernel for any device type");
-  }
-  TOWER_ASSIGN_OR_RETURN(DeviceName requested, DeviceScope::Current());
   Device* device = nullptr;
-  if (requested.has_device() || requested.job || requested.task || requested.replica) {
-    TOWER_ASSIGN_OR_RETURN(device, context.FindDevice(requested));
-  } else if (input_device != nullptr) {
+  const DeviceName* requested = nullptr;
+  TOWER_RETURN_IF_ERROR(DeviceScope::CurrentRequest(&requested));
+  if (requested != nullptr) {
+    TOWER_ASSIGN_OR_RETURN(device, context.FindDevice(*requested));
+  } else if (input_device != nullptr && !input_device->is_cpu()) {
     device = input_device;
   } else {
     TOWER_ASSIGN_OR_RETURN(device, context.DefaultDevice());
+    if (device->is_cpu() && input_device != nullptr) device = input_device;
   }
-  if (!HasKernel(kernel_device_types, device->device_type())) {
-    // No kernel for this device type: fall back to the CPU when it has one.
-    if (!HasKernel(kernel_device_types, kDeviceTypeCpu)) {
+  if (!kernels.HasKernelFor(*device)) {
+    // No kernel for this device type: fall back to a CPU — the inputs' logical CPU when
+    // they are on one, else CPU:0 — if it has a kernel.
+    Device* cpu = input_device != nullptr && input_device->is_cpu() ? input_device : nullptr;
+    if (cpu == nullptr) {
+      TOWER_ASSIGN_OR_RETURN(std::vector<Device*> cpus, context.Devices(kDeviceTypeCpu));
+      cpu = cpus.front();
+    }
+    if (!kernels.HasKernelFor(*cpu)) {
       return NotFoundError("Op " + std::string(op) + " has no kernel for " +
                            device->device_type() + " (" + device->full_name() +
-                           ") and none for CPU; it has kernels for " +
-                           Join(kernel_device_types, ", "));
+                           ") nor for CPU; it has kernels for: " + kernels.DescribeKernels());
     }
-    TOWER_ASSIGN_OR_RETURN(std::vector<Device*> cpus, context.Devices(kDeviceTypeCpu));
-    Device* cpu = cpus.front();
-    // Stay on the input's CPU device (a logical CPU of a replica) when there is one.
-    if (input_device != nullptr && input_device->is_cpu()) cpu = input_device;
     device = cpu;
   }
   LogPlacement(context, op, *device);

@@ -9,7 +9,9 @@
 //   1. A DeviceScope on this thread names the device. It must exist — an unknown one is
 //      NotFound "/job:localhost/replica:0/task:0/device:GPU:2 unknown device" — unless soft
 //      placement is on, which picks another device of that type, else CPU:0.
-//   2. Without a scope: the device of the op's inputs, else the first GPU, else CPU:0.
+//   2. Without a scope: the inputs' device when it is a GPU (a replica's tensors stay on
+//      its GPU); else the first GPU, as TensorFlow does (the seeds' example: a and b on
+//      CPU:0, MatMul on GPU:0, inputs copied); else the inputs' logical CPU; else CPU:0.
 //   3. An op with no kernel for the chosen device's type runs on CPU:0 instead (as Cast has
 //      only a CPU kernel in the seeds' example); inputs are copied there.
 //   4. With SetLogDevicePlacement(true), each placement is logged exactly as TensorFlow does:
@@ -40,17 +42,28 @@ class DeviceScope {
   const Status& status() const { return status_; }
 
   // The merged request of this thread's scopes (an empty spec when there are none), or the
-  // parse error of the innermost malformed scope.
+  // parse error of a malformed scope.
   static StatusOr<DeviceName> Current();
+  // The same without copying: `*request` points at the merged request, or is nullptr when
+  // the scopes request nothing. Valid until the innermost scope ends.
+  static Status CurrentRequest(const DeviceName** request);
 
  private:
   Status status_;
 };
 
-// Chooses the device for `op`. `kernel_device_types` lists the types with a kernel for it;
-// `input_device` is the device of the op's inputs (nullptr when it has none).
-StatusOr<Device*> PlaceOp(Context& context, std::string_view op,
-                          const std::vector<std::string>& kernel_device_types,
+// What placement needs to know about an op's kernels (the kernel registry answers).
+class KernelSupport {
+ public:
+  virtual ~KernelSupport() = default;
+  virtual bool HasKernelFor(const Device& device) const = 0;
+  // For errors: the device types that have a kernel, e.g. "CPU, GPU".
+  virtual std::string DescribeKernels() const = 0;
+};
+
+// Chooses the device for `op`. `input_device` is the device of the op's inputs (nullptr
+// when it has none).
+StatusOr<Device*> PlaceOp(Context& context, std::string_view op, const KernelSupport& kernels,
                           Device* input_device);
 
 // "Executing op MatMul in device /job:localhost/replica:0/task:0/device:GPU:0", written to

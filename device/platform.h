@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device/memory_source.h"
+#include "device/stream.h"
 #include "util/statusor.h"
 
 namespace tower {
@@ -55,6 +56,9 @@ class Platform {
   virtual StatusOr<MemoryInfo> QueryMemoryInfo(int index) const = 0;
   // Where a logical device on physical device `index` takes its memory from.
   virtual StatusOr<std::unique_ptr<MemorySource>> CreateMemorySource(int index) = 0;
+  // A new stream (an independent queue of work) on physical device `index`; each logical
+  // device gets its own.
+  virtual StatusOr<std::unique_ptr<DeviceStream>> CreateStream(int index) = 0;
 };
 
 }  // namespace tower

@@ -45,13 +45,14 @@ class [[nodiscard]] StatusOr {
     CheckHasValue();
     return *value_;
   }
-  T&& value() && {
+  // By value from an rvalue, so `for (x : *F())` does not dangle.
+  T value() && {
     CheckHasValue();
     return std::move(*value_);
   }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
-  T&& operator*() && { return std::move(*this).value(); }
+  T operator*() && { return std::move(*this).value(); }
   const T* operator->() const { return &value(); }
   T* operator->() { return &value(); }
 

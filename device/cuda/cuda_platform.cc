@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device/cuda/cuda_status.h"
+#include "device/cuda/cuda_stream.h"
 #include "device/device_name.h"
 #include "device/gpu_platform.h"
 #include "util/strings.h"
@@ -129,6 +130,11 @@ class CudaPlatform : public Platform {
 
   StatusOr<std::unique_ptr<MemorySource>> CreateMemorySource(int index) override {
     return std::unique_ptr<MemorySource>(new CudaMemorySource(index, devices_[index].model));
+  }
+
+  StatusOr<std::unique_ptr<DeviceStream>> CreateStream(int index) override {
+    TOWER_ASSIGN_OR_RETURN(std::unique_ptr<CudaStream> stream, CudaStream::Create(index));
+    return std::unique_ptr<DeviceStream>(std::move(stream));
   }
 
  private:

@@ -99,6 +99,10 @@ StatusOr<std::unique_ptr<MemorySource>> FakeGpuPlatform::CreateMemorySource(int 
       cards_, &cards_->mu, &cards_->taken[index], cards_->capacity[index], index));
 }
 
+StatusOr<std::unique_ptr<DeviceStream>> FakeGpuPlatform::CreateStream(int index) {
+  return std::unique_ptr<DeviceStream>(new HostStream());
+}
+
 uint64_t FakeGpuPlatform::bytes_taken(int index) const {
   std::lock_guard<std::mutex> lock(cards_->mu);
   return cards_->taken[index];

@@ -36,6 +36,8 @@ class FakeGpuPlatform : public Platform {
   const std::vector<PhysicalDeviceInfo>& devices() const override { return devices_; }
   StatusOr<MemoryInfo> QueryMemoryInfo(int index) const override;
   StatusOr<std::unique_ptr<MemorySource>> CreateMemorySource(int index) override;
+  // Host streams: fake GPU memory is host memory.
+  StatusOr<std::unique_ptr<DeviceStream>> CreateStream(int index) override;
 
   // Bytes the memory sources hold on card `index` right now.
   uint64_t bytes_taken(int index) const;

@@ -1,5 +1,6 @@
 #include "device/placement.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -7,6 +8,7 @@
 
 #include "device/testing/fake_gpu_platform.h"
 #include "util/logging.h"
+#include "util/strings.h"
 
 namespace tower {
 namespace {
@@ -16,8 +18,23 @@ using ::testing::StartsWith;
 using testing::FakeGpuSpec;
 using testing::MakeContextWithFakeGpus;
 
-const std::vector<std::string> kCpuAndGpu = {"CPU", "GPU"};
-const std::vector<std::string> kCpuOnly = {"CPU"};
+// Kernels by device type, as a registry would report them.
+class TypeKernels : public KernelSupport {
+ public:
+  explicit TypeKernels(std::vector<std::string> types) : types_(std::move(types)) {}
+  bool HasKernelFor(const Device& device) const override {
+    return std::find(types_.begin(), types_.end(), device.device_type()) != types_.end();
+  }
+  std::string DescribeKernels() const override { return Join(types_, ", "); }
+
+ private:
+  std::vector<std::string> types_;
+};
+
+const TypeKernels kCpuAndGpu({"CPU", "GPU"});
+const TypeKernels kCpuOnly({"CPU"});
+const TypeKernels kGpuOnly({"GPU"});
+const TypeKernels kNone({});
 
 // Initialised up front, so that log captures see placement lines only.
 std::unique_ptr<Context> OneGpu() {
@@ -26,7 +43,7 @@ std::unique_ptr<Context> OneGpu() {
   return context;
 }
 
-std::string Place(Context& context, const std::vector<std::string>& kernels,
+std::string Place(Context& context, const KernelSupport& kernels,
                   Device* input = nullptr) {
   StatusOr<Device*> device = PlaceOp(context, "MatMul", kernels, input);
   return device.ok() ? (*device)->short_name() : device.status().ToString();
@@ -81,10 +98,27 @@ TEST(PlaceOpTest, ScopeWinsOverInputsAndDefault) {
   EXPECT_EQ(Place(*context, kCpuAndGpu, gpu), "CPU:0");
 }
 
-TEST(PlaceOpTest, InputsDeviceWhenNoScope) {
+TEST(PlaceOpTest, GpuInputsStayOnTheirGpu) {
+  auto context = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
+  Device* gpu1 = *context->FindDevice("/GPU:1");
+  EXPECT_EQ(Place(*context, kCpuAndGpu, gpu1), "GPU:1");
+}
+
+TEST(PlaceOpTest, CpuInputsGoToTheGpuAsInTensorFlow) {
+  // The seeds' example: a and b on CPU:0, MatMul without a scope runs on GPU:0.
   auto context = OneGpu();
   Device* cpu = *context->FindDevice("/CPU:0");
-  EXPECT_EQ(Place(*context, kCpuAndGpu, cpu), "CPU:0");
+  EXPECT_EQ(Place(*context, kCpuAndGpu, cpu), "GPU:0");
+}
+
+TEST(PlaceOpTest, WithoutGpuOpsStayOnTheInputsLogicalCpu) {
+  auto context = MakeContextWithFakeGpus({});
+  ASSERT_TRUE(context->SetLogicalDeviceConfiguration(
+      context->ListPhysicalDevices("CPU")[0],
+      {LogicalDeviceConfiguration{}, LogicalDeviceConfiguration{}}).ok());
+  Device* cpu1 = *context->FindDevice("/CPU:1");
+  EXPECT_EQ(Place(*context, kCpuAndGpu, cpu1), "CPU:1");
+  EXPECT_EQ(Place(*context, kCpuAndGpu), "CPU:0");
 }
 
 TEST(PlaceOpTest, CpuOnlyKernelFallsBackToCpuEvenWhenGpuIsAskedFor) {
@@ -127,10 +161,11 @@ TEST(PlaceOpTest, UnknownDeviceIsNotFoundAndSoftPlacementFallsBack) {
 TEST(PlaceOpTest, OpWithoutAnyUsableKernel) {
   auto context = OneGpu();
   DeviceScope scope("/CPU:0");
-  StatusOr<Device*> none = PlaceOp(*context, "Fancy", {"GPU"}, nullptr);
+  StatusOr<Device*> none = PlaceOp(*context, "Fancy", kGpuOnly, nullptr);
   EXPECT_TRUE(IsNotFound(none.status()));
   EXPECT_THAT(none.status().message(), HasSubstr("Op Fancy has no kernel for CPU"));
-  EXPECT_TRUE(IsNotFound(PlaceOp(*context, "Nothing", {}, nullptr).status()));
+  EXPECT_THAT(none.status().message(), HasSubstr("it has kernels for: GPU"));
+  EXPECT_TRUE(IsNotFound(PlaceOp(*context, "Nothing", kNone, nullptr).status()));
 }
 
 TEST(PlaceOpTest, PlacementLogLinesHaveTensorFlowsExactForm) {

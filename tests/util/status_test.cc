@@ -97,7 +97,7 @@ TEST(StatusOrDeathTest, ValueOfErrorAborts) {
 }
 
 TEST(StatusOrDeathTest, ConstructingFromOkAborts) {
-  EXPECT_DEATH(StatusOr<int>{OkStatus()}, "without a value");
+  EXPECT_DEATH((void)StatusOr<int>{OkStatus()}, "without a value");
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+// DeviceStream: the ordered queue of work of one logical device, and the copies in and out
+// of its memory.
+//
+// Every logical GPU has its own CUDA stream (two virtual GPUs on one card run
+// independently); a logical CPU's stream runs everything at once, on the calling thread
+// (parallelism comes from replicas, one thread each). Kernels are enqueued on a device's
+// stream; copies go through the methods below, so the code that moves tensors between
+// devices needs no #ifdef and no knowledge of CUDA.
+#ifndef TOWER_DEVICE_STREAM_H_
+#define TOWER_DEVICE_STREAM_H_
+
+#include <cstddef>
+
+#include "util/status.h"
+
+namespace tower {
+
+class DeviceStream {
+ public:
+  virtual ~DeviceStream() = default;
+
+  // True when the device's memory is host memory that the CPU may read and write directly
+  // (logical CPUs; test GPUs). Then every copy below is a plain memcpy.
+  virtual bool host_addressable() const = 0;
+
+  // Host → this device. The host buffer may be reused as soon as this returns.
+  virtual Status CopyFromHost(void* device_dst, const void* host_src, size_t bytes) = 0;
+  // This device → host, after all work queued so far; the data is there when it returns.
+  virtual Status CopyToHost(void* host_dst, const void* device_src, size_t bytes) = 0;
+  // Within this device, queued after the work so far.
+  virtual Status CopyWithinDevice(void* dst, const void* src, size_t bytes) = 0;
+  // From `src_stream`'s device into this one (another logical device, maybe on the same
+  // card), ordered after the work queued on both streams; later work on either stream is
+  // ordered after the copy, so `src` may be freed and reused at once.
+  virtual Status CopyFromPeer(void* dst, DeviceStream& src_stream, const void* src,
+                              size_t bytes) = 0;
+  // Sets `bytes` bytes to zero, queued after the work so far.
+  virtual Status Zero(void* dst, size_t bytes) = 0;
+  // Waits until all work queued so far has finished; reports any asynchronous error.
+  virtual Status Synchronize() = 0;
+
+  // The platform's own handle (cudaStream_t for CUDA; nullptr for host streams).
+  virtual void* native_handle() const = 0;
+};
+
+// A stream over host memory: everything happens synchronously on the calling thread.
+class HostStream : public DeviceStream {
+ public:
+  bool host_addressable() const override { return true; }
+  Status CopyFromHost(void* device_dst, const void* host_src, size_t bytes) override;
+  Status CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
+  Status CopyWithinDevice(void* dst, const void* src, size_t bytes) override;
+  Status CopyFromPeer(void* dst, DeviceStream& src_stream, const void* src,
+                      size_t bytes) override;
+  Status Zero(void* dst, size_t bytes) override;
+  Status Synchronize() override { return OkStatus(); }
+  void* native_handle() const override { return nullptr; }
+};
+
+}  // namespace tower
+
+#endif  // TOWER_DEVICE_STREAM_H_
