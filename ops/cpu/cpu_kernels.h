@@ -1,0 +1,52 @@
+// The CPU kernels (Eigen), one function per op; ops/cpu/register.cc registers them.
+// Inputs and outputs are as the op entry points in ops/*_ops.h document.
+#ifndef TOWER_OPS_CPU_CPU_KERNELS_H_
+#define TOWER_OPS_CPU_CPU_KERNELS_H_
+
+#include "ops/kernel.h"
+#include "util/span.h"
+
+namespace tower::cpu {
+
+struct NamedKernel {
+  const char* op;
+  KernelFn fn;
+};
+// Every CPU kernel with its op name.
+Span<const NamedKernel> AllKernels();
+
+// math
+Status MatMul(const KernelContext& ctx);
+Status BiasAdd(const KernelContext& ctx);
+Status Add(const KernelContext& ctx);
+Status Sub(const KernelContext& ctx);
+Status Mul(const KernelContext& ctx);
+Status Scale(const KernelContext& ctx);
+Status Axpy(const KernelContext& ctx);
+Status AddN(const KernelContext& ctx);
+Status ReduceSum(const KernelContext& ctx);
+Status ReduceMean(const KernelContext& ctx);
+// nn
+Status Relu(const KernelContext& ctx);
+Status ReluGrad(const KernelContext& ctx);
+Status Sigmoid(const KernelContext& ctx);
+Status SigmoidGrad(const KernelContext& ctx);
+Status Tanh(const KernelContext& ctx);
+Status TanhGrad(const KernelContext& ctx);
+Status Softmax(const KernelContext& ctx);
+Status MeanSquaredError(const KernelContext& ctx);
+Status MeanSquaredErrorGrad(const KernelContext& ctx);
+Status SparseSoftmaxCrossEntropy(const KernelContext& ctx);
+Status SparseSoftmaxCrossEntropyGrad(const KernelContext& ctx);
+// array
+Status Fill(const KernelContext& ctx);
+Status Concat(const KernelContext& ctx);
+Status Cast(const KernelContext& ctx);
+Status RandomUniform(const KernelContext& ctx);
+Status RandomNormal(const KernelContext& ctx);
+// training
+Status ApplySgd(const KernelContext& ctx);
+
+}  // namespace tower::cpu
+
+#endif  // TOWER_OPS_CPU_CPU_KERNELS_H_

@@ -1,0 +1,121 @@
+#include "ops/math_ops.h"
+
+#include "ops/eager.h"
+#include "ops/op_checks.h"
+#include "ops/op_names.h"
+
+namespace tower::ops {
+
+using internal::CheckBinary;
+using internal::CheckFloat;
+using internal::CheckRank;
+
+StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  static const OpKernels& kOp = KernelsOf(op_names::kMatMul);
+  TOWER_RETURN_IF_ERROR(CheckFloat("MatMul", "a", a));
+  TOWER_RETURN_IF_ERROR(CheckFloat("MatMul", "b", b));
+  TOWER_RETURN_IF_ERROR(CheckRank("MatMul", "a", a, 2));
+  TOWER_RETURN_IF_ERROR(CheckRank("MatMul", "b", b, 2));
+  const int64_t m = transpose_a ? a.shape().dim(1) : a.shape().dim(0);
+  const int64_t ka = transpose_a ? a.shape().dim(0) : a.shape().dim(1);
+  const int64_t kb = transpose_b ? b.shape().dim(1) : b.shape().dim(0);
+  const int64_t n = transpose_b ? b.shape().dim(0) : b.shape().dim(1);
+  if (ka != kb) {
+    return InvalidArgumentError(
+        "MatMul: inner dimensions differ: a " + a.shape().ToString() +
+        (transpose_a ? " (transposed)" : "") + " and b " + b.shape().ToString() +
+        (transpose_b ? " (transposed)" : "") + " give " + std::to_string(ka) + " vs " +
+        std::to_string(kb));
+  }
+  const attrs::MatMul attrs{transpose_a, transpose_b};
+  return RunSingle(kOp, {&a, &b}, OutputSpec{Shape{m, n}}, &attrs);
+}
+
+StatusOr<Tensor> BiasAdd(const Tensor& x, const Tensor& bias) {
+  static const OpKernels& kOp = KernelsOf(op_names::kBiasAdd);
+  TOWER_RETURN_IF_ERROR(CheckFloat("BiasAdd", "x", x));
+  TOWER_RETURN_IF_ERROR(CheckFloat("BiasAdd", "bias", bias));
+  TOWER_RETURN_IF_ERROR(CheckRank("BiasAdd", "bias", bias, 1));
+  if (x.shape().rank() < 1 || x.shape().dim(x.shape().rank() - 1) != bias.shape().dim(0)) {
+    return ShapeError("BiasAdd", "the last dimension of x must equal the bias size; got",
+                      x.shape(), bias.shape());
+  }
+  return RunSingle(kOp, {&x, &bias}, OutputSpec{x.shape()});
+}
+
+StatusOr<Tensor> Add(const Tensor& a, const Tensor& b) {
+  static const OpKernels& kOp = KernelsOf(op_names::kAdd);
+  TOWER_RETURN_IF_ERROR(CheckBinary("Add", a, b));
+  return RunSingle(kOp, {&a, &b}, OutputSpec{a.shape()});
+}
+
+StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b) {
+  static const OpKernels& kOp = KernelsOf(op_names::kSub);
+  TOWER_RETURN_IF_ERROR(CheckBinary("Sub", a, b));
+  return RunSingle(kOp, {&a, &b}, OutputSpec{a.shape()});
+}
+
+StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b) {
+  static const OpKernels& kOp = KernelsOf(op_names::kMul);
+  TOWER_RETURN_IF_ERROR(CheckBinary("Mul", a, b));
+  return RunSingle(kOp, {&a, &b}, OutputSpec{a.shape()});
+}
+
+StatusOr<Tensor> Scale(const Tensor& x, float alpha) {
+  static const OpKernels& kOp = KernelsOf(op_names::kScale);
+  TOWER_RETURN_IF_ERROR(CheckFloat("Scale", "x", x));
+  const attrs::Scalar attrs{alpha};
+  return RunSingle(kOp, {&x}, OutputSpec{x.shape()}, &attrs);
+}
+
+StatusOr<Tensor> Axpy(float alpha, const Tensor& x, const Tensor& y) {
+  static const OpKernels& kOp = KernelsOf(op_names::kAxpy);
+  TOWER_RETURN_IF_ERROR(CheckBinary("Axpy", x, y));
+  const attrs::Scalar attrs{alpha};
+  return RunSingle(kOp, {&x, &y}, OutputSpec{x.shape()}, &attrs);
+}
+
+StatusOr<Tensor> AddN(const std::vector<Tensor>& inputs) {
+  static const OpKernels& kOp = KernelsOf(op_names::kAddN);
+  if (inputs.empty()) return InvalidArgumentError("AddN: needs at least one input");
+  std::vector<const Tensor*> pointers;
+  pointers.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TOWER_RETURN_IF_ERROR(CheckFloat("AddN", "input " + std::to_string(i), inputs[i]));
+    if (inputs[i].shape() != inputs[0].shape()) {
+      return ShapeError("AddN", "input " + std::to_string(i) + " differs in shape:",
+                        inputs[0].shape(), inputs[i].shape());
+    }
+    pointers.push_back(&inputs[i]);
+  }
+  return RunSingle(kOp, pointers, OutputSpec{inputs[0].shape()});
+}
+
+namespace {
+
+StatusOr<Tensor> Reduce(const OpKernels& op, const char* name, const Tensor& x,
+                        ReduceAxis axis) {
+  TOWER_RETURN_IF_ERROR(CheckFloat(name, "x", x));
+  Shape out_shape;  // scalar
+  if (axis == ReduceAxis::kBatch && x.shape().rank() > 1) {
+    std::vector<int64_t> dims = x.shape().dims();
+    dims.erase(dims.begin());
+    TOWER_ASSIGN_OR_RETURN(out_shape, Shape::FromVector(dims));
+  }
+  const attrs::Reduce attrs{axis};
+  return RunSingle(op, {&x}, OutputSpec{out_shape}, &attrs);
+}
+
+}  // namespace
+
+StatusOr<Tensor> ReduceSum(const Tensor& x, ReduceAxis axis) {
+  static const OpKernels& kOp = KernelsOf(op_names::kReduceSum);
+  return Reduce(kOp, "ReduceSum", x, axis);
+}
+
+StatusOr<Tensor> ReduceMean(const Tensor& x, ReduceAxis axis) {
+  static const OpKernels& kOp = KernelsOf(op_names::kReduceMean);
+  return Reduce(kOp, "ReduceMean", x, axis);
+}
+
+}  // namespace tower::ops

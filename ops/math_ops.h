@@ -1,0 +1,37 @@
+// Math ops, eager: each places itself (device/placement.h), copies inputs if needed, and
+// returns a new tensor on the device it ran on. Inputs are float32.
+#ifndef TOWER_OPS_MATH_OPS_H_
+#define TOWER_OPS_MATH_OPS_H_
+
+#include <vector>
+
+#include "ops/op_attrs.h"
+#include "ops/tensor.h"
+
+namespace tower::ops {
+
+using attrs::ReduceAxis;
+
+// a[m, k] · b[k, n] -> [m, n]; with transpose_a, a is [k, m]; with transpose_b, b is [n, k].
+StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a = false,
+                        bool transpose_b = false);
+// x[..., c] + bias[c], the bias added to every row.
+StatusOr<Tensor> BiasAdd(const Tensor& x, const Tensor& bias);
+// Elementwise, same shapes.
+StatusOr<Tensor> Add(const Tensor& a, const Tensor& b);
+StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b);
+StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b);
+// alpha · x.
+StatusOr<Tensor> Scale(const Tensor& x, float alpha);
+// alpha · x + y.
+StatusOr<Tensor> Axpy(float alpha, const Tensor& x, const Tensor& y);
+// The sum of one or more tensors of one shape.
+StatusOr<Tensor> AddN(const std::vector<Tensor>& inputs);
+// Over every element (-> a scalar), or along the batch ([n, ...] -> [...]). The mean of
+// nothing is NaN, the sum of nothing 0.
+StatusOr<Tensor> ReduceSum(const Tensor& x, ReduceAxis axis = ReduceAxis::kAll);
+StatusOr<Tensor> ReduceMean(const Tensor& x, ReduceAxis axis = ReduceAxis::kAll);
+
+}  // namespace tower::ops
+
+#endif  // TOWER_OPS_MATH_OPS_H_

@@ -1,0 +1,45 @@
+// Neural-network ops: activations with their gradients, softmax, and the two losses.
+//
+// Losses are sums over the rows given, divided by the *global* batch size (and, for MSE,
+// the number of outputs per row), so that the losses and gradients of N replicas, each on
+// its shard, add up to those of one device on the whole batch. `global_batch` defaults to
+// the batch's own size (one device).
+#ifndef TOWER_OPS_NN_OPS_H_
+#define TOWER_OPS_NN_OPS_H_
+
+#include <cstdint>
+
+#include "ops/tensor.h"
+
+namespace tower::ops {
+
+StatusOr<Tensor> Relu(const Tensor& x);
+// dy · (x > 0).
+StatusOr<Tensor> ReluGrad(const Tensor& dy, const Tensor& x);
+StatusOr<Tensor> Sigmoid(const Tensor& x);
+// dy · y · (1 − y), with y = Sigmoid(x).
+StatusOr<Tensor> SigmoidGrad(const Tensor& dy, const Tensor& y);
+StatusOr<Tensor> Tanh(const Tensor& x);
+// dy · (1 − y²), with y = Tanh(x).
+StatusOr<Tensor> TanhGrad(const Tensor& dy, const Tensor& y);
+// Row-wise softmax of logits[n, c].
+StatusOr<Tensor> Softmax(const Tensor& logits);
+
+// Keras's mean squared error: Σ (pred − target)² / (global_batch · d) for pred[n, d]
+// (or pred[n]: d = 1); a scalar.
+StatusOr<Tensor> MeanSquaredError(const Tensor& pred, const Tensor& target,
+                                  int64_t global_batch = -1);
+// Its gradient with respect to pred: 2 (pred − target) / (global_batch · d).
+StatusOr<Tensor> MeanSquaredErrorGrad(const Tensor& pred, const Tensor& target,
+                                      int64_t global_batch = -1);
+// Softmax cross-entropy of logits[n, c] with int32 labels[n] in [0, c):
+// Σ_i (log Σ_j exp logits_ij − logits_i,label_i) / global_batch; a scalar.
+StatusOr<Tensor> SparseSoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
+                                           int64_t global_batch = -1);
+// Its gradient with respect to the logits: (softmax − one_hot(label)) / global_batch.
+StatusOr<Tensor> SparseSoftmaxCrossEntropyGrad(const Tensor& logits, const Tensor& labels,
+                                               int64_t global_batch = -1);
+
+}  // namespace tower::ops
+
+#endif  // TOWER_OPS_NN_OPS_H_

@@ -1,0 +1,57 @@
+// Attribute structs of the ops: what a kernel needs besides its inputs. Shared by the CPU,
+// CUDA and reference implementations; plain data, usable from CUDA code.
+#ifndef TOWER_OPS_OP_ATTRS_H_
+#define TOWER_OPS_OP_ATTRS_H_
+
+#include <cstdint>
+
+#include "ops/dtype.h"
+
+namespace tower::attrs {
+
+// MatMul: c[m, n] = op(a) · op(b), op = transpose or not.
+struct MatMul {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+
+// Scale (y = alpha·x), Axpy (z = alpha·x + y), Fill (value).
+struct Scalar {
+  float value = 0;
+};
+
+// ReduceSum / ReduceMean over every element ([...] -> []) or along the batch, the first
+// dimension ([n, ...] -> [...]).
+enum class ReduceAxis : uint8_t { kAll, kBatch };
+struct Reduce {
+  ReduceAxis axis = ReduceAxis::kAll;
+};
+
+// Losses: the sum over the batch is multiplied by `scale` = 1 / (global batch [· features]),
+// so N replicas' losses and gradients add up to one device's on the global batch.
+struct Loss {
+  float scale = 1;
+};
+
+// RandomUniform: values in [a, b). RandomNormal: mean a, standard deviation b.
+struct Random {
+  uint64_t seed = 0;
+  float a = 0;
+  float b = 1;
+};
+
+struct Cast {
+  DType to = DType::kFloat32;
+};
+
+// Keras's SGD (optimizer_v2): velocity = momentum·velocity − lr·grad; var += velocity;
+// Nesterov: var += momentum·velocity − lr·grad. With momentum 0: var −= lr·grad.
+struct Sgd {
+  float learning_rate = 0.01f;
+  float momentum = 0;
+  bool nesterov = false;
+};
+
+}  // namespace tower::attrs
+
+#endif  // TOWER_OPS_OP_ATTRS_H_

@@ -1,0 +1,251 @@
+#include "ops/reference/reference_ops.h"
+
+#include <cmath>
+#include <limits>
+
+#include "ops/philox.h"
+#include "util/check.h"
+
+namespace tower::reference {
+
+Values MatMul(const Values& a, const Shape& a_shape, const Values& b, const Shape& b_shape,
+              bool transpose_a, bool transpose_b) {
+  const int64_t m = transpose_a ? a_shape.dim(1) : a_shape.dim(0);
+  const int64_t k = transpose_a ? a_shape.dim(0) : a_shape.dim(1);
+  const int64_t n = transpose_b ? b_shape.dim(0) : b_shape.dim(1);
+  Values c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double av = transpose_a ? a[p * m + i] : a[i * k + p];
+        const double bv = transpose_b ? b[j * k + p] : b[p * n + j];
+        sum += av * bv;
+      }
+      c[i * n + j] = static_cast<float>(sum);
+    }
+  }
+  return c;
+}
+
+Values BiasAdd(const Values& x, const Shape& x_shape, const Values& bias) {
+  const int64_t c = x_shape.dim(x_shape.rank() - 1);
+  Values y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] + bias[i % c];
+  return y;
+}
+
+namespace {
+template <typename F>
+Values Elementwise(const Values& a, const Values& b, F f) {
+  TOWER_CHECK(a.size() == b.size());
+  Values out(a.size());
+  for (size_t i = 0; i < a.size(); ++i) out[i] = f(a[i], b[i]);
+  return out;
+}
+}  // namespace
+
+Values Add(const Values& a, const Values& b) {
+  return Elementwise(a, b, [](float x, float y) { return x + y; });
+}
+Values Sub(const Values& a, const Values& b) {
+  return Elementwise(a, b, [](float x, float y) { return x - y; });
+}
+Values Mul(const Values& a, const Values& b) {
+  return Elementwise(a, b, [](float x, float y) { return x * y; });
+}
+
+Values Scale(const Values& x, float alpha) {
+  Values out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(double{alpha} * x[i]);
+  return out;
+}
+
+Values Axpy(float alpha, const Values& x, const Values& y) {
+  Values out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(double{alpha} * x[i] + y[i]);
+  return out;
+}
+
+Values AddN(const std::vector<Values>& inputs) {
+  Values out(inputs.at(0).size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    double sum = 0;
+    for (const Values& v : inputs) sum += v[i];
+    out[i] = static_cast<float>(sum);
+  }
+  return out;
+}
+
+Values ReduceSum(const Values& x, const Shape& shape, attrs::ReduceAxis axis) {
+  if (axis == attrs::ReduceAxis::kAll || shape.rank() == 0) {
+    double sum = 0;
+    for (float v : x) sum += v;
+    return {static_cast<float>(sum)};
+  }
+  const int64_t rows = shape.dim(0);
+  const int64_t cols = shape.row_size();
+  Values out(static_cast<size_t>(cols));
+  for (int64_t j = 0; j < cols; ++j) {
+    double sum = 0;
+    for (int64_t i = 0; i < rows; ++i) sum += x[i * cols + j];
+    out[j] = static_cast<float>(sum);
+  }
+  return out;
+}
+
+Values ReduceMean(const Values& x, const Shape& shape, attrs::ReduceAxis axis) {
+  Values sum = ReduceSum(x, shape, axis);
+  const int64_t count = (axis == attrs::ReduceAxis::kAll || shape.rank() == 0)
+                            ? shape.num_elements()
+                            : shape.dim(0);
+  for (float& v : sum) {
+    v = count == 0 ? std::numeric_limits<float>::quiet_NaN()
+                   : static_cast<float>(double{v} / count);
+  }
+  return sum;
+}
+
+Values Relu(const Values& x) {
+  Values out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = x[i] > 0 ? x[i] : 0.0f;
+  return out;
+}
+
+Values ReluGrad(const Values& dy, const Values& x) {
+  return Elementwise(dy, x, [](float g, float v) { return v > 0 ? g : 0.0f; });
+}
+
+Values Sigmoid(const Values& x) {
+  Values out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(1.0 / (1.0 + std::exp(-double{x[i]})));
+  return out;
+}
+
+Values SigmoidGrad(const Values& dy, const Values& y) {
+  return Elementwise(dy, y, [](float g, float s) {
+    return static_cast<float>(double{g} * s * (1.0 - s));
+  });
+}
+
+Values Tanh(const Values& x) {
+  Values out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(std::tanh(double{x[i]}));
+  return out;
+}
+
+Values TanhGrad(const Values& dy, const Values& y) {
+  return Elementwise(dy, y, [](float g, float t) {
+    return static_cast<float>(double{g} * (1.0 - double{t} * t));
+  });
+}
+
+Values Softmax(const Values& logits, const Shape& shape) {
+  const int64_t n = shape.dim(0);
+  const int64_t c = shape.dim(1);
+  Values out(logits.size());
+  for (int64_t i = 0; i < n; ++i) {
+    double max = -INFINITY;
+    for (int64_t j = 0; j < c; ++j) max = std::max(max, double{logits[i * c + j]});
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += std::exp(logits[i * c + j] - max);
+    for (int64_t j = 0; j < c; ++j) {
+      out[i * c + j] = static_cast<float>(std::exp(logits[i * c + j] - max) / sum);
+    }
+  }
+  return out;
+}
+
+Values MeanSquaredError(const Values& pred, const Values& target, float scale) {
+  double sum = 0;
+  for (size_t i = 0; i < pred.size(); ++i) {
+    const double d = double{pred[i]} - target[i];
+    sum += d * d;
+  }
+  return {static_cast<float>(sum * scale)};
+}
+
+Values MeanSquaredErrorGrad(const Values& pred, const Values& target, float scale) {
+  Values out(pred.size());
+  for (size_t i = 0; i < pred.size(); ++i) {
+    out[i] = static_cast<float>(2.0 * (double{pred[i]} - target[i]) * scale);
+  }
+  return out;
+}
+
+Values SparseSoftmaxCrossEntropy(const Values& logits, const Shape& shape,
+                                 const std::vector<int32_t>& labels, float scale) {
+  const int64_t n = shape.dim(0);
+  const int64_t c = shape.dim(1);
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double max = -INFINITY;
+    for (int64_t j = 0; j < c; ++j) max = std::max(max, double{logits[i * c + j]});
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += std::exp(logits[i * c + j] - max);
+    total += max + std::log(sum) - logits[i * c + labels[i]];
+  }
+  return {static_cast<float>(total * scale)};
+}
+
+Values SparseSoftmaxCrossEntropyGrad(const Values& logits, const Shape& shape,
+                                     const std::vector<int32_t>& labels, float scale) {
+  Values probabilities = Softmax(logits, shape);
+  const int64_t c = shape.dim(1);
+  for (int64_t i = 0; i < shape.dim(0); ++i) {
+    for (int64_t j = 0; j < c; ++j) {
+      const double p = probabilities[i * c + j] - (j == labels[i] ? 1.0 : 0.0);
+      probabilities[i * c + j] = static_cast<float>(p * scale);
+    }
+  }
+  return probabilities;
+}
+
+Values Concat(const std::vector<Values>& inputs) {
+  Values out;
+  for (const Values& v : inputs) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+Values Fill(int64_t n, float value) { return Values(static_cast<size_t>(n), value); }
+
+Values RandomUniform(int64_t n, const attrs::Random& random) {
+  Values out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = philox::Uniform(random.seed, i, random.a, random.b);
+  return out;
+}
+
+Values RandomNormal(int64_t n, const attrs::Random& random) {
+  Values out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = philox::Normal(random.seed, i, random.a, random.b);
+  return out;
+}
+
+Values CastRoundTrip(const Values& x, DType to) {
+  Values out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    switch (to) {
+      case DType::kFloat32: out[i] = x[i]; break;
+      case DType::kFloat16: out[i] = Float16ToFloat(FloatToFloat16(x[i])); break;
+      case DType::kBFloat16: out[i] = BFloat16ToFloat(FloatToBFloat16(x[i])); break;
+      case DType::kInt32: out[i] = static_cast<float>(SaturatingFloatToInt32(x[i])); break;
+    }
+  }
+  return out;
+}
+
+void ApplySgd(Values* var, Values* velocity, const Values& grad, const attrs::Sgd& sgd) {
+  for (size_t i = 0; i < var->size(); ++i) {
+    const double g = grad[i];
+    if (velocity == nullptr) {
+      (*var)[i] = static_cast<float>((*var)[i] - double{sgd.learning_rate} * g);
+      continue;
+    }
+    const double v = double{sgd.momentum} * (*velocity)[i] - double{sgd.learning_rate} * g;
+    (*velocity)[i] = static_cast<float>(v);
+    const double step = sgd.nesterov ? double{sgd.momentum} * v - double{sgd.learning_rate} * g : v;
+    (*var)[i] = static_cast<float>((*var)[i] + step);
+  }
+}
+
+}  // namespace tower::reference

@@ -1,0 +1,63 @@
+// Plain reference implementations of every op: host vectors, straightforward loops, double
+// accumulation. Kernels (ops/cpu, ops/cuda) are tested against these; nothing else uses them.
+//
+// Shapes follow the ops: x[n, d] means n rows of d values, row-major.
+#ifndef TOWER_OPS_REFERENCE_REFERENCE_OPS_H_
+#define TOWER_OPS_REFERENCE_REFERENCE_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/dtype.h"
+#include "ops/op_attrs.h"
+#include "ops/shape.h"
+
+namespace tower::reference {
+
+using Values = std::vector<float>;
+
+// a[m, k] (or [k, m] transposed) · b[k, n] (or [n, k]) -> [m, n].
+Values MatMul(const Values& a, const Shape& a_shape, const Values& b, const Shape& b_shape,
+              bool transpose_a, bool transpose_b);
+// x[n, c] + bias[c].
+Values BiasAdd(const Values& x, const Shape& x_shape, const Values& bias);
+Values Add(const Values& a, const Values& b);
+Values Sub(const Values& a, const Values& b);
+Values Mul(const Values& a, const Values& b);
+Values Scale(const Values& x, float alpha);
+Values Axpy(float alpha, const Values& x, const Values& y);
+Values AddN(const std::vector<Values>& inputs);
+Values ReduceSum(const Values& x, const Shape& shape, attrs::ReduceAxis axis);
+Values ReduceMean(const Values& x, const Shape& shape, attrs::ReduceAxis axis);
+
+Values Relu(const Values& x);
+Values ReluGrad(const Values& dy, const Values& x);
+Values Sigmoid(const Values& x);
+Values SigmoidGrad(const Values& dy, const Values& y);  // y = sigmoid(x)
+Values Tanh(const Values& x);
+Values TanhGrad(const Values& dy, const Values& y);  // y = tanh(x)
+// Row-wise over logits[n, c].
+Values Softmax(const Values& logits, const Shape& shape);
+// scale · Σ (pred − target)²; returns one value.
+Values MeanSquaredError(const Values& pred, const Values& target, float scale);
+Values MeanSquaredErrorGrad(const Values& pred, const Values& target, float scale);
+// scale · Σ_i (logsumexp(logits_i) − logits_i[label_i]); returns one value.
+Values SparseSoftmaxCrossEntropy(const Values& logits, const Shape& shape,
+                                 const std::vector<int32_t>& labels, float scale);
+Values SparseSoftmaxCrossEntropyGrad(const Values& logits, const Shape& shape,
+                                     const std::vector<int32_t>& labels, float scale);
+
+Values Concat(const std::vector<Values>& inputs);  // along the first dimension
+Values Fill(int64_t n, float value);
+Values RandomUniform(int64_t n, const attrs::Random& random);
+Values RandomNormal(int64_t n, const attrs::Random& random);
+// Cast: values as float, converted to `to` and back (what the stored values read as).
+Values CastRoundTrip(const Values& x, DType to);
+
+// Updates var (and velocity) in place, as attrs::Sgd documents; plain SGD without velocity
+// (nullptr).
+void ApplySgd(Values* var, Values* velocity, const Values& grad, const attrs::Sgd& sgd);
+
+}  // namespace tower::reference
+
+#endif  // TOWER_OPS_REFERENCE_REFERENCE_OPS_H_

@@ -1,0 +1,428 @@
+// Every op's CPU kernel against the plain reference (ops/reference), on odd shapes, an
+// empty batch and large values. Tolerances are stated per op; floating-point error bounds
+// follow the usual forms (k·ε·|A|·|B| for a product of inner size k).
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "device/context.h"
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/reference/reference_ops.h"
+#include "ops/training_ops.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using Values = std::vector<float>;
+
+constexpr float kEps = 1.1920929e-07f;  // float32 machine epsilon
+
+Device* Cpu() { return *Context::Global().FindDevice("/CPU:0"); }
+
+Values RandomValues(int64_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  Values v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+Tensor Make(const Shape& shape, const Values& values) {
+  StatusOr<Tensor> t = Tensor::FromHost(Cpu(), shape, values);
+  TOWER_CHECK_OK(t.status());
+  return *t;
+}
+
+Values Host(const StatusOr<Tensor>& t) {
+  TOWER_CHECK_OK(t.status());
+  return *t->ToHost();
+}
+
+// |got − want| <= bound (per element) for every element; reports the worst one.
+void ExpectWithin(const Values& got, const Values& want, const Values& bound,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  size_t worst_index = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << what << " at " << i;
+      continue;
+    }
+    const double excess = std::fabs(double{got[i]} - want[i]) - bound[i];
+    if (excess > worst) {
+      worst = excess;
+      worst_index = i;
+    }
+  }
+  EXPECT_EQ(worst, 0) << what << ": element " << worst_index << " is " << got[worst_index]
+                      << ", reference " << want[worst_index] << ", allowed error "
+                      << bound[worst_index];
+}
+
+// Relative tolerance: bound = tol · max(1, |want|).
+void ExpectClose(const Values& got, const Values& want, float tol, const std::string& what) {
+  Values bound(want.size());
+  for (size_t i = 0; i < want.size(); ++i) bound[i] = tol * std::max(1.0f, std::fabs(want[i]));
+  ExpectWithin(got, want, bound, what);
+}
+
+Values Abs(Values v) {
+  for (float& x : v) x = std::fabs(x);
+  return v;
+}
+
+struct Case {
+  int64_t rows;
+  int64_t cols;
+  float scale;  // inputs uniform in [−scale, scale]
+};
+
+std::string Name(const Case& c) {
+  return "[" + std::to_string(c.rows) + ", " + std::to_string(c.cols) + "] x" +
+         std::to_string(static_cast<int>(c.scale));
+}
+
+// Odd shapes, a single element, an empty batch, and large values.
+const Case kCases[] = {{1, 1, 1}, {7, 13, 1}, {33, 65, 2}, {257, 129, 1},
+                       {0, 5, 1}, {5, 0, 1},  {16, 16, 1000}};
+
+TEST(OpsCpuTest, MatMulAllTransposes) {
+  for (const Case& c : kCases) {
+    const int64_t m = c.rows, k = c.cols, n = 11;
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        const Shape a_shape = ta ? Shape{k, m} : Shape{m, k};
+        const Shape b_shape = tb ? Shape{n, k} : Shape{k, n};
+        const Values a = RandomValues(m * k, c.scale, 1);
+        const Values b = RandomValues(k * n, c.scale, 2);
+        const Values got = Host(ops::MatMul(Make(a_shape, a), Make(b_shape, b), ta, tb));
+        const Values want = reference::MatMul(a, a_shape, b, b_shape, ta, tb);
+        // Error bound of a float dot product of length k: k·ε·Σ|a||b| (plus headroom).
+        Values bound = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
+        for (float& x : bound) x *= 2 * (k + 1) * kEps;
+        ExpectWithin(got, want, bound, "MatMul " + Name(c) + " ta=" + std::to_string(ta) +
+                                           " tb=" + std::to_string(tb));
+      }
+    }
+  }
+}
+
+TEST(OpsCpuTest, MatMulOfTheSeeds) {
+  const Values got = Host(ops::MatMul(Make(Shape{2, 3}, {1, 2, 3, 4, 5, 6}),
+                                      Make(Shape{3, 2}, {1, 2, 3, 4, 5, 6})));
+  EXPECT_EQ(got, (Values{22, 28, 49, 64}));
+}
+
+TEST(OpsCpuTest, ElementwiseBinaryOps) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values a = RandomValues(shape.num_elements(), c.scale, 3);
+    const Values b = RandomValues(shape.num_elements(), c.scale, 4);
+    const Tensor ta = Make(shape, a), tb = Make(shape, b);
+    // One rounding each: exact against the double reference rounded once.
+    ExpectClose(Host(ops::Add(ta, tb)), reference::Add(a, b), 0, "Add " + Name(c));
+    ExpectClose(Host(ops::Sub(ta, tb)), reference::Sub(a, b), 0, "Sub " + Name(c));
+    ExpectClose(Host(ops::Mul(ta, tb)), reference::Mul(a, b), 0, "Mul " + Name(c));
+    ExpectClose(Host(ops::Scale(ta, -1.5f)), reference::Scale(a, -1.5f), 0, "Scale " + Name(c));
+    // Two roundings (product, sum): within 2ε of the larger operand.
+    Values bound(a.size());
+    for (size_t i = 0; i < a.size(); ++i) bound[i] = 2 * kEps * (0.5f * std::fabs(a[i]) + std::fabs(b[i]));
+    ExpectWithin(Host(ops::Axpy(0.5f, ta, tb)), reference::Axpy(0.5f, a, b), bound, "Axpy " + Name(c));
+  }
+}
+
+TEST(OpsCpuTest, BiasAdd) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values x = RandomValues(shape.num_elements(), c.scale, 5);
+    const Values bias = RandomValues(c.cols, c.scale, 6);
+    ExpectClose(Host(ops::BiasAdd(Make(shape, x), Make(Shape{c.cols}, bias))),
+                reference::BiasAdd(x, shape, bias), 0, "BiasAdd " + Name(c));
+  }
+}
+
+TEST(OpsCpuTest, AddN) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    std::vector<Values> values;
+    std::vector<Tensor> tensors;
+    for (int i = 0; i < 5; ++i) {
+      values.push_back(RandomValues(shape.num_elements(), c.scale, 10 + i));
+      tensors.push_back(Make(shape, values.back()));
+    }
+    Values bound(static_cast<size_t>(shape.num_elements()));
+    for (size_t j = 0; j < bound.size(); ++j) {
+      for (const Values& v : values) bound[j] += 5 * kEps * std::fabs(v[j]);
+    }
+    ExpectWithin(Host(ops::AddN(tensors)), reference::AddN(values), bound, "AddN " + Name(c));
+  }
+  EXPECT_EQ(Host(ops::AddN({Make(Shape{2}, {1, 2})})), (Values{1, 2}));
+}
+
+TEST(OpsCpuTest, Reductions) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values x = RandomValues(shape.num_elements(), c.scale, 7);
+    const Tensor t = Make(shape, x);
+    // Accumulated in double: only the final rounding remains.
+    for (auto axis : {ops::ReduceAxis::kAll, ops::ReduceAxis::kBatch}) {
+      const std::string tag = Name(c) + (axis == ops::ReduceAxis::kAll ? " all" : " batch");
+      StatusOr<Tensor> sum = ops::ReduceSum(t, axis);
+      ASSERT_TRUE(sum.ok());
+      EXPECT_EQ(sum->shape(), axis == ops::ReduceAxis::kAll ? Shape() : Shape{c.cols}) << tag;
+      ExpectClose(Host(sum), reference::ReduceSum(x, shape, axis), 2 * kEps, "ReduceSum " + tag);
+      ExpectClose(Host(ops::ReduceMean(t, axis)), reference::ReduceMean(x, shape, axis),
+                  2 * kEps, "ReduceMean " + tag);
+    }
+  }
+  // Mean of nothing is NaN; sum of nothing is zero.
+  const Tensor empty = Make(Shape{0, 3}, {});
+  EXPECT_TRUE(std::isnan(Host(ops::ReduceMean(empty))[0]));
+  EXPECT_EQ(Host(ops::ReduceSum(empty, ops::ReduceAxis::kBatch)), (Values{0, 0, 0}));
+  // Rank 1 along the batch gives a scalar.
+  EXPECT_EQ(Host(ops::ReduceSum(Make(Shape{3}, {1, 2, 3}), ops::ReduceAxis::kBatch)), Values{6});
+}
+
+TEST(OpsCpuTest, Activations) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values x = RandomValues(shape.num_elements(), c.scale * 4, 8);
+    const Values dy = RandomValues(shape.num_elements(), 1, 9);
+    const Tensor tx = Make(shape, x), tdy = Make(shape, dy);
+    ExpectClose(Host(ops::Relu(tx)), reference::Relu(x), 0, "Relu " + Name(c));
+    ExpectClose(Host(ops::ReluGrad(tdy, tx)), reference::ReluGrad(dy, x), 0, "ReluGrad " + Name(c));
+    // Eigen's vectorised logistic and tanh: a few ulps of the result in [−1, 1].
+    const Values s = Host(ops::Sigmoid(tx));
+    ExpectClose(s, reference::Sigmoid(x), 4 * kEps, "Sigmoid " + Name(c));
+    ExpectClose(Host(ops::SigmoidGrad(tdy, Make(shape, s))), reference::SigmoidGrad(dy, s),
+                4 * kEps, "SigmoidGrad " + Name(c));
+    const Values th = Host(ops::Tanh(tx));
+    ExpectClose(th, reference::Tanh(x), 4 * kEps, "Tanh " + Name(c));
+    ExpectClose(Host(ops::TanhGrad(tdy, Make(shape, th))), reference::TanhGrad(dy, th),
+                4 * kEps, "TanhGrad " + Name(c));
+  }
+}
+
+TEST(OpsCpuTest, SoftmaxIsStableForLargeLogits) {
+  for (const Case& c : kCases) {
+    if (c.cols == 0) continue;
+    const Shape shape{c.rows, c.cols};
+    const Values x = RandomValues(shape.num_elements(), c.scale * 10, 11);
+    const Values got = Host(ops::Softmax(Make(shape, x)));
+    ExpectClose(got, reference::Softmax(x, shape), 8 * kEps, "Softmax " + Name(c));
+    for (float p : got) ASSERT_TRUE(std::isfinite(p));
+  }
+}
+
+TEST(OpsCpuTest, MeanSquaredErrorAndGrad) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values p = RandomValues(shape.num_elements(), c.scale, 12);
+    const Values t = RandomValues(shape.num_elements(), c.scale, 13);
+    const int64_t global = c.rows + 3;  // a replica's shard of a larger global batch
+    const float scale = 1.0f / (static_cast<float>(global) * std::max<int64_t>(c.cols, 1));
+    const Tensor tp = Make(shape, p), tt = Make(shape, t);
+    ExpectClose(Host(ops::MeanSquaredError(tp, tt, global)),
+                reference::MeanSquaredError(p, t, scale), 4 * kEps, "MSE " + Name(c));
+    ExpectClose(Host(ops::MeanSquaredErrorGrad(tp, tt, global)),
+                reference::MeanSquaredErrorGrad(p, t, scale), 4 * kEps, "MSE grad " + Name(c));
+  }
+  // Keras's value on a tiny example: mean over features, then over the batch.
+  const Tensor pred = Make(Shape{2, 2}, {1, 2, 3, 4});
+  const Tensor target = Make(Shape{2, 2}, {1, 0, 0, 4});
+  EXPECT_FLOAT_EQ(Host(ops::MeanSquaredError(pred, target))[0], (4.0f / 2 + 9.0f / 2) / 2);
+}
+
+TEST(OpsCpuTest, SparseSoftmaxCrossEntropyAndGrad) {
+  for (const Case& c : kCases) {
+    if (c.cols == 0) continue;
+    const Shape shape{c.rows, c.cols};
+    const Values logits = RandomValues(shape.num_elements(), c.scale * 5, 14);
+    std::vector<int32_t> labels(static_cast<size_t>(c.rows));
+    for (int64_t i = 0; i < c.rows; ++i) labels[i] = static_cast<int32_t>((i * 7) % c.cols);
+    const int64_t global = c.rows + 1;
+    const float scale = 1.0f / static_cast<float>(global);
+    const Tensor tl = Make(shape, logits);
+    const Tensor ty = *Tensor::FromHostInt32(Cpu(), Shape{c.rows}, labels);
+    ExpectClose(Host(ops::SparseSoftmaxCrossEntropy(tl, ty, global)),
+                reference::SparseSoftmaxCrossEntropy(logits, shape, labels, scale), 16 * kEps,
+                "CE " + Name(c));
+    ExpectClose(Host(ops::SparseSoftmaxCrossEntropyGrad(tl, ty, global)),
+                reference::SparseSoftmaxCrossEntropyGrad(logits, shape, labels, scale), 8 * kEps,
+                "CE grad " + Name(c));
+  }
+}
+
+TEST(OpsCpuTest, CrossEntropyRejectsLabelsOutOfRange) {
+  const Tensor logits = Make(Shape{3, 4}, RandomValues(12, 1, 15));
+  const Tensor labels = *Tensor::FromHostInt32(Cpu(), Shape{3}, std::vector<int32_t>{0, 4, 1});
+  StatusOr<Tensor> loss = ops::SparseSoftmaxCrossEntropy(logits, labels);
+  EXPECT_TRUE(IsInvalidArgument(loss.status()));
+  EXPECT_THAT(loss.status().message(), HasSubstr("label 4 at row 1 is outside [0, 4)"));
+  EXPECT_THAT(loss.status().message(), HasSubstr("SparseSoftmaxCrossEntropy on /job:localhost"));
+  const Tensor negative = *Tensor::FromHostInt32(Cpu(), Shape{3}, std::vector<int32_t>{0, 1, -1});
+  EXPECT_THAT(ops::SparseSoftmaxCrossEntropyGrad(logits, negative).status().message(),
+              HasSubstr("label -1 at row 2"));
+}
+
+TEST(OpsCpuTest, FillConcatSplit) {
+  EXPECT_EQ(Host(ops::Fill(Shape{2, 3}, 2.5f, Cpu())), Values(6, 2.5f));
+  EXPECT_EQ(Host(ops::Zeros(Shape{0, 3}, Cpu())), Values{});
+  const Values a = RandomValues(6, 1, 16), b = RandomValues(9, 1, 17);
+  StatusOr<Tensor> joined = ops::Concat({Make(Shape{2, 3}, a), Make(Shape{0, 3}, {}), Make(Shape{3, 3}, b)});
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(joined->shape(), (Shape{5, 3}));
+  EXPECT_EQ(Host(joined), reference::Concat({a, b}));
+  StatusOr<std::vector<Tensor>> pieces = ops::Split(*joined, {2, 0, 3});
+  ASSERT_TRUE(pieces.ok());
+  EXPECT_EQ(Host((*pieces)[0]), a);
+  EXPECT_EQ((*pieces)[1].shape(), (Shape{0, 3}));
+  EXPECT_EQ(Host((*pieces)[2]), b);
+  EXPECT_TRUE((*pieces)[2].SharesBufferWith(*joined));  // views, not copies
+  EXPECT_EQ(ops::EvenSplitSizes(10, 4), (std::vector<int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(ops::EvenSplitSizes(2, 4), (std::vector<int64_t>{1, 1, 0, 0}));
+  StatusOr<std::vector<Tensor>> even = ops::SplitEvenly(*joined, 2);
+  ASSERT_TRUE(even.ok());
+  EXPECT_EQ((*even)[0].shape(), (Shape{3, 3}));
+  EXPECT_EQ((*even)[1].shape(), (Shape{2, 3}));
+}
+
+TEST(OpsCpuTest, CastBetweenAllTypes) {
+  const Values x = {0.0f, -1.5f, 3.14159f, 65504.0f, 70000.0f, -2.5e-8f, 1e10f, NAN, -3e9f, 0.1f};
+  const Tensor t = Make(Shape{10}, x);
+  for (DType to : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32}) {
+    StatusOr<Tensor> cast = ops::Cast(t, to);
+    ASSERT_TRUE(cast.ok()) << cast.status();
+    EXPECT_EQ(cast->dtype(), to);
+    const Values back = Host(ops::Cast(*cast, DType::kFloat32));
+    const Values want = reference::CastRoundTrip(x, to);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(back[i]));
+      } else {
+        EXPECT_EQ(back[i], want[i]) << DTypeName(to) << " element " << i;
+      }
+    }
+  }
+  // Spot values: float16 max and overflow, bfloat16 rounding, int saturation.
+  const Values f16 = Host(ops::Cast(*ops::Cast(t, DType::kFloat16), DType::kFloat32));
+  EXPECT_EQ(f16[3], 65504.0f);
+  EXPECT_TRUE(std::isinf(f16[4]));
+  const std::vector<int32_t> ints = *ops::Cast(t, DType::kInt32)->ToHostInt32();
+  EXPECT_EQ(ints[1], -1);
+  EXPECT_EQ(ints[2], 3);
+  EXPECT_EQ(ints[6], 2147483647);
+  EXPECT_EQ(ints[7], 0);
+  EXPECT_EQ(ints[8], -2147483647 - 1);
+}
+
+TEST(OpsCpuTest, Float16ConversionIsExactOnEveryHalf) {
+  // Every finite half converts to float and back to itself.
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const uint16_t h = static_cast<uint16_t>(bits);
+    if ((h & 0x7c00) == 0x7c00) continue;  // inf/nan
+    ASSERT_EQ(FloatToFloat16(Float16ToFloat(h)), h) << std::hex << bits;
+  }
+  // Ties round to even: 2049 lies halfway between the halves 2048 and 2050.
+  EXPECT_EQ(Float16ToFloat(FloatToFloat16(2049.0f)), 2048.0f);
+  EXPECT_EQ(Float16ToFloat(FloatToFloat16(2051.0f)), 2052.0f);
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.00390625f)), 1.0f);  // tie to even
+}
+
+TEST(OpsCpuTest, SgdUpdates) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values w = RandomValues(shape.num_elements(), c.scale, 18);
+    const Values g = RandomValues(shape.num_elements(), c.scale, 19);
+    for (float momentum : {0.0f, 0.9f}) {
+      for (bool nesterov : {false, true}) {
+        Tensor var = Make(shape, w);
+        Tensor velocity = Make(shape, Values(w.size(), 0.0f));
+        const Tensor grad = Make(shape, g);
+        Values want_w = w, want_v(w.size(), 0.0f);
+        const attrs::Sgd sgd{0.1f, momentum, nesterov};
+        for (int step = 0; step < 3; ++step) {
+          ASSERT_TRUE(ops::ApplySgdMomentum(var, velocity, grad, 0.1f, momentum, nesterov).ok());
+          reference::ApplySgd(&want_w, &want_v, g, sgd);
+        }
+        const std::string tag = Name(c) + " momentum " + std::to_string(momentum) +
+                                (nesterov ? " nesterov" : "");
+        // A few roundings of values as large as the weight and the gradient (the result may
+        // be much smaller than either: cancellation).
+        Values bound(w.size());
+        for (size_t i = 0; i < w.size(); ++i) {
+          bound[i] = 16 * kEps * (std::fabs(w[i]) + std::fabs(g[i]));
+        }
+        ExpectWithin(Host(var), want_w, bound, "SGD var " + tag);
+        ExpectWithin(Host(velocity), want_v, bound, "SGD velocity " + tag);
+      }
+    }
+    Tensor var = Make(shape, w);
+    ASSERT_TRUE(ops::ApplySgd(var, Make(shape, g), 0.25f).ok());
+    Values want = w;
+    reference::ApplySgd(&want, nullptr, g, attrs::Sgd{0.25f, 0, false});
+    ExpectClose(Host(var), want, 2 * kEps, "plain SGD " + Name(c));
+  }
+}
+
+TEST(OpsCpuTest, ShapeAndTypeErrorsNameBothShapes) {
+  const Tensor a = Make(Shape{2, 3}, RandomValues(6, 1, 20));
+  const Tensor b = Make(Shape{3, 2}, RandomValues(6, 1, 21));
+  const Tensor v = Make(Shape{3}, RandomValues(3, 1, 22));
+  const Tensor labels = *Tensor::FromHostInt32(Cpu(), Shape{2}, std::vector<int32_t>{0, 1});
+  struct Bad {
+    Status status;
+    std::vector<std::string> fragments;
+  };
+  const Bad cases[] = {
+      {ops::Add(a, b).status(), {"Add: incompatible shapes [2, 3] and [3, 2]"}},
+      {ops::Sub(a, v).status(), {"Sub", "[2, 3]", "[3]"}},
+      {ops::Mul(a, labels).status(), {"Mul: the second input must be float32, got int32"}},
+      {ops::MatMul(a, a).status(), {"MatMul: inner dimensions differ: a [2, 3] and b [2, 3]"}},
+      {ops::MatMul(a, v).status(), {"MatMul: b must have rank 2, got shape [3]"}},
+      {ops::MatMul(a, a, false, true).ok() ? OkStatus() : InternalError("transpose_b failed"), {}},
+      {ops::BiasAdd(b, v).status(), {"BiasAdd", "[3, 2]", "[3]"}},
+      {ops::AddN({}).status(), {"AddN: needs at least one input"}},
+      {ops::AddN({a, b}).status(), {"AddN: input 1 differs in shape: [2, 3] and [3, 2]"}},
+      {ops::Softmax(v).status(), {"Softmax: logits must have rank 2"}},
+      {ops::MeanSquaredError(a, b).status(), {"MeanSquaredError: incompatible shapes [2, 3] and [3, 2]"}},
+      {ops::MeanSquaredError(a, a, 1).status(), {"global batch size (1) must be positive and at least the rows given (2)"}},
+      {ops::SparseSoftmaxCrossEntropy(b, labels).status(), {"logits and labels need as many rows; got [3, 2] and [2]"}},
+      {ops::SparseSoftmaxCrossEntropy(a, a).status(), {"labels must be int32, got float32"}},
+      {ops::Concat({a, b}).status(), {"Concat: input 1 does not match input 0", "[2, 3] and [3, 2]"}},
+      {ops::Concat({}).status(), {"Concat: needs at least one input"}},
+      {ops::Split(a, {1, 2}).status(), {"Split: sizes add up to 3 but x [2, 3] has 2 rows"}},
+      {ops::Split(a, {3, -1}).status(), {"Split: negative size -1"}},
+      {ops::SplitEvenly(a, 0).status(), {"parts must be positive"}},
+      {ops::Relu(Tensor()).status(), {"Relu: x is an empty Tensor handle"}},
+      {ops::ReduceSum(labels).status(), {"ReduceSum: x must be float32, got int32"}},
+  };
+  for (const Bad& bad : cases) {
+    if (bad.fragments.empty()) {
+      EXPECT_TRUE(bad.status.ok()) << bad.status;
+      continue;
+    }
+    EXPECT_TRUE(IsInvalidArgument(bad.status)) << bad.status;
+    for (const std::string& fragment : bad.fragments) {
+      EXPECT_THAT(bad.status.message(), HasSubstr(fragment));
+    }
+  }
+  Tensor var = Make(Shape{2, 3}, RandomValues(6, 1, 23));
+  EXPECT_THAT(ops::ApplySgd(var, b, 0.1f).message(), HasSubstr("[2, 3] and [3, 2]"));
+  EXPECT_THAT(ops::ApplySgd(var, a, -1).message(), HasSubstr("learning rate must be finite and >= 0"));
+  Tensor velocity = Make(Shape{2, 3}, Values(6, 0.0f));
+  EXPECT_THAT(ops::ApplySgdMomentum(var, velocity, a, 0.1f, 1.0f, false).message(),
+              HasSubstr("momentum must be in [0, 1)"));
+}
+
+}  // namespace
+}  // namespace tower
