@@ -1,0 +1,456 @@
+#include "data/csv.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+
+#include "util/strings.h"
+
+namespace tower::data {
+
+namespace {
+
+// One field of a line: its text (inside the quotes for a quoted field, spaces trimmed) or a
+// quoting error.
+struct Field {
+  std::string_view text;
+  bool quoted = false;
+  // Non-empty for a malformed field: "unterminated quote", ...
+  const char* error = nullptr;
+};
+
+class LineSplitter {
+ public:
+  explicit LineSplitter(char delimiter) : delimiter_(delimiter) {}
+
+  // Splits `line` (no line end) into fields(); stops at the first malformed field, which is
+  // then the last one.
+  void Split(std::string_view line) {
+    fields_.clear();
+    size_t pos = 0;
+    while (true) {
+      Field field;
+      pos = SkipSpaces(line, pos);
+      if (pos < line.size() && line[pos] == '"') {
+        // Quoted: up to the closing quote; "" inside stands for one quote.
+        size_t close = pos + 1;
+        while (true) {
+          close = line.find('"', close);
+          if (close == std::string_view::npos) break;
+          if (close + 1 < line.size() && line[close + 1] == '"') {
+            close += 2;
+            continue;
+          }
+          break;
+        }
+        if (close == std::string_view::npos) {
+          field.error = "unterminated quote";
+          field.text = line.substr(pos);
+          fields_.push_back(field);
+          return;
+        }
+        field.quoted = true;
+        field.text = Trim(line.substr(pos + 1, close - pos - 1));
+        const size_t after = SkipSpaces(line, close + 1);
+        if (after < line.size() && line[after] != delimiter_) {
+          field.error = "text after the closing quote";
+          const size_t end = line.find(delimiter_, after);
+          field.text = line.substr(pos, end == std::string_view::npos ? std::string_view::npos
+                                                                      : end - pos);
+          fields_.push_back(field);
+          return;
+        }
+        fields_.push_back(field);
+        if (after >= line.size()) return;
+        pos = after + 1;
+      } else {
+        const size_t end = line.find(delimiter_, pos);
+        if (end == std::string_view::npos) {
+          field.text = Trim(line.substr(pos));
+          fields_.push_back(field);
+          return;
+        }
+        field.text = Trim(line.substr(pos, end - pos));
+        fields_.push_back(field);
+        pos = end + 1;
+      }
+    }
+  }
+
+  const std::vector<Field>& fields() const { return fields_; }
+
+  bool IsSpace(char c) const { return (c == ' ' || c == '\t') && c != delimiter_; }
+
+  std::string_view Trim(std::string_view text) const {
+    size_t begin = 0;
+    size_t end = text.size();
+    while (begin < end && IsSpace(text[begin])) ++begin;
+    while (end > begin && IsSpace(text[end - 1])) --end;
+    return text.substr(begin, end - begin);
+  }
+
+ private:
+  size_t SkipSpaces(std::string_view line, size_t pos) const {
+    while (pos < line.size() && IsSpace(line[pos])) ++pos;
+    return pos;
+  }
+
+  char delimiter_;
+  std::vector<Field> fields_;
+};
+
+// Lines of the text, each without its line end ("\n" or "\r\n"), numbered from 1.
+class LineReader {
+ public:
+  explicit LineReader(std::string_view text) : text_(text) {}
+
+  bool Next(std::string_view* line) {
+    if (pos_ >= text_.size()) return false;
+    size_t end = text_.find('\n', pos_);
+    size_t next = end + 1;
+    if (end == std::string_view::npos) {
+      end = text_.size();
+      next = end;
+    }
+    *line = text_.substr(pos_, end - pos_);
+    if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+    pos_ = next;
+    ++line_number_;
+    return true;
+  }
+  int64_t line_number() const { return line_number_; }
+  size_t position() const { return pos_; }
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0;
+  int64_t line_number_ = 0;
+};
+
+bool IsBlank(std::string_view line) {
+  for (char c : line) {
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\n') return false;
+  }
+  return true;
+}
+
+std::string Quoted(std::string_view text) {
+  // Long or binary cells are cut so that a message stays one readable line.
+  std::string out = "'";
+  const size_t limit = 40;
+  for (size_t i = 0; i < text.size() && i < limit; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > limit) out += "...";
+  out += "'";
+  return out;
+}
+
+enum class CellError { kNone, kEmpty, kNotANumber, kNotFinite, kOutOfRange };
+
+// A whole-cell number: [+-]digits[.digits][e[+-]digits], also ".5" and "5.".
+CellError ParseCell(std::string_view text, float* out) {
+  if (text.empty()) return CellError::kEmpty;
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  // from_chars takes no leading '+'.
+  if (*begin == '+' && end - begin > 1 && (begin[1] == '.' || (begin[1] >= '0' && begin[1] <= '9'))) {
+    ++begin;
+  }
+  double value = 0;
+  const std::from_chars_result result = std::from_chars(begin, end, value);
+  if (result.ptr != end) return CellError::kNotANumber;
+  if (result.ec == std::errc::invalid_argument) return CellError::kNotANumber;
+  if (result.ec == std::errc::result_out_of_range) {
+    // Overflow, or an underflow that strtod rounds to a (sub)normal or zero.
+    const std::string copy(begin, end);
+    value = std::strtod(copy.c_str(), nullptr);
+    if (std::isinf(value)) return CellError::kOutOfRange;
+  }
+  if (!std::isfinite(value)) return CellError::kNotFinite;
+  if (std::fabs(value) > static_cast<double>(std::numeric_limits<float>::max())) {
+    return CellError::kOutOfRange;
+  }
+  *out = static_cast<float>(value);
+  return CellError::kNone;
+}
+
+std::string CellErrorText(CellError error, std::string_view text) {
+  switch (error) {
+    case CellError::kEmpty:
+      return "empty cell (every cell must hold a number)";
+    case CellError::kNotFinite:
+      return Quoted(text) + " is not a finite number";
+    case CellError::kOutOfRange:
+      return Quoted(text) + " is out of the float32 range";
+    case CellError::kNotANumber:
+    case CellError::kNone:
+      break;
+  }
+  return Quoted(text) + " is not a number";
+}
+
+// Where a column's cells go: a feature or target slot, or nowhere (an unused column).
+struct Destination {
+  enum Kind { kSkip, kFeature, kTarget } kind = kSkip;
+  int64_t slot = 0;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view name, const CsvOptions& options)
+      : name_(name), options_(options), splitter_(options.delimiter) {}
+
+  StatusOr<CsvTable> Parse(std::string_view text) {
+    TOWER_RETURN_IF_ERROR(CheckOptions());
+    // A UTF-8 byte order mark, as spreadsheet programs write it.
+    if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+    if (IsBlank(TrimNewlines(text))) {
+      return Error("the file is empty; the first line must be a header of column names");
+    }
+    LineReader reader(text);
+    std::string_view line;
+    reader.Next(&line);
+    if (IsBlank(line)) {
+      return Error("line 1 is empty; the first line must be a header of column names");
+    }
+    TOWER_RETURN_IF_ERROR(ReadHeader(line));
+    TOWER_RETURN_IF_ERROR(ResolveColumns());
+
+    CsvTable table;
+    table.schema = schema_;
+    const int64_t feature_dim = static_cast<int64_t>(schema_.feature_names.size());
+    const int64_t target_dim = static_cast<int64_t>(schema_.target_names.size());
+    // A row per remaining line, near enough, so the arrays grow once.
+    int64_t expected_rows = 1;
+    for (size_t i = reader.position(); i < text.size(); ++i) expected_rows += text[i] == '\n';
+    table.features.reserve(static_cast<size_t>(expected_rows * feature_dim));
+    table.targets.reserve(static_cast<size_t>(expected_rows * target_dim));
+    table.lines.reserve(static_cast<size_t>(expected_rows));
+
+    // Blank lines are allowed only at the end: one is an error once a row follows it.
+    int64_t first_blank_line = 0;
+    std::vector<float> features(static_cast<size_t>(feature_dim));
+    std::vector<float> targets(static_cast<size_t>(target_dim));
+    while (reader.Next(&line)) {
+      const int64_t line_number = reader.line_number();
+      if (IsBlank(line)) {
+        if (first_blank_line == 0) first_blank_line = line_number;
+        continue;
+      }
+      if (first_blank_line != 0) {
+        return Error("line " + std::to_string(first_blank_line) +
+                     " is empty (blank lines are allowed only at the end of the file)");
+      }
+      splitter_.Split(line);
+      const std::vector<Field>& fields = splitter_.fields();
+      const int64_t columns = static_cast<int64_t>(header_.size());
+      for (size_t c = 0; c < fields.size(); ++c) {
+        if (fields[c].error != nullptr) {
+          return Error("line " + std::to_string(line_number) + ", " +
+                       ColumnName(static_cast<int64_t>(c)) + ": " + fields[c].error + ": " +
+                       Quoted(fields[c].text));
+        }
+      }
+      if (static_cast<int64_t>(fields.size()) != columns) {
+        return Error("line " + std::to_string(line_number) + " has " +
+                     std::to_string(fields.size()) + " field" + (fields.size() == 1 ? "" : "s") +
+                     ", the header has " + std::to_string(columns));
+      }
+      for (int64_t c = 0; c < columns; ++c) {
+        const Destination& destination = destinations_[static_cast<size_t>(c)];
+        if (destination.kind == Destination::kSkip) continue;
+        float value = 0;
+        const CellError error = ParseCell(fields[static_cast<size_t>(c)].text, &value);
+        if (error != CellError::kNone) {
+          return Error("line " + std::to_string(line_number) + ", " + ColumnName(c) + ": " +
+                       CellErrorText(error, fields[static_cast<size_t>(c)].text));
+        }
+        if (destination.kind == Destination::kFeature) {
+          features[static_cast<size_t>(destination.slot)] = value;
+        } else {
+          targets[static_cast<size_t>(destination.slot)] = value;
+        }
+      }
+      table.features.insert(table.features.end(), features.begin(), features.end());
+      table.targets.insert(table.targets.end(), targets.begin(), targets.end());
+      table.lines.push_back(line_number);
+    }
+    table.rows = static_cast<int64_t>(table.lines.size());
+    if (table.rows == 0) return Error("the file has a header (line 1) but no data rows");
+    return table;
+  }
+
+ private:
+  Status Error(const std::string& message) const {
+    return InvalidArgumentError(std::string(name_) + ": " + message);
+  }
+
+  static std::string_view TrimNewlines(std::string_view text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+    return text;
+  }
+
+  // "column 'x' (2)", or "field 7" past the header's columns.
+  std::string ColumnName(int64_t index) const {
+    if (index < static_cast<int64_t>(header_.size())) {
+      return "column '" + header_[static_cast<size_t>(index)] + "' (" + std::to_string(index + 1) +
+             ")";
+    }
+    return "field " + std::to_string(index + 1);
+  }
+
+  Status CheckOptions() const {
+    const char d = options_.delimiter;
+    if (d == '"' || d == '\n' || d == '\r' || d == ' ' || d == '\0' || d == '.' || d == '-' ||
+        d == '+' || (d >= '0' && d <= '9')) {
+      return Error(std::string("CsvOptions::delimiter ") + Quoted(std::string_view(&d, 1)) +
+                   " cannot separate numbers");
+    }
+    if (options_.target_columns.empty()) {
+      return Error("no target column given (set CsvOptions::target_columns)");
+    }
+    return OkStatus();
+  }
+
+  Status ReadHeader(std::string_view line) {
+    splitter_.Split(line);
+    for (size_t c = 0; c < splitter_.fields().size(); ++c) {
+      const Field& field = splitter_.fields()[c];
+      if (field.error != nullptr) {
+        return Error("line 1 (the header), column " + std::to_string(c + 1) + ": " + field.error +
+                     ": " + Quoted(field.text));
+      }
+      std::string name(field.text);
+      if (field.quoted) {
+        // "" inside quotes is one quote.
+        for (size_t at = name.find("\"\""); at != std::string::npos; at = name.find("\"\"", at + 1)) {
+          name.erase(at, 1);
+        }
+      }
+      if (name.empty()) {
+        return Error("line 1 (the header), column " + std::to_string(c + 1) +
+                     ": empty column name");
+      }
+      const auto [it, inserted] = index_.emplace(name, static_cast<int64_t>(c));
+      if (!inserted) {
+        return Error("line 1 (the header): duplicate column name '" + name + "' (columns " +
+                     std::to_string(it->second + 1) + " and " + std::to_string(c + 1) + ")");
+      }
+      header_.push_back(std::move(name));
+    }
+    return OkStatus();
+  }
+
+  Status ResolveColumns() {
+    destinations_.assign(header_.size(), Destination());
+    const std::string columns = Join(header_, ", ");
+    for (size_t t = 0; t < options_.target_columns.size(); ++t) {
+      const std::string& name = options_.target_columns[t];
+      const auto it = index_.find(name);
+      if (it == index_.end()) {
+        return Error("no column named '" + name + "'; columns are: " + columns);
+      }
+      Destination& destination = destinations_[static_cast<size_t>(it->second)];
+      if (destination.kind != Destination::kSkip) {
+        return Error("target column '" + name + "' is listed twice");
+      }
+      destination = {Destination::kTarget, static_cast<int64_t>(t)};
+      schema_.target_names.push_back(name);
+    }
+    if (options_.feature_columns.empty()) {
+      for (size_t c = 0; c < header_.size(); ++c) {
+        if (destinations_[c].kind != Destination::kSkip) continue;
+        destinations_[c] = {Destination::kFeature,
+                            static_cast<int64_t>(schema_.feature_names.size())};
+        schema_.feature_names.push_back(header_[c]);
+      }
+      if (schema_.feature_names.empty()) {
+        return Error("no feature columns: every column (" + columns + ") is a target");
+      }
+      return OkStatus();
+    }
+    for (size_t f = 0; f < options_.feature_columns.size(); ++f) {
+      const std::string& name = options_.feature_columns[f];
+      const auto it = index_.find(name);
+      if (it == index_.end()) {
+        return Error("feature column '" + name + "' is not in the header; columns are: " +
+                     columns);
+      }
+      Destination& destination = destinations_[static_cast<size_t>(it->second)];
+      if (destination.kind == Destination::kTarget) {
+        return Error("column '" + name + "' is both a target and a feature");
+      }
+      if (destination.kind == Destination::kFeature) {
+        return Error("feature column '" + name + "' is listed twice");
+      }
+      destination = {Destination::kFeature, static_cast<int64_t>(f)};
+      schema_.feature_names.push_back(name);
+    }
+    return OkStatus();
+  }
+
+  std::string_view name_;
+  const CsvOptions& options_;
+  LineSplitter splitter_;
+  std::vector<std::string> header_;
+  std::unordered_map<std::string, int64_t> index_;
+  std::vector<Destination> destinations_;
+  Schema schema_;
+};
+
+}  // namespace
+
+StatusOr<CsvTable> ParseCsv(std::string_view text, std::string_view name,
+                            const CsvOptions& options) {
+  return Parser(name, options).Parse(text);
+}
+
+StatusOr<CsvTable> ReadCsv(const std::string& path, const CsvOptions& options) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      return NotFoundError(path + ": no such file");
+    }
+    return InvalidArgumentError(path + ": cannot open: " + std::strerror(errno));
+  }
+  if (S_ISDIR(info.st_mode)) {
+    return InvalidArgumentError(path + ": is a directory, not a CSV file");
+  }
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return InvalidArgumentError(path + ": cannot open: " + std::strerror(errno));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    const size_t got = std::fread(buffer, 1, sizeof(buffer), file);
+    text.append(buffer, got);
+    if (got < sizeof(buffer)) break;
+  }
+  const bool failed = std::ferror(file) != 0;
+  const int error = errno;
+  std::fclose(file);
+  if (failed) {
+    return InvalidArgumentError(path + ": cannot read: " + std::strerror(error));
+  }
+  return ParseCsv(text, path, options);
+}
+
+}  // namespace tower::data

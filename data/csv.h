@@ -1,0 +1,53 @@
+// CSV files of numbers: a header row of column names, then one row per line.
+//
+//   label,x1,x2
+//   1, 0.5, -2
+//   0, "1e-3", .5
+//
+// Cells are numbers (leading and trailing spaces allowed, quotes allowed); "nan", "inf",
+// empty cells and anything else are errors. A UTF-8 byte order mark is skipped, CRLF line
+// ends are accepted, blank lines at the end are ignored. Every error is InvalidArgument
+// (NotFound for a file that does not exist) and says where: the file, the 1-based line, and
+// for a cell the column by name and 1-based index:
+//   data.csv: line 5, column 'x' (2): 'abc' is not a number
+#ifndef TOWER_DATA_CSV_H_
+#define TOWER_DATA_CSV_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/schema.h"
+#include "util/statusor.h"
+
+namespace tower::data {
+
+struct CsvOptions {
+  // Columns that make the targets, in this order; at least one.
+  std::vector<std::string> target_columns;
+  // Columns that make the features, in this order; empty = every non-target column in file
+  // order. Columns that are neither are not parsed (they may hold text, such as an id).
+  std::vector<std::string> feature_columns;
+  char delimiter = ',';
+};
+
+// A parsed file, in memory.
+struct CsvTable {
+  Schema schema;
+  int64_t rows = 0;
+  std::vector<float> features;  // [rows, schema.feature_names.size()]
+  std::vector<float> targets;   // [rows, schema.target_names.size()]
+  std::vector<int64_t> lines;   // 1-based line of each row in the file
+};
+
+// Parses `text`; `name` (the file name) starts every error message.
+StatusOr<CsvTable> ParseCsv(std::string_view text, std::string_view name,
+                            const CsvOptions& options);
+
+// Reads the whole file at `path` and parses it.
+StatusOr<CsvTable> ReadCsv(const std::string& path, const CsvOptions& options);
+
+}  // namespace tower::data
+
+#endif  // TOWER_DATA_CSV_H_

@@ -1,0 +1,201 @@
+#include "data/index_stream.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "data/random.h"
+#include "data/shuffle_buffer.h"
+
+namespace tower::data {
+
+int64_t IndexStream::Skip(int64_t n) {
+  int64_t scratch[256];
+  int64_t skipped = 0;
+  while (skipped < n) {
+    const int64_t got = Next(scratch, std::min<int64_t>(n - skipped, 256));
+    if (got == 0) break;
+    skipped += got;
+  }
+  return skipped;
+}
+
+namespace {
+
+class RangeStream final : public IndexStream {
+ public:
+  explicit RangeStream(int64_t rows)
+      : end_(rows < 0 ? std::numeric_limits<int64_t>::max() : rows) {}
+
+  int64_t Next(int64_t* out, int64_t max) override {
+    const int64_t n = std::min(max, end_ - next_);
+    for (int64_t i = 0; i < n; ++i) out[i] = next_ + i;
+    next_ += n;
+    return n;
+  }
+
+  int64_t Skip(int64_t n) override {
+    const int64_t skipped = std::min(n, end_ - next_);
+    next_ += skipped;
+    return skipped;
+  }
+
+ private:
+  int64_t end_;
+  int64_t next_ = 0;
+};
+
+class ShuffleStream final : public IndexStream {
+ public:
+  ShuffleStream(std::unique_ptr<IndexStream> upstream, int64_t buffer_size, uint64_t key)
+      : upstream_(std::move(upstream)), buffer_(buffer_size, key) {}
+
+  int64_t Next(int64_t* out, int64_t max) override {
+    int64_t n = 0;
+    while (n < max) {
+      while (!upstream_done_ && !buffer_.full()) {
+        if (staged_next_ == staged_.size()) {
+          staged_.resize(kChunk);
+          const int64_t got = upstream_->Next(staged_.data(), kChunk);
+          staged_.resize(static_cast<size_t>(got));
+          staged_next_ = 0;
+          if (got == 0) {
+            upstream_done_ = true;
+            break;
+          }
+        }
+        buffer_.Push(staged_[staged_next_++]);
+      }
+      if (buffer_.empty()) break;
+      out[n++] = buffer_.Pop();
+    }
+    return n;
+  }
+
+ private:
+  static constexpr int64_t kChunk = 256;
+
+  std::unique_ptr<IndexStream> upstream_;
+  ShuffleBuffer<int64_t> buffer_;
+  std::vector<int64_t> staged_;
+  size_t staged_next_ = 0;
+  bool upstream_done_ = false;
+};
+
+class RepeatStream final : public IndexStream {
+ public:
+  RepeatStream(IndexStreamFactory factory, int64_t count, uint64_t key, uint64_t salt)
+      : factory_(std::move(factory)), count_(count), key_(key), salt_(salt) {}
+
+  int64_t Next(int64_t* out, int64_t max) override {
+    while (!done_) {
+      if (current_ == nullptr) {
+        if (count_ >= 0 && repetition_ >= count_) break;
+        current_ = factory_(RepetitionKey(key_, salt_, repetition_));
+        ++repetition_;
+        current_produced_ = false;
+      }
+      const int64_t n = current_->Next(out, max);
+      if (n > 0) {
+        current_produced_ = true;
+        return n;
+      }
+      current_.reset();
+      if (!current_produced_) break;  // an empty repetition: every one would be
+    }
+    done_ = true;
+    return 0;
+  }
+
+ private:
+  IndexStreamFactory factory_;
+  int64_t count_;
+  uint64_t key_;
+  uint64_t salt_;
+  std::unique_ptr<IndexStream> current_;
+  int64_t repetition_ = 0;
+  bool current_produced_ = false;
+  bool done_ = false;
+};
+
+class TakeStream final : public IndexStream {
+ public:
+  TakeStream(std::unique_ptr<IndexStream> upstream, int64_t count)
+      : upstream_(std::move(upstream)), left_(count) {}
+
+  int64_t Next(int64_t* out, int64_t max) override {
+    if (left_ == 0) return 0;
+    const int64_t n = upstream_->Next(out, std::min(max, left_));
+    left_ = n == 0 ? 0 : left_ - n;
+    return n;
+  }
+
+  int64_t Skip(int64_t n) override {
+    const int64_t skipped = upstream_->Skip(std::min(n, left_));
+    left_ = skipped < std::min(n, left_) ? 0 : left_ - skipped;
+    return skipped;
+  }
+
+ private:
+  std::unique_ptr<IndexStream> upstream_;
+  int64_t left_;
+};
+
+class SkipStream final : public IndexStream {
+ public:
+  SkipStream(std::unique_ptr<IndexStream> upstream, int64_t count)
+      : upstream_(std::move(upstream)), to_skip_(count) {}
+
+  int64_t Next(int64_t* out, int64_t max) override {
+    SkipAhead();
+    return upstream_->Next(out, max);
+  }
+
+  int64_t Skip(int64_t n) override {
+    SkipAhead();
+    return upstream_->Skip(n);
+  }
+
+ private:
+  void SkipAhead() {
+    if (to_skip_ > 0) upstream_->Skip(to_skip_);
+    to_skip_ = 0;
+  }
+
+  std::unique_ptr<IndexStream> upstream_;
+  int64_t to_skip_;
+};
+
+}  // namespace
+
+std::unique_ptr<IndexStream> MakeRangeStream(int64_t rows) {
+  return std::make_unique<RangeStream>(rows);
+}
+
+std::unique_ptr<IndexStream> MakeShuffleStream(std::unique_ptr<IndexStream> upstream,
+                                               int64_t buffer_size, uint64_t key) {
+  return std::make_unique<ShuffleStream>(std::move(upstream), buffer_size, key);
+}
+
+std::unique_ptr<IndexStream> MakeRepeatStream(IndexStreamFactory factory, int64_t count,
+                                              uint64_t key, uint64_t salt) {
+  return std::make_unique<RepeatStream>(std::move(factory), count, key, salt);
+}
+
+std::unique_ptr<IndexStream> MakeTakeStream(std::unique_ptr<IndexStream> upstream,
+                                            int64_t count) {
+  return std::make_unique<TakeStream>(std::move(upstream), count);
+}
+
+std::unique_ptr<IndexStream> MakeSkipStream(std::unique_ptr<IndexStream> upstream,
+                                            int64_t count) {
+  return std::make_unique<SkipStream>(std::move(upstream), count);
+}
+
+uint64_t RepetitionKey(uint64_t key, uint64_t salt, int64_t repetition) {
+  if (repetition == 0) return key;
+  return MixKey(key ^ Mix64(salt), static_cast<uint64_t>(repetition));
+}
+
+}  // namespace tower::data
