@@ -108,6 +108,13 @@ StatusOr<Tensor> Softmax(const Tensor& logits) {
   return RunSingle(kOp, {&logits}, OutputSpec{logits.shape()});
 }
 
+StatusOr<Tensor> SoftmaxGrad(const Tensor& dy, const Tensor& y) {
+  static const OpKernels& kOp = KernelsOf(op_names::kSoftmaxGrad);
+  TOWER_RETURN_IF_ERROR(CheckBinary("SoftmaxGrad", dy, y));
+  TOWER_RETURN_IF_ERROR(CheckRank("SoftmaxGrad", "y", y, 2));
+  return RunSingle(kOp, {&dy, &y}, OutputSpec{y.shape()});
+}
+
 StatusOr<Tensor> MeanSquaredError(const Tensor& pred, const Tensor& target,
                                   int64_t global_batch) {
   static const OpKernels& kOp = KernelsOf(op_names::kMeanSquaredError);

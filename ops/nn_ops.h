@@ -24,6 +24,8 @@ StatusOr<Tensor> Tanh(const Tensor& x);
 StatusOr<Tensor> TanhGrad(const Tensor& dy, const Tensor& y);
 // Row-wise softmax of logits[n, c].
 StatusOr<Tensor> Softmax(const Tensor& logits);
+// Its gradient: dx_ij = y_ij · (dy_ij − Σ_k dy_ik · y_ik), with y = Softmax(x).
+StatusOr<Tensor> SoftmaxGrad(const Tensor& dy, const Tensor& y);
 
 // Keras's mean squared error: Σ (pred − target)² / (global_batch · d) for pred[n, d]
 // (or pred[n]: d = 1); a scalar.

@@ -52,6 +52,17 @@ struct Sgd {
   bool nesterov = false;
 };
 
+// TensorFlow's Adam (ResourceApplyAdam, what Keras uses), at step t (1-based):
+//   m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²
+//   var −= lr·√(1 − β2^t)/(1 − β1^t) · m / (√v + ε)
+// The host computes `alpha` = lr·√(1 − β2^t)/(1 − β1^t) in double.
+struct Adam {
+  float alpha = 0.001f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-7f;
+};
+
 }  // namespace tower::attrs
 
 #endif  // TOWER_OPS_OP_ATTRS_H_

@@ -23,6 +23,7 @@ inline constexpr char kSigmoidGrad[] = "SigmoidGrad";
 inline constexpr char kTanh[] = "Tanh";
 inline constexpr char kTanhGrad[] = "TanhGrad";
 inline constexpr char kSoftmax[] = "Softmax";
+inline constexpr char kSoftmaxGrad[] = "SoftmaxGrad";
 inline constexpr char kMeanSquaredError[] = "MeanSquaredError";
 inline constexpr char kMeanSquaredErrorGrad[] = "MeanSquaredErrorGrad";
 inline constexpr char kSparseSoftmaxCrossEntropy[] = "SparseSoftmaxCrossEntropy";
@@ -33,6 +34,7 @@ inline constexpr char kCast[] = "Cast";
 inline constexpr char kRandomUniform[] = "RandomUniform";
 inline constexpr char kRandomNormal[] = "RandomNormal";
 inline constexpr char kApplySgd[] = "ApplySgd";
+inline constexpr char kApplyAdam[] = "ApplyAdam";
 // Not a kernel: the placement log name of a constant made from host data (TensorFlow's).
 inline constexpr char kEagerConst[] = "_EagerConst";
 

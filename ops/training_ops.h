@@ -16,6 +16,11 @@ Status ApplySgd(Tensor& var, const Tensor& grad, float learning_rate);
 Status ApplySgdMomentum(Tensor& var, Tensor& velocity, const Tensor& grad, float learning_rate,
                         float momentum, bool nesterov);
 
+// Adam at step `step` (1-based; TensorFlow's formula, see attrs::Adam). m and v start at
+// zero and live on var's device.
+Status ApplyAdam(Tensor& var, Tensor& m, Tensor& v, const Tensor& grad, float learning_rate,
+                 float beta1, float beta2, float epsilon, int64_t step);
+
 }  // namespace tower::ops
 
 #endif  // TOWER_OPS_TRAINING_OPS_H_

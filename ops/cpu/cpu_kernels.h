@@ -34,6 +34,7 @@ Status SigmoidGrad(const KernelContext& ctx);
 Status Tanh(const KernelContext& ctx);
 Status TanhGrad(const KernelContext& ctx);
 Status Softmax(const KernelContext& ctx);
+Status SoftmaxGrad(const KernelContext& ctx);
 Status MeanSquaredError(const KernelContext& ctx);
 Status MeanSquaredErrorGrad(const KernelContext& ctx);
 Status SparseSoftmaxCrossEntropy(const KernelContext& ctx);
@@ -46,6 +47,7 @@ Status RandomUniform(const KernelContext& ctx);
 Status RandomNormal(const KernelContext& ctx);
 // training
 Status ApplySgd(const KernelContext& ctx);
+Status ApplyAdam(const KernelContext& ctx);
 
 }  // namespace tower::cpu
 

@@ -76,6 +76,18 @@ Status Softmax(const KernelContext& ctx) {
   return OkStatus();
 }
 
+Status SoftmaxGrad(const KernelContext& ctx) {  // inputs: dy, y
+  const Tensor& y = ctx.input(1);
+  const int64_t n = Rows(y);
+  const int64_t c = Cols(y);
+  const ConstMatrixMap dy = Matrix(ctx.input(0), n, c);
+  const ConstMatrixMap ym = Matrix(y, n, c);
+  const Eigen::VectorXf dot = (dy.array() * ym.array()).rowwise().sum();
+  MutableMatrix(ctx.output(0), n, c).array() =
+      ym.array() * (dy.array().colwise() - dot.array());
+  return OkStatus();
+}
+
 Status MeanSquaredError(const KernelContext& ctx) {  // inputs: pred, target -> scalar
   const double sum =
       (Flat(ctx.input(0)) - Flat(ctx.input(1))).square().cast<double>().sum();

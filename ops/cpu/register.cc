@@ -26,6 +26,7 @@ Span<const NamedKernel> AllKernels() {
       {kTanh, cpu::Tanh},
       {kTanhGrad, cpu::TanhGrad},
       {kSoftmax, cpu::Softmax},
+      {kSoftmaxGrad, cpu::SoftmaxGrad},
       {kMeanSquaredError, cpu::MeanSquaredError},
       {kMeanSquaredErrorGrad, cpu::MeanSquaredErrorGrad},
       {kSparseSoftmaxCrossEntropy, cpu::SparseSoftmaxCrossEntropy},
@@ -36,6 +37,7 @@ Span<const NamedKernel> AllKernels() {
       {kRandomUniform, cpu::RandomUniform},
       {kRandomNormal, cpu::RandomNormal},
       {kApplySgd, cpu::ApplySgd},
+      {kApplyAdam, cpu::ApplyAdam},
   };
   return Span<const NamedKernel>(kKernels, sizeof(kKernels) / sizeof(kKernels[0]));
 }

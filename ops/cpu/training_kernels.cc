@@ -24,4 +24,17 @@ Status ApplySgd(const KernelContext& ctx) {
   return OkStatus();
 }
 
+// In place: inputs var, m, v, grad.
+Status ApplyAdam(const KernelContext& ctx) {
+  const auto& adam = ctx.attr<attrs::Adam>();
+  ArrayMap var = MutableFlat(ctx.input(0));
+  ArrayMap m = MutableFlat(ctx.input(1));
+  ArrayMap v = MutableFlat(ctx.input(2));
+  const auto grad = Flat(ctx.input(3));
+  m += (1.0f - adam.beta1) * (grad - m);
+  v += (1.0f - adam.beta2) * (grad.square() - v);
+  var -= adam.alpha * m / (v.sqrt() + adam.epsilon);
+  return OkStatus();
+}
+
 }  // namespace tower::cpu

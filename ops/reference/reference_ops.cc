@@ -156,6 +156,20 @@ Values Softmax(const Values& logits, const Shape& shape) {
   return out;
 }
 
+Values SoftmaxGrad(const Values& dy, const Values& y, const Shape& shape) {
+  const int64_t n = shape.dim(0);
+  const int64_t c = shape.dim(1);
+  Values out(y.size());
+  for (int64_t i = 0; i < n; ++i) {
+    double dot = 0;
+    for (int64_t j = 0; j < c; ++j) dot += double{dy[i * c + j]} * y[i * c + j];
+    for (int64_t j = 0; j < c; ++j) {
+      out[i * c + j] = static_cast<float>(y[i * c + j] * (dy[i * c + j] - dot));
+    }
+  }
+  return out;
+}
+
 Values MeanSquaredError(const Values& pred, const Values& target, float scale) {
   double sum = 0;
   for (size_t i = 0; i < pred.size(); ++i) {
@@ -245,6 +259,17 @@ void ApplySgd(Values* var, Values* velocity, const Values& grad, const attrs::Sg
     (*velocity)[i] = static_cast<float>(v);
     const double step = sgd.nesterov ? double{sgd.momentum} * v - double{sgd.learning_rate} * g : v;
     (*var)[i] = static_cast<float>((*var)[i] + step);
+  }
+}
+
+void ApplyAdam(Values* var, Values* m, Values* v, const Values& grad, const attrs::Adam& adam) {
+  for (size_t i = 0; i < var->size(); ++i) {
+    const double g = grad[i];
+    const double mi = double{adam.beta1} * (*m)[i] + (1.0 - adam.beta1) * g;
+    const double vi = double{adam.beta2} * (*v)[i] + (1.0 - adam.beta2) * g * g;
+    (*m)[i] = static_cast<float>(mi);
+    (*v)[i] = static_cast<float>(vi);
+    (*var)[i] = static_cast<float>((*var)[i] - double{adam.alpha} * mi / (std::sqrt(vi) + adam.epsilon));
   }
 }
 

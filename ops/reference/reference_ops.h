@@ -38,6 +38,7 @@ Values Tanh(const Values& x);
 Values TanhGrad(const Values& dy, const Values& y);  // y = tanh(x)
 // Row-wise over logits[n, c].
 Values Softmax(const Values& logits, const Shape& shape);
+Values SoftmaxGrad(const Values& dy, const Values& y, const Shape& shape);
 // scale · Σ (pred − target)²; returns one value.
 Values MeanSquaredError(const Values& pred, const Values& target, float scale);
 Values MeanSquaredErrorGrad(const Values& pred, const Values& target, float scale);
@@ -57,6 +58,9 @@ Values CastRoundTrip(const Values& x, DType to);
 // Updates var (and velocity) in place, as attrs::Sgd documents; plain SGD without velocity
 // (nullptr).
 void ApplySgd(Values* var, Values* velocity, const Values& grad, const attrs::Sgd& sgd);
+
+// Updates var, m and v in place, as attrs::Adam documents.
+void ApplyAdam(Values* var, Values* m, Values* v, const Values& grad, const attrs::Adam& adam);
 
 }  // namespace tower::reference
 

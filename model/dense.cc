@@ -1,0 +1,88 @@
+#include "model/dense.h"
+
+#include "ops/math_ops.h"
+
+namespace tower {
+
+std::shared_ptr<Layer> Dense(int64_t units, std::string activation) {
+  DenseOptions options;
+  options.activation = std::move(activation);
+  return std::make_shared<DenseLayer>(units, std::move(options));
+}
+
+std::shared_ptr<Layer> Dense(int64_t units, DenseOptions options) {
+  return std::make_shared<DenseLayer>(units, std::move(options));
+}
+
+std::string DenseLayer::Describe() const {
+  std::string text = "Dense(" + std::to_string(units_);
+  if (!options_.activation.empty() && options_.activation != "linear") {
+    text += ", " + options_.activation;
+  }
+  if (!options_.use_bias) text += ", no bias";
+  return text + ")";
+}
+
+Status DenseLayer::Build(int64_t input_dim, int index, VariableFactory& factory) {
+  const std::string prefix = "layers." + std::to_string(index);
+  const std::string where = prefix + " (" + Describe() + ")";
+  if (units_ <= 0) {
+    return InvalidArgumentError(where + ": units must be positive, got " +
+                                std::to_string(units_));
+  }
+  if (input_dim <= 0) {
+    return InvalidArgumentError(where + ": needs inputs with at least one feature, got " +
+                                std::to_string(input_dim));
+  }
+  StatusOr<Activation> activation = ParseActivation(options_.activation);
+  if (!activation.ok()) return activation.status().WithContext(where);
+  activation_ = *activation;
+  StatusOr<Initializer> kernel_init = ParseInitializer(options_.kernel_initializer);
+  if (!kernel_init.ok()) return kernel_init.status().WithContext(where + " kernel");
+  StatusOr<Initializer> bias_init = ParseInitializer(options_.bias_initializer);
+  if (!bias_init.ok()) return bias_init.status().WithContext(where + " bias");
+  TOWER_ASSIGN_OR_RETURN(kernel_, factory.Create(prefix + ".kernel", Shape{input_dim, units_},
+                                                 *kernel_init, true));
+  if (options_.use_bias) {
+    TOWER_ASSIGN_OR_RETURN(bias_, factory.Create(prefix + ".bias", Shape{units_}, *bias_init,
+                                                 true));
+  }
+  return OkStatus();
+}
+
+std::vector<Variable*> DenseLayer::variables() const {
+  std::vector<Variable*> out;
+  if (kernel_ != nullptr) out.push_back(kernel_);
+  if (bias_ != nullptr) out.push_back(bias_);
+  return out;
+}
+
+StatusOr<Tensor> DenseLayer::Forward(int replica, const Tensor& x, LayerCache* cache) {
+  TOWER_CHECK(kernel_ != nullptr) << "Dense layer used before Build";
+  TOWER_ASSIGN_OR_RETURN(Tensor z, ops::MatMul(x, kernel_->value(replica)));
+  if (bias_ != nullptr) {
+    TOWER_ASSIGN_OR_RETURN(z, ops::BiasAdd(z, bias_->value(replica)));
+  }
+  TOWER_ASSIGN_OR_RETURN(Tensor y, ApplyActivation(activation_, z));
+  if (cache != nullptr) {
+    cache->input = x;
+    cache->output = y;
+  }
+  return y;
+}
+
+StatusOr<Tensor> DenseLayer::Backward(int replica, const Tensor& dy, const LayerCache& cache,
+                                      bool need_input_grad, std::vector<Tensor>* grads) {
+  // dz = f'(z) ⊙ dy; dkernel = xᵀ·dz [in, out]; dbias = Σ_batch dz [out]; dx = dz·kernelᵀ.
+  TOWER_ASSIGN_OR_RETURN(Tensor dz, ActivationGrad(activation_, dy, cache.output));
+  TOWER_ASSIGN_OR_RETURN(Tensor dkernel, ops::MatMul(cache.input, dz, /*transpose_a=*/true));
+  grads->push_back(std::move(dkernel));
+  if (bias_ != nullptr) {
+    TOWER_ASSIGN_OR_RETURN(Tensor dbias, ops::ReduceSum(dz, ops::ReduceAxis::kBatch));
+    grads->push_back(std::move(dbias));
+  }
+  if (!need_input_grad) return Tensor();
+  return ops::MatMul(dz, kernel_->value(replica), false, /*transpose_b=*/true);
+}
+
+}  // namespace tower

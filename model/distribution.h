@@ -1,0 +1,97 @@
+// Distribution: what a model needs from a distribution strategy, defined here so that
+// model/ does not depend on strategy/ (which implements it: MirroredStrategy, ...).
+//
+// A model captures the current distribution when it is compiled — the innermost
+// DistributionScope on this thread (TensorFlow's `with strategy.scope():`), else the default
+// one: a single replica on the default device, run on the calling thread. Its variables then
+// have one copy per replica, and Fit runs every step on every replica, each on its shard of
+// the global batch, summing gradients with an all-reduce.
+#ifndef TOWER_MODEL_DISTRIBUTION_H_
+#define TOWER_MODEL_DISTRIBUTION_H_
+
+#include <functional>
+#include <string>
+
+#include "device/device.h"
+#include "ops/tensor.h"
+#include "util/span.h"
+#include "util/statusor.h"
+
+namespace tower {
+
+// What one replica sees while a step runs on it.
+class ReplicaContext {
+ public:
+  virtual ~ReplicaContext() = default;
+
+  // Index among this process's replicas, 0-based.
+  virtual int replica_id() const = 0;
+  // Replicas in sync across all processes (the global batch is split this many ways).
+  virtual int num_replicas_in_sync() const = 0;
+  // Index among all replicas of all processes.
+  virtual int global_replica_id() const = 0;
+  virtual Device* device() const = 0;
+
+  // Sums each tensor over all replicas, in place: afterwards every replica holds the same
+  // sum, bitwise. Every replica must call it with tensors of the same shapes, in the same
+  // order (a collective); tensors are on this replica's device.
+  virtual Status AllReduceSum(Span<Tensor* const> tensors) = 0;
+  // Overwrites each tensor with the first replica's (rank 0's) values.
+  virtual Status Broadcast(Span<Tensor* const> tensors) = 0;
+};
+
+class Distribution {
+ public:
+  virtual ~Distribution() = default;
+
+  // "OneDevice(/job:localhost/replica:0/task:0/device:CPU:0)", "MirroredStrategy(...)".
+  virtual std::string Describe() const = 0;
+  virtual int num_local_replicas() const = 0;
+  virtual int num_replicas_in_sync() const = 0;
+  // Global index of this process's first replica (0 in one process).
+  virtual int first_global_replica() const = 0;
+  virtual Device* replica_device(int local_replica) const = 0;
+  // Whether this process writes checkpoints and logs (rank 0 of several processes).
+  virtual bool is_chief() const = 0;
+
+  // Runs `fn` once per local replica, concurrently, each on its own thread and device.
+  // Returns OK, or the first error prefixed with the replica that raised it; a failing
+  // replica never leaves the others blocked in a collective.
+  virtual Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) = 0;
+};
+
+// A single replica on one device, run on the calling thread; collectives are no-ops.
+class SingleDeviceDistribution : public Distribution {
+ public:
+  explicit SingleDeviceDistribution(Device* device) : device_(device) {}
+  std::string Describe() const override;
+  int num_local_replicas() const override { return 1; }
+  int num_replicas_in_sync() const override { return 1; }
+  int first_global_replica() const override { return 0; }
+  Device* replica_device(int) const override { return device_; }
+  bool is_chief() const override { return true; }
+  Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override;
+
+ private:
+  Device* device_;
+};
+
+// Makes `distribution` the current one on this thread while alive. Nests.
+class DistributionScope {
+ public:
+  explicit DistributionScope(Distribution& distribution);
+  ~DistributionScope();
+  DistributionScope(const DistributionScope&) = delete;
+  DistributionScope& operator=(const DistributionScope&) = delete;
+
+ private:
+  Distribution* previous_;
+};
+
+// The innermost scope's distribution, or nullptr outside every scope (a model then makes
+// its own SingleDeviceDistribution on the default device: the first GPU, else CPU:0).
+Distribution* CurrentDistribution();
+
+}  // namespace tower
+
+#endif  // TOWER_MODEL_DISTRIBUTION_H_

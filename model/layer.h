@@ -1,0 +1,55 @@
+// Layer: one stage of a sequential model, with its own forward and backward pass (dense
+// networks need no general autodiff). A layer object serves every replica: its variables
+// hold one copy per replica, and the per-replica, per-step state travels in a LayerCache.
+#ifndef TOWER_MODEL_LAYER_H_
+#define TOWER_MODEL_LAYER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/initializer.h"
+#include "model/variable.h"
+#include "ops/tensor.h"
+
+namespace tower {
+
+// What forward keeps for backward, on the replica's device.
+struct LayerCache {
+  Tensor input;   // x
+  Tensor output;  // y
+};
+
+// Makes the variables of a model: one copy per replica, initialised identically.
+class VariableFactory {
+ public:
+  virtual ~VariableFactory() = default;
+  virtual StatusOr<Variable*> Create(const std::string& name, const Shape& shape,
+                                     const Initializer& initializer, bool trainable) = 0;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // "Dense(64, relu)".
+  virtual std::string Describe() const = 0;
+  // Creates the variables for inputs of `input_dim` features; `index` is the layer's
+  // position, used in variable names ("layers.{index}.kernel"). Invalid settings (an
+  // unknown activation, zero units) are reported here.
+  virtual Status Build(int64_t input_dim, int index, VariableFactory& factory) = 0;
+  virtual int64_t output_dim() const = 0;
+  // The trainable variables, in a fixed order (gradients come in the same order).
+  virtual std::vector<Variable*> variables() const = 0;
+
+  // y = layer(x) on `replica`'s copies; x[n, input_dim] -> y[n, output_dim].
+  virtual StatusOr<Tensor> Forward(int replica, const Tensor& x, LayerCache* cache) = 0;
+  // Given dL/dy, appends dL/dv for each variable (in variables() order) to `grads` and
+  // returns dL/dx — or an empty handle when `need_input_grad` is false (the first layer).
+  virtual StatusOr<Tensor> Backward(int replica, const Tensor& dy, const LayerCache& cache,
+                                    bool need_input_grad, std::vector<Tensor>* grads) = 0;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_MODEL_LAYER_H_

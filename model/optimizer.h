@@ -1,0 +1,58 @@
+// Optimizers: SGD (momentum, Nesterov) and Adam, as Keras defines them, applied with the
+// fused update ops (ops/training_ops.h) on each replica's own copies.
+//
+// Every replica calls Apply with the same all-reduced gradients, so the copies stay equal.
+// Slots (velocity, m, v) are variables with one copy per replica, named for checkpoints
+// "optimizer.<variable>.<slot>"; the step counter is `iterations` ("optimizer.iterations").
+#ifndef TOWER_MODEL_OPTIMIZER_H_
+#define TOWER_MODEL_OPTIMIZER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/learning_rate_schedule.h"
+#include "model/variable.h"
+
+namespace tower {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;  // "SGD", "Adam"
+  // Creates the slots of `variables` (called once, when the model is built).
+  virtual Status Build(const std::vector<Variable*>& variables) = 0;
+  // One update of replica `replica`'s copies with `grads` (in `variables` order), at the
+  // current iteration. Safe to call concurrently for different replicas.
+  virtual Status Apply(int replica, const std::vector<Variable*>& variables,
+                       const std::vector<Tensor>& grads) = 0;
+  // The slot variables, for checkpoints.
+  virtual std::vector<Variable*> slots() const = 0;
+
+  // Updates applied so far; the model advances it once per step (not per replica).
+  int64_t iterations() const { return iterations_; }
+  void set_iterations(int64_t iterations) { iterations_ = iterations; }
+  // The rate for the current iteration.
+  float learning_rate() const { return (*schedule_)(iterations_); }
+  void set_schedule(std::shared_ptr<LearningRateSchedule> schedule) { schedule_ = std::move(schedule); }
+
+ protected:
+  explicit Optimizer(float learning_rate) : schedule_(ConstantLearningRate(learning_rate)) {}
+  // Zero-filled slot copies like `variable`'s, one per replica.
+  static StatusOr<std::unique_ptr<Variable>> MakeSlot(const Variable& variable,
+                                                      const std::string& slot);
+
+ private:
+  std::shared_ptr<LearningRateSchedule> schedule_;
+  int64_t iterations_ = 0;
+};
+
+// velocity = momentum·velocity − lr·g; var += velocity (Nesterov: var += momentum·velocity − lr·g).
+std::unique_ptr<Optimizer> SGD(float learning_rate = 0.01f, float momentum = 0.0f,
+                               bool nesterov = false);
+std::unique_ptr<Optimizer> Adam(float learning_rate = 0.001f, float beta1 = 0.9f,
+                                float beta2 = 0.999f, float epsilon = 1e-7f);
+
+}  // namespace tower
+
+#endif  // TOWER_MODEL_OPTIMIZER_H_

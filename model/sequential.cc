@@ -1,0 +1,420 @@
+#include "model/sequential.h"
+
+#include <iostream>
+#include <numeric>
+#include <sstream>
+
+#include "device/context.h"
+#include "model/progress.h"
+#include "ops/array_ops.h"
+
+namespace tower {
+namespace {
+
+// FNV-1a of a name, mixed with the model seed: each variable gets its own stream of random
+// numbers, independent of creation order and of the device.
+uint64_t VariableSeed(uint64_t model_seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  uint64_t z = h ^ (model_seed + 0x9E3779B97F4A7C15ull);  // SplitMix64 finaliser
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+class Sequential::Factory : public VariableFactory {
+ public:
+  explicit Factory(Sequential* model) : model_(model) {}
+  StatusOr<Variable*> Create(const std::string& name, const Shape& shape,
+                             const Initializer& initializer, bool trainable) override {
+    std::vector<Tensor> copies;
+    const uint64_t seed = VariableSeed(model_->seed_, name);
+    for (int r = 0; r < model_->distribution_->num_local_replicas(); ++r) {
+      TOWER_ASSIGN_OR_RETURN(Tensor value, Initialize(initializer, shape, seed,
+                                                      model_->distribution_->replica_device(r)));
+      copies.push_back(std::move(value));
+    }
+    model_->variables_.push_back(std::make_unique<Variable>(name, std::move(copies), trainable));
+    Variable* variable = model_->variables_.back().get();
+    if (trainable) model_->trainable_.push_back(variable);
+    return variable;
+  }
+
+ private:
+  Sequential* model_;
+};
+
+Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, uint64_t seed)
+    : layers_(std::move(layers)), seed_(seed) {}
+
+Sequential::~Sequential() = default;
+
+int64_t Sequential::output_dim() const {
+  return layers_.empty() ? -1 : layers_.back()->output_dim();
+}
+
+Status Sequential::Compile(std::unique_ptr<Loss> loss, std::unique_ptr<Optimizer> optimizer,
+                           const std::vector<std::string>& metrics) {
+  if (layers_.empty()) return InvalidArgumentError("Compile: the model has no layers");
+  if (loss == nullptr || optimizer == nullptr) {
+    return InvalidArgumentError("Compile: needs a loss and an optimizer");
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i] == nullptr) {
+      return InvalidArgumentError("Compile: layer " + std::to_string(i) + " is null");
+    }
+  }
+  std::vector<std::unique_ptr<Metric>> parsed;
+  for (const std::string& name : metrics) {
+    TOWER_ASSIGN_OR_RETURN(std::unique_ptr<Metric> metric, MetricFromName(name));
+    parsed.push_back(std::move(metric));
+  }
+  Distribution* distribution = CurrentDistribution();
+  std::unique_ptr<Distribution> owned;
+  if (distribution == nullptr) {
+    TOWER_ASSIGN_OR_RETURN(Device * device, Context::Default().DefaultDevice());
+    owned = std::make_unique<SingleDeviceDistribution>(device);
+    distribution = owned.get();
+  }
+  if (built() && distribution_ != nullptr &&
+      distribution->Describe() != distribution_->Describe()) {
+    return FailedPreconditionError("Compile: the model's variables were created under " +
+                                   distribution_->Describe() + "; compile it under the same "
+                                   "strategy, not " + distribution->Describe());
+  }
+  loss_ = std::move(loss);
+  optimizer_ = std::move(optimizer);
+  metrics_ = std::move(parsed);
+  if (!built()) {
+    distribution_ = distribution;
+    owned_distribution_ = std::move(owned);
+  } else {
+    TOWER_RETURN_IF_ERROR(optimizer_->Build(trainable_));
+  }
+  return OkStatus();
+}
+
+Status Sequential::CheckCompiled() const {
+  if (loss_ == nullptr) {
+    return FailedPreconditionError("the model is not compiled: call Compile(loss, optimizer) "
+                                   "first");
+  }
+  return OkStatus();
+}
+
+Status Sequential::Build(int64_t input_dim) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  if (built()) {
+    if (input_dim == input_dim_) return OkStatus();
+    return InvalidArgumentError("the model was built for " + std::to_string(input_dim_) +
+                                " input features, not " + std::to_string(input_dim));
+  }
+  Factory factory(this);
+  int64_t dim = input_dim;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Status status = layers_[i]->Build(dim, static_cast<int>(i), factory);
+    if (!status.ok()) {
+      variables_.clear();
+      trainable_.clear();
+      return status;
+    }
+    dim = layers_[i]->output_dim();
+  }
+  TOWER_RETURN_IF_ERROR(optimizer_->Build(trainable_));
+  input_dim_ = input_dim;
+  return OkStatus();
+}
+
+Status Sequential::CheckBatch(const data::Batch& batch) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  if (!built()) TOWER_RETURN_IF_ERROR(Build(batch.feature_dim));
+  if (batch.feature_dim != input_dim_) {
+    return InvalidArgumentError("the batch has " + std::to_string(batch.feature_dim) +
+                                " features per row, the model takes " +
+                                std::to_string(input_dim_));
+  }
+  return loss_->CheckShapes(output_dim(), batch.target_dim);
+}
+
+StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
+                                      std::vector<float>* predictions) {
+  Distribution& dist = *distribution_;
+  const int world = dist.num_replicas_in_sync();
+  const int64_t global_rows = batch.rows;
+  const std::vector<int64_t> sizes = ops::EvenSplitSizes(global_rows, world);
+  std::vector<int64_t> offsets(sizes.size() + 1, 0);
+  std::partial_sum(sizes.begin(), sizes.end(), offsets.begin() + 1);
+  const int64_t in_dim = input_dim_;
+  const int64_t out_dim = output_dim();
+  if (predictions != nullptr) predictions->assign(static_cast<size_t>(global_rows * out_dim), 0.0f);
+  std::vector<double> losses(static_cast<size_t>(dist.num_local_replicas()), 0.0);
+
+  Status status = dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    const int r = ctx.replica_id();
+    const int g = ctx.global_replica_id();
+    Device* device = ctx.device();
+    const int64_t rows = sizes[g];
+    const int64_t first = offsets[g];
+    TOWER_ASSIGN_OR_RETURN(
+        Tensor x, Tensor::FromHostBytes(device, Shape{rows, in_dim}, DType::kFloat32,
+                                        batch.features.data() + first * in_dim));
+    TOWER_ASSIGN_OR_RETURN(
+        Tensor targets,
+        loss_->PrepareTargets(device, batch.targets.data() + first * batch.target_dim, rows,
+                              batch.target_dim, out_dim,
+                              batch.source_rows.empty() ? nullptr
+                                                        : batch.source_rows.data() + first));
+    std::vector<LayerCache> caches(layers_.size());
+    Tensor activation = x;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      TOWER_ASSIGN_OR_RETURN(activation, layers_[i]->Forward(r, activation, &caches[i]));
+    }
+    TOWER_ASSIGN_OR_RETURN(Tensor loss, loss_->Value(activation, targets, global_rows));
+    std::vector<Tensor> grads;
+    if (training) {
+      // Backward, last layer first; each layer appends its gradients, which are then put
+      // back in variable order.
+      TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, targets, global_rows));
+      std::vector<std::vector<Tensor>> per_layer(layers_.size());
+      for (size_t i = layers_.size(); i-- > 0;) {
+        TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(r, d, caches[i], i > 0, &per_layer[i]));
+      }
+      for (auto& layer_grads : per_layer) {
+        for (Tensor& grad : layer_grads) grads.push_back(std::move(grad));
+      }
+    }
+    // The loss rides along with the gradients: one all-reduce gives every replica the
+    // global loss and the summed gradients.
+    std::vector<Tensor*> reduce;
+    for (Tensor& grad : grads) reduce.push_back(&grad);
+    reduce.push_back(&loss);
+    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(reduce));
+    if (training) TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, trainable_, grads));
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, loss.ToHost());
+    losses[r] = loss_value[0];
+    if (predictions != nullptr && rows > 0) {
+      TOWER_RETURN_IF_ERROR(activation.ToHostBytes(predictions->data() + first * out_dim));
+    }
+    return OkStatus();
+  });
+  TOWER_RETURN_IF_ERROR(status);
+  if (training) optimizer_->set_iterations(optimizer_->iterations() + 1);
+  return losses[0];
+}
+
+void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions) {
+  // Only this process's rows have predictions (the others are other workers').
+  const int world = distribution_->num_replicas_in_sync();
+  const std::vector<int64_t> sizes = ops::EvenSplitSizes(batch.rows, world);
+  int64_t first = 0;
+  for (int g = 0; g < distribution_->first_global_replica(); ++g) first += sizes[g];
+  int64_t rows = 0;
+  for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
+    rows += sizes[distribution_->first_global_replica() + r];
+  }
+  for (const auto& metric : metrics_) {
+    metric->Update(predictions.data() + first * output_dim(),
+                   batch.targets.data() + first * batch.target_dim, rows, output_dim(),
+                   batch.target_dim);
+  }
+}
+
+StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {
+  TOWER_RETURN_IF_ERROR(CheckBatch(batch));
+  for (const auto& metric : metrics_) {
+    TOWER_RETURN_IF_ERROR(metric->CheckShapes(output_dim(), batch.target_dim));
+  }
+  std::vector<float> predictions;
+  TOWER_ASSIGN_OR_RETURN(double loss,
+                         RunBatch(batch, /*training=*/true,
+                                  metrics_.empty() ? nullptr : &predictions));
+  if (!metrics_.empty()) UpdateMetrics(batch, predictions);
+  return loss;
+}
+
+void Sequential::ResetMetrics() {
+  for (const auto& metric : metrics_) metric->Reset();
+}
+
+Logs Sequential::MetricResults() const {
+  Logs logs;
+  for (const auto& metric : metrics_) logs[metric->name()] = metric->Result();
+  return logs;
+}
+
+StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions& options) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  TOWER_RETURN_IF_ERROR(dataset.status());
+  if (options.epochs < 1) {
+    return InvalidArgumentError("Fit: epochs must be at least 1, got " +
+                                std::to_string(options.epochs));
+  }
+  if (options.steps_per_epoch == 0 || options.max_steps == 0) {
+    return InvalidArgumentError("Fit: steps_per_epoch and max_steps must be positive (or -1)");
+  }
+  if (dataset.num_batches() < 0 && options.steps_per_epoch < 0 && options.max_steps < 0) {
+    return InvalidArgumentError("Fit: the dataset is infinite; set steps_per_epoch or "
+                                "max_steps");
+  }
+  const bool chief = distribution_->is_chief();
+  std::ostream* out = options.out != nullptr ? options.out : &std::cout;
+  ProgressBar progress(out, options.out == nullptr && ProgressBar::StdoutIsTerminal(),
+                       chief ? options.verbose : 0);
+  stop_training_ = false;
+  History history;
+  for (const auto& callback : options.callbacks) {
+    TOWER_RETURN_IF_ERROR(callback->OnTrainBegin(*this));
+  }
+  int64_t total_steps = 0;
+  for (int epoch = 0; epoch < options.epochs && !stop_training_; ++epoch) {
+    for (const auto& callback : options.callbacks) {
+      TOWER_RETURN_IF_ERROR(callback->OnEpochBegin(*this, epoch));
+    }
+    int64_t steps_in_epoch = options.steps_per_epoch > 0 ? options.steps_per_epoch
+                                                         : dataset.num_batches();
+    if (options.max_steps > 0) {
+      const int64_t left = options.max_steps - total_steps;
+      steps_in_epoch = steps_in_epoch < 0 ? left : std::min(steps_in_epoch, left);
+    }
+    progress.BeginEpoch(epoch, options.epochs, steps_in_epoch);
+    ResetMetrics();
+    TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> iterator,
+                           dataset.MakeIterator(epoch));
+    double loss_sum = 0;
+    int64_t rows = 0;
+    int64_t step = 0;
+    Logs logs;
+    while (steps_in_epoch < 0 || step < steps_in_epoch) {
+      TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator->Next());
+      if (!batch.has_value()) break;
+      if (batch->rows == 0) continue;
+      StatusOr<double> loss = TrainStep(*batch);
+      if (!loss.ok()) {
+        return loss.status().WithContext("epoch " + std::to_string(epoch + 1) + ", step " +
+                                         std::to_string(step + 1));
+      }
+      ++step;
+      ++total_steps;
+      loss_sum += *loss * batch->rows;
+      rows += batch->rows;
+      logs = MetricResults();
+      logs["loss"] = loss_sum / rows;
+      progress.Update(step, logs);
+      for (const auto& callback : options.callbacks) {
+        TOWER_RETURN_IF_ERROR(callback->OnBatchEnd(*this, optimizer_->iterations(), logs));
+      }
+      if (stop_training_) break;
+    }
+    if (step == 0) {
+      return InvalidArgumentError("Fit: epoch " + std::to_string(epoch + 1) +
+                                  " got no data (is the dataset empty?)");
+    }
+    if (options.validation != nullptr) {
+      TOWER_ASSIGN_OR_RETURN(Logs validation, Evaluate(*options.validation));
+      for (const auto& [key, value] : validation) logs["val_" + key] = value;
+    }
+    progress.EndEpoch(step, logs);
+    history.epochs.push_back(logs);
+    for (const auto& callback : options.callbacks) {
+      TOWER_RETURN_IF_ERROR(callback->OnEpochEnd(*this, epoch, logs));
+    }
+    if (options.max_steps > 0 && total_steps >= options.max_steps) break;
+  }
+  for (const auto& callback : options.callbacks) {
+    TOWER_RETURN_IF_ERROR(callback->OnTrainEnd(*this, history));
+  }
+  return history;
+}
+
+StatusOr<Logs> Sequential::Evaluate(const data::Dataset& dataset) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  TOWER_RETURN_IF_ERROR(dataset.status());
+  if (dataset.num_batches() < 0) {
+    return InvalidArgumentError("Evaluate: the dataset is infinite (take a finite part)");
+  }
+  // Evaluation has its own metric state (Fit has read the training figures already).
+  ResetMetrics();
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> iterator, dataset.MakeIterator(0));
+  double loss_sum = 0;
+  int64_t rows = 0;
+  std::vector<float> predictions;
+  while (true) {
+    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator->Next());
+    if (!batch.has_value()) break;
+    if (batch->rows == 0) continue;
+    TOWER_RETURN_IF_ERROR(CheckBatch(*batch));
+    TOWER_ASSIGN_OR_RETURN(double loss, RunBatch(*batch, /*training=*/false,
+                                                 metrics_.empty() ? nullptr : &predictions));
+    if (!metrics_.empty()) UpdateMetrics(*batch, predictions);
+    loss_sum += loss * batch->rows;
+    rows += batch->rows;
+  }
+  if (rows == 0) return InvalidArgumentError("Evaluate: the dataset is empty");
+  Logs logs = MetricResults();
+  logs["loss"] = loss_sum / rows;
+  ResetMetrics();
+  return logs;
+}
+
+StatusOr<std::vector<float>> Sequential::Predict(const std::vector<float>& features,
+                                                 int64_t rows) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  if (!built()) {
+    return FailedPreconditionError("Predict: the model is not built (train it, load weights "
+                                   "or call Build first)");
+  }
+  if (rows < 0 || static_cast<int64_t>(features.size()) != rows * input_dim_) {
+    return InvalidArgumentError("Predict: " + std::to_string(features.size()) +
+                                " values are not " + std::to_string(rows) + " rows of " +
+                                std::to_string(input_dim_) + " features");
+  }
+  const int world = distribution_->num_replicas_in_sync();
+  const std::vector<int64_t> sizes = ops::EvenSplitSizes(rows, world);
+  std::vector<int64_t> offsets(sizes.size() + 1, 0);
+  std::partial_sum(sizes.begin(), sizes.end(), offsets.begin() + 1);
+  const int64_t out_dim = output_dim();
+  std::vector<float> outputs(static_cast<size_t>(rows * out_dim));
+  TOWER_RETURN_IF_ERROR(distribution_->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    const int g = ctx.global_replica_id();
+    TOWER_ASSIGN_OR_RETURN(Tensor activation,
+                           Tensor::FromHostBytes(ctx.device(), Shape{sizes[g], input_dim_},
+                                                 DType::kFloat32,
+                                                 features.data() + offsets[g] * input_dim_));
+    for (const auto& layer : layers_) {
+      TOWER_ASSIGN_OR_RETURN(activation, layer->Forward(ctx.replica_id(), activation, nullptr));
+    }
+    if (sizes[g] == 0) return OkStatus();
+    return activation.ToHostBytes(outputs.data() + offsets[g] * out_dim);
+  }));
+  return outputs;
+}
+
+std::string Sequential::Summary() const {
+  std::ostringstream out;
+  out << "Model: \"sequential\"\n";
+  out << "Layer (type)                  Output Shape             Param #\n";
+  int64_t total = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    int64_t params = 0;
+    for (const Variable* variable : layers_[i]->variables()) {
+      params += variable->shape().num_elements();
+    }
+    total += params;
+    std::string name = "layers." + std::to_string(i) + " (" + layers_[i]->Describe() + ")";
+    std::string shape = "(None, " + std::to_string(layers_[i]->output_dim()) + ")";
+    name.resize(std::max<size_t>(name.size() + 1, 30), ' ');
+    shape.resize(std::max<size_t>(shape.size() + 1, 25), ' ');
+    out << name << shape << (built() ? std::to_string(params) : "unbuilt") << "\n";
+  }
+  out << "Total params: " << total << "\n";
+  out << "Replicas: " << (distribution_ != nullptr ? distribution_->Describe() : "not compiled")
+      << "\n";
+  return out.str();
+}
+
+}  // namespace tower

@@ -1,0 +1,123 @@
+// Sequential: a stack of layers trained the Keras way.
+//
+//   tower::Sequential model({tower::Dense(1)});
+//   TOWER_CHECK_OK(model.Compile(tower::MeanSquaredErrorLoss(), tower::SGD(0.2f)));
+//   auto history = model.Fit(dataset.Batch(32), {.epochs = 10});
+//
+// Under a distribution (a strategy's scope when Compile is called; see model/distribution.h)
+// every variable has one copy per replica, each global batch is split into contiguous
+// per-replica shards (sizes differing by at most one), every replica computes its loss and
+// gradients normalised by the global batch size, the gradients are summed by an all-reduce,
+// and every replica applies the same update: N replicas train exactly as one device would
+// on the whole batch (to float rounding).
+#ifndef TOWER_MODEL_SEQUENTIAL_H_
+#define TOWER_MODEL_SEQUENTIAL_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "model/callbacks.h"
+#include "model/distribution.h"
+#include "model/layer.h"
+#include "model/logs.h"
+#include "model/loss.h"
+#include "model/metrics.h"
+#include "model/optimizer.h"
+
+namespace tower {
+
+struct FitOptions {
+  int epochs = 1;
+  // Steps per epoch; -1: one full pass of the dataset each epoch (an infinite dataset then
+  // needs a value).
+  int64_t steps_per_epoch = -1;
+  // Stop after this many steps in all (-1: no limit).
+  int64_t max_steps = -1;
+  // Evaluated after each epoch; its figures are logged with a "val_" prefix.
+  const data::Dataset* validation = nullptr;
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  int verbose = 1;               // 0 silent, 1 progress bar, 2 one line per epoch
+  std::ostream* out = nullptr;   // where progress goes; nullptr: std::cout
+};
+
+class Sequential {
+ public:
+  // `seed` makes initial weights reproducible: the same seed gives the same weights on every
+  // device and replica count.
+  explicit Sequential(std::vector<std::shared_ptr<Layer>> layers, uint64_t seed = 0);
+  ~Sequential();
+  Sequential(const Sequential&) = delete;
+  Sequential& operator=(const Sequential&) = delete;
+
+  // Sets the loss, optimizer and metrics ("mae", "mse", "accuracy") and captures the
+  // current distribution (a strategy's scope), else one replica on the default device.
+  Status Compile(std::unique_ptr<Loss> loss, std::unique_ptr<Optimizer> optimizer,
+                 const std::vector<std::string>& metrics = {});
+  // Creates the variables for inputs of `input_dim` features (Fit does it on first use).
+  Status Build(int64_t input_dim);
+  bool built() const { return input_dim_ >= 0; }
+
+  StatusOr<History> Fit(const data::Dataset& dataset, const FitOptions& options = FitOptions());
+  // Loss and metrics over one pass of `dataset` (no update).
+  StatusOr<Logs> Evaluate(const data::Dataset& dataset);
+  // Outputs for host features[rows, input_dim]: [rows, output_dim], row-major.
+  StatusOr<std::vector<float>> Predict(const std::vector<float>& features, int64_t rows);
+
+  // One training step on a global batch: what Fit does for each batch. Returns the batch's
+  // loss (the mean over its rows); metrics accumulate until ResetMetrics.
+  StatusOr<double> TrainStep(const data::Batch& batch);
+  void ResetMetrics();
+  Logs MetricResults() const;
+
+  // Weights and optimizer state in the safetensors format: "layers.{i}.kernel" [in, out],
+  // "layers.{i}.bias" [out], "optimizer.<variable>.<slot>", "optimizer.iterations" (I64).
+  // Written atomically, by the chief process only.
+  Status SaveWeights(const std::string& path) const;
+  // Checks every name, shape and dtype and says which is wrong; builds the model from the
+  // file's first kernel if it is not built yet. Optimizer state is loaded when present.
+  Status LoadWeights(const std::string& path);
+
+  // Keras's model.summary(): layers, output shapes, parameter counts.
+  std::string Summary() const;
+
+  const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
+  const std::vector<Variable*>& trainable_variables() const { return trainable_; }
+  Optimizer* optimizer() const { return optimizer_.get(); }
+  const Loss* loss() const { return loss_.get(); }
+  Distribution* distribution() const { return distribution_; }
+  int64_t input_dim() const { return input_dim_; }
+  int64_t output_dim() const;
+  // Asks Fit to stop after the current step (callbacks use it).
+  void StopTraining() { stop_training_ = true; }
+
+ private:
+  class Factory;
+  Status CheckCompiled() const;
+  Status CheckBatch(const data::Batch& batch);
+  // Forward (and, when training, backward + all-reduce + update) of a global batch on every
+  // replica. Returns the global loss; fills `predictions` ([rows, output_dim], host) for the
+  // local replicas' rows when non-null.
+  StatusOr<double> RunBatch(const data::Batch& batch, bool training,
+                            std::vector<float>* predictions);
+  void UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions);
+
+  std::vector<std::shared_ptr<Layer>> layers_;
+  const uint64_t seed_;
+  Distribution* distribution_ = nullptr;
+  std::unique_ptr<Distribution> owned_distribution_;
+  std::unique_ptr<Loss> loss_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::unique_ptr<Metric>> metrics_;
+  std::vector<std::unique_ptr<Variable>> variables_;
+  std::vector<Variable*> trainable_;
+  int64_t input_dim_ = -1;
+  bool stop_training_ = false;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_MODEL_SEQUENTIAL_H_

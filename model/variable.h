@@ -1,0 +1,45 @@
+// Variable: a named, trainable (or not) tensor of a model, with one copy per replica.
+//
+// Under a distribution of N replicas, copy r lives on replica r's device. The copies start
+// bitwise identical (same deterministic initializer, or a broadcast) and stay identical,
+// because every replica applies the same all-reduced gradient.
+#ifndef TOWER_MODEL_VARIABLE_H_
+#define TOWER_MODEL_VARIABLE_H_
+
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace tower {
+
+class Variable {
+ public:
+  // `copies` holds one tensor per replica, all of one shape and dtype.
+  Variable(std::string name, std::vector<Tensor> copies, bool trainable = true);
+
+  // "layers.0.kernel": also its name in checkpoints.
+  const std::string& name() const { return name_; }
+  bool trainable() const { return trainable_; }
+  const Shape& shape() const { return copies_.front().shape(); }
+  DType dtype() const { return copies_.front().dtype(); }
+  int num_replicas() const { return static_cast<int>(copies_.size()); }
+
+  // Replica r's copy, on its device.
+  Tensor& value(int replica = 0) { return copies_[replica]; }
+  const Tensor& value(int replica = 0) const { return copies_[replica]; }
+
+  // Replica 0's values on the host.
+  StatusOr<std::vector<float>> Read() const;
+  // Sets every replica's copy to `values` (row-major, as many as the shape has elements).
+  Status Assign(const std::vector<float>& values);
+
+ private:
+  std::string name_;
+  std::vector<Tensor> copies_;
+  bool trainable_;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_MODEL_VARIABLE_H_

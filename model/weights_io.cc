@@ -1,0 +1,124 @@
+// Sequential::SaveWeights / LoadWeights: the model's variables, the optimizer's slots and its
+// step counter in one safetensors file (model/checkpoint/safetensors.h).
+#include <cstring>
+#include <set>
+
+#include "model/checkpoint/safetensors.h"
+#include "model/sequential.h"
+#include "util/strings.h"
+
+namespace tower {
+namespace {
+
+constexpr char kIterations[] = "optimizer.iterations";
+
+checkpoint::TensorData ToData(const std::string& name, const Shape& shape,
+                              const std::vector<float>& values) {
+  return checkpoint::FromFloats(name, shape.dims(), values);
+}
+
+std::vector<Variable*> AllVariables(const Sequential& model) {
+  std::vector<Variable*> all = model.trainable_variables();
+  if (model.optimizer() != nullptr) {
+    for (Variable* slot : model.optimizer()->slots()) all.push_back(slot);
+  }
+  return all;
+}
+
+Status Mismatch(const std::string& path, const std::string& what) {
+  return InvalidArgumentError(path + ": " + what);
+}
+
+}  // namespace
+
+Status Sequential::SaveWeights(const std::string& path) const {
+  if (!built()) {
+    return FailedPreconditionError("SaveWeights: the model is not built yet (nothing to save)");
+  }
+  if (!distribution_->is_chief()) return OkStatus();  // rank 0 writes for everyone
+  checkpoint::File file;
+  for (Variable* variable : AllVariables(*this)) {
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> values, variable->Read());
+    file.tensors.push_back(ToData(variable->name(), variable->shape(), values));
+  }
+  if (optimizer_ != nullptr) {
+    checkpoint::TensorData iterations;
+    iterations.name = kIterations;
+    iterations.dtype = checkpoint::DType::kI64;
+    iterations.shape = {};
+    const int64_t count = optimizer_->iterations();
+    iterations.bytes.resize(sizeof(count));
+    std::memcpy(iterations.bytes.data(), &count, sizeof(count));  // little-endian host
+    file.tensors.push_back(std::move(iterations));
+    file.metadata["optimizer"] = optimizer_->name();
+  }
+  std::vector<std::string> layers;
+  for (const auto& layer : layers_) layers.push_back(layer->Describe());
+  file.metadata["format"] = "tower";
+  file.metadata["layers"] = Join(layers, ", ");
+  file.metadata["input_dim"] = std::to_string(input_dim_);
+  return checkpoint::Save(path, file);
+}
+
+Status Sequential::LoadWeights(const std::string& path) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  TOWER_ASSIGN_OR_RETURN(checkpoint::File file, checkpoint::Load(path));
+  if (!built()) {
+    const checkpoint::TensorData* first = file.Find("layers.0.kernel");
+    if (first == nullptr || first->shape.size() != 2) {
+      return Mismatch(path, "has no 2-D tensor 'layers.0.kernel' to build the model from");
+    }
+    TOWER_RETURN_IF_ERROR(Build(first->shape[0]).WithContext(path));
+  }
+  // Every tensor of the file must belong to the model (or its optimizer), and every
+  // variable of the model must be in the file; optimizer state is optional as a whole.
+  std::set<std::string> known;
+  for (Variable* variable : AllVariables(*this)) known.insert(variable->name());
+  known.insert(kIterations);
+  bool has_optimizer_state = false;
+  for (const checkpoint::TensorData& tensor : file.tensors) {
+    if (known.count(tensor.name) == 0) {
+      std::vector<std::string> names;
+      for (Variable* variable : trainable_) names.push_back(variable->name());
+      return Mismatch(path, "tensor '" + tensor.name + "' is not part of this model (" +
+                                optimizer_->name() + " optimizer; variables: " +
+                                Join(names, ", ") + ")");
+    }
+    if (StartsWith(tensor.name, "optimizer.")) has_optimizer_state = true;
+  }
+  // Check everything before changing anything: a bad file leaves the model as it was.
+  std::vector<std::pair<Variable*, std::vector<float>>> updates;
+  for (Variable* variable : AllVariables(*this)) {
+    const bool slot = StartsWith(variable->name(), "optimizer.");
+    const checkpoint::TensorData* tensor = file.Find(variable->name());
+    if (tensor == nullptr) {
+      if (slot && !has_optimizer_state) continue;
+      return Mismatch(path, "has no tensor '" + variable->name() + "' (shape " +
+                                variable->shape().ToString() + ")");
+    }
+    if (tensor->dtype != checkpoint::DType::kF32) {
+      return Mismatch(path, "tensor '" + variable->name() + "' must be F32");
+    }
+    if (tensor->shape != variable->shape().dims()) {
+      return Mismatch(path, "tensor '" + variable->name() + "' has shape " +
+                                "[" + Join(tensor->shape, ", ") + "] but the model's is " +
+                                variable->shape().ToString());
+    }
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> values, checkpoint::ToFloats(*tensor));
+    updates.emplace_back(variable, std::move(values));
+  }
+  int64_t iterations = optimizer_->iterations();
+  if (const checkpoint::TensorData* tensor = file.Find(kIterations)) {
+    if (tensor->dtype != checkpoint::DType::kI64 || !tensor->shape.empty() ||
+        tensor->bytes.size() != sizeof(int64_t)) {
+      return Mismatch(path, std::string("tensor '") + kIterations + "' must be an I64 scalar");
+    }
+    std::memcpy(&iterations, tensor->bytes.data(), sizeof(iterations));
+    if (iterations < 0) return Mismatch(path, "negative optimizer iterations");
+  }
+  for (auto& [variable, values] : updates) TOWER_RETURN_IF_ERROR(variable->Assign(values));
+  optimizer_->set_iterations(iterations);
+  return OkStatus();
+}
+
+}  // namespace tower

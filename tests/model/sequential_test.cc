@@ -1,0 +1,280 @@
+// The Keras-like training loop on one device: convergence on the seeds' linear regression,
+// Evaluate/Predict, callbacks, progress output, weights round trips, and errors.
+#include "model/sequential.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/dense.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+data::Dataset Linreg(int64_t rows, int64_t batch, uint64_t seed = 1) {
+  data::SyntheticOptions options;
+  options.name = "linreg";
+  options.rows = rows;
+  options.seed = seed;
+  return data::Dataset::Synthetic(options)->Batch(batch);
+}
+
+// The seeds' example: Dense(1), MSE, SGD(0.2) on y = 3x + 2 + noise.
+std::unique_ptr<Sequential> SeedsModel(uint64_t seed = 0) {
+  auto model = std::make_unique<Sequential>(std::vector<std::shared_ptr<Layer>>{Dense(1)}, seed);
+  TOWER_CHECK_OK(model->Compile(MeanSquaredErrorLoss(), SGD(0.2f), {"mae"}));
+  return model;
+}
+
+TEST(SequentialTest, LinearRegressionConvergesToThreeAndTwo) {
+  auto model = SeedsModel();
+  std::ostringstream out;
+  FitOptions options;
+  options.epochs = 5;
+  options.out = &out;
+  StatusOr<History> history = model->Fit(Linreg(2048, 32), options);
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->epochs.size(), 5u);
+  const std::vector<double> losses = history->values("loss");
+  EXPECT_LT(losses.back(), losses.front());
+  EXPECT_LT(losses.back(), 1e-3);  // the noise floor is 1e-4
+  EXPECT_LT(history->values("mae").back(), 0.03);
+  const std::vector<float> w = *model->trainable_variables()[0]->Read();
+  const std::vector<float> b = *model->trainable_variables()[1]->Read();
+  EXPECT_NEAR(w[0], 3.0f, 0.01f);
+  EXPECT_NEAR(b[0], 2.0f, 0.01f);
+  EXPECT_EQ(model->optimizer()->iterations(), 5 * 64);
+  // Not a terminal: one finished line per epoch, no redraws.
+  EXPECT_EQ(out.str().find('\r'), std::string::npos);
+  EXPECT_THAT(out.str(), HasSubstr("Epoch 5/5\n64/64 [==============================] - "));
+  EXPECT_THAT(out.str(), HasSubstr(" - loss: "));
+  EXPECT_THAT(out.str(), HasSubstr(" - mae: "));
+}
+
+TEST(SequentialTest, PredictAndEvaluate) {
+  auto model = SeedsModel();
+  FitOptions options;
+  options.epochs = 3;
+  options.verbose = 0;
+  ASSERT_TRUE(model->Fit(Linreg(2048, 32), options).ok());
+  StatusOr<std::vector<float>> y = model->Predict({0.0f, 0.5f, -1.0f}, 3);
+  ASSERT_TRUE(y.ok());
+  EXPECT_NEAR((*y)[0], 2.0f, 0.02f);
+  EXPECT_NEAR((*y)[1], 3.5f, 0.02f);
+  EXPECT_NEAR((*y)[2], -1.0f, 0.02f);
+  StatusOr<Logs> logs = model->Evaluate(Linreg(512, 64, 9));
+  ASSERT_TRUE(logs.ok());
+  EXPECT_LT(logs->at("loss"), 1e-3);
+  EXPECT_LT(logs->at("mae"), 0.03);
+  EXPECT_THAT(model->Predict({1, 2}, 3).status().message(), HasSubstr("2 values are not 3 rows of 1 features"));
+}
+
+TEST(SequentialTest, SameSeedSameWeightsBitwise) {
+  auto a = SeedsModel(5);
+  auto b = SeedsModel(5);
+  auto c = SeedsModel(6);
+  FitOptions options;
+  options.verbose = 0;
+  ASSERT_TRUE(a->Fit(Linreg(512, 32), options).ok());
+  ASSERT_TRUE(b->Fit(Linreg(512, 32), options).ok());
+  ASSERT_TRUE(c->Build(1).ok());
+  EXPECT_EQ(*a->trainable_variables()[0]->Read(), *b->trainable_variables()[0]->Read());
+  auto fresh5 = SeedsModel(5);
+  ASSERT_TRUE(fresh5->Build(1).ok());
+  EXPECT_NE(*fresh5->trainable_variables()[0]->Read(), *c->trainable_variables()[0]->Read());
+}
+
+TEST(SequentialTest, MlpWithAdamAndValidation) {
+  data::SyntheticOptions options;
+  options.name = "mlp";
+  options.rows = 4096;
+  auto train = data::Dataset::Synthetic(options)->Batch(64);
+  options.seed = 99;
+  options.rows = 256;
+  auto validation = data::Dataset::Synthetic(options)->Batch(64);
+  Sequential model({Dense(16, "relu"), Dense(1)}, 3);
+  ASSERT_TRUE(model.Compile(MeanSquaredErrorLoss(), Adam(0.01f)).ok());
+  FitOptions fit;
+  fit.epochs = 4;
+  fit.verbose = 0;
+  fit.validation = &validation;
+  StatusOr<History> history = model.Fit(train, fit);
+  ASSERT_TRUE(history.ok()) << history.status();
+  const std::vector<double> val = history->values("val_loss");
+  EXPECT_LT(val.back(), 0.5 * val.front());
+  EXPECT_EQ(model.optimizer()->slots().size(), 8u);  // m and v of 4 variables
+}
+
+TEST(SequentialTest, ClassifierWithCrossEntropyAndAccuracy) {
+  // Three separable classes on a line: x < -0.33, |x| < 0.33, x > 0.33.
+  std::vector<float> x, y;
+  for (int i = 0; i < 600; ++i) {
+    const float v = -1.0f + 2.0f * i / 599;
+    x.push_back(v);
+    y.push_back(v < -0.33f ? 0.0f : (v < 0.33f ? 1.0f : 2.0f));
+  }
+  auto dataset = data::Dataset::FromTensors(x, 1, y, 1)->Shuffle(600, 4).Batch(30);
+  Sequential model({Dense(16, "tanh"), Dense(3)}, 1);
+  ASSERT_TRUE(model.Compile(SparseCategoricalCrossentropyLoss(), Adam(0.05f), {"accuracy"}).ok());
+  FitOptions options;
+  options.epochs = 20;
+  options.verbose = 0;
+  StatusOr<History> history = model.Fit(dataset, options);
+  ASSERT_TRUE(history.ok()) << history.status();
+  EXPECT_GT(history->values("accuracy").back(), 0.95);
+}
+
+TEST(SequentialTest, CallbacksLogCheckpointAndStop) {
+  const std::string csv = TempPath("log.csv");
+  const std::string jsonl = TempPath("log.jsonl");
+  const std::string checkpoint = TempPath("ckpt-{epoch}.safetensors");
+  auto model = SeedsModel();
+  auto early = std::make_shared<EarlyStopping>("loss", /*patience=*/0, /*min_delta=*/10.0);
+  FitOptions options;
+  options.epochs = 10;
+  options.verbose = 0;
+  options.callbacks = {std::make_shared<CsvLogger>(csv), std::make_shared<JsonLinesLogger>(jsonl, true),
+                       std::make_shared<ModelCheckpoint>(checkpoint, 0, 1), early};
+  StatusOr<History> history = model->Fit(Linreg(256, 32), options);
+  ASSERT_TRUE(history.ok()) << history.status();
+  // min_delta 10 means no epoch ever "improves" enough after the first: stop after epoch 2.
+  EXPECT_EQ(history->epochs.size(), 2u);
+  EXPECT_EQ(early->stopped_epoch(), 1);
+  const std::string csv_text = ReadFile(csv);
+  EXPECT_THAT(csv_text, StartsWith("epoch,loss,mae\n0,"));
+  EXPECT_EQ(std::count(csv_text.begin(), csv_text.end(), '\n'), 3);
+  const std::string json_text = ReadFile(jsonl);
+  EXPECT_THAT(json_text, HasSubstr("{\"step\": 1, \"loss\": "));
+  EXPECT_THAT(json_text, HasSubstr("{\"epoch\": 1, \"loss\": "));
+  EXPECT_EQ(std::count(json_text.begin(), json_text.end(), '\n'), 16 + 2);
+  // One checkpoint per epoch, loadable into a fresh model.
+  auto fresh = SeedsModel();
+  ASSERT_TRUE(fresh->LoadWeights(TempPath("ckpt-2.safetensors")).ok());
+  EXPECT_EQ(*fresh->trainable_variables()[0]->Read(), *model->trainable_variables()[0]->Read());
+  EXPECT_EQ(fresh->optimizer()->iterations(), 16);
+  EarlyStopping wrong("val_loss");
+  ASSERT_TRUE(wrong.OnTrainBegin(*model).ok());
+  EXPECT_THAT(wrong.OnEpochEnd(*model, 0, {{"loss", 1}}).message(),
+              HasSubstr("monitors 'val_loss', which the logs do not have (they have: loss)"));
+}
+
+TEST(SequentialTest, WeightsRoundTripWithOptimizerState) {
+  const std::string path = TempPath("weights.safetensors");
+  Sequential model({Dense(4, "relu"), Dense(1)}, 7);
+  ASSERT_TRUE(model.Compile(MeanSquaredErrorLoss(), SGD(0.05f, 0.9f)).ok());
+  FitOptions options;
+  options.verbose = 0;
+  ASSERT_TRUE(model.Fit(Linreg(128, 16), options).ok());
+  ASSERT_TRUE(model.SaveWeights(path).ok());
+  Sequential restored({Dense(4, "relu"), Dense(1)}, 123);
+  ASSERT_TRUE(restored.Compile(MeanSquaredErrorLoss(), SGD(0.05f, 0.9f)).ok());
+  ASSERT_TRUE(restored.LoadWeights(path).ok());  // builds from the file
+  EXPECT_EQ(restored.optimizer()->iterations(), 8);
+  for (size_t i = 0; i < model.trainable_variables().size(); ++i) {
+    EXPECT_EQ(*restored.trainable_variables()[i]->Read(), *model.trainable_variables()[i]->Read());
+  }
+  for (size_t i = 0; i < model.optimizer()->slots().size(); ++i) {
+    EXPECT_EQ(*restored.optimizer()->slots()[i]->Read(), *model.optimizer()->slots()[i]->Read());
+  }
+  // Continuing both gives the same weights: the state is complete.
+  ASSERT_TRUE(model.Fit(Linreg(64, 16, 3), options).ok());
+  ASSERT_TRUE(restored.Fit(Linreg(64, 16, 3), options).ok());
+  EXPECT_EQ(*restored.trainable_variables()[0]->Read(), *model.trainable_variables()[0]->Read());
+}
+
+TEST(SequentialTest, LoadingChecksNamesShapesAndDtypes) {
+  const std::string path = TempPath("small.safetensors");
+  Sequential small({Dense(4), Dense(1)});
+  ASSERT_TRUE(small.Compile(MeanSquaredErrorLoss(), SGD()).ok());
+  ASSERT_TRUE(small.Build(3).ok());
+  ASSERT_TRUE(small.SaveWeights(path).ok());
+  Sequential wider({Dense(5), Dense(1)});
+  ASSERT_TRUE(wider.Compile(MeanSquaredErrorLoss(), SGD()).ok());
+  ASSERT_TRUE(wider.Build(3).ok());
+  const std::vector<float> before = *wider.trainable_variables()[0]->Read();
+  Status shape = wider.LoadWeights(path);
+  EXPECT_THAT(shape.message(), HasSubstr("tensor 'layers.0.kernel' has shape [3, 4] but the model's is [3, 5]"));
+  EXPECT_EQ(*wider.trainable_variables()[0]->Read(), before);  // untouched
+  Sequential deeper({Dense(4), Dense(1), Dense(1)});
+  ASSERT_TRUE(deeper.Compile(MeanSquaredErrorLoss(), SGD()).ok());
+  ASSERT_TRUE(deeper.Build(3).ok());
+  EXPECT_THAT(deeper.LoadWeights(path).message(), HasSubstr("has no tensor 'layers.2.kernel'"));
+  Sequential shallow({Dense(4)});
+  ASSERT_TRUE(shallow.Compile(MeanSquaredErrorLoss(), SGD()).ok());
+  EXPECT_THAT(shallow.LoadWeights(path).message(), HasSubstr("tensor 'layers.1.kernel' is not part of this model"));
+  EXPECT_TRUE(IsNotFound(shallow.LoadWeights(TempPath("absent.safetensors"))));
+}
+
+TEST(SequentialTest, ErrorsAreClear) {
+  Sequential model({Dense(1)});
+  EXPECT_THAT(model.Fit(Linreg(64, 32)).status().message(), HasSubstr("not compiled"));
+  ASSERT_TRUE(model.Compile(MeanSquaredErrorLoss(), SGD()).ok());
+  data::SyntheticOptions infinite;
+  infinite.name = "linreg";
+  EXPECT_THAT(model.Fit(data::Dataset::Synthetic(infinite)->Batch(8)).status().message(),
+              HasSubstr("infinite; set steps_per_epoch"));
+  ASSERT_TRUE(model.Build(1).ok());
+  data::SyntheticOptions mlp;
+  mlp.name = "mlp";
+  mlp.rows = 8;
+  EXPECT_THAT(model.Fit(data::Dataset::Synthetic(mlp)->Batch(8), {}).status().message(),
+              HasSubstr("the batch has 256 features per row, the model takes 1"));
+  Sequential empty({});
+  EXPECT_THAT(empty.Compile(MeanSquaredErrorLoss(), SGD()).message(), HasSubstr("no layers"));
+  Sequential bad({Dense(3, "swish")});
+  ASSERT_TRUE(bad.Compile(MeanSquaredErrorLoss(), SGD()).ok());
+  EXPECT_THAT(bad.Build(2).message(), HasSubstr("unknown activation 'swish'"));
+  FitOptions zero;
+  zero.epochs = 0;
+  EXPECT_FALSE(model.Fit(Linreg(64, 32), zero).ok());
+}
+
+TEST(SequentialTest, StepsPerEpochAndMaxSteps) {
+  auto model = SeedsModel();
+  data::SyntheticOptions infinite;
+  infinite.name = "linreg";
+  FitOptions options;
+  options.epochs = 3;
+  options.steps_per_epoch = 10;
+  options.verbose = 0;
+  ASSERT_TRUE(model->Fit(data::Dataset::Synthetic(infinite)->Batch(16), options).ok());
+  EXPECT_EQ(model->optimizer()->iterations(), 30);
+  FitOptions capped;
+  capped.epochs = 100;
+  capped.max_steps = 7;
+  capped.verbose = 0;
+  StatusOr<History> history = model->Fit(Linreg(64, 16), capped);  // 4 steps per epoch
+  ASSERT_TRUE(history.ok());
+  EXPECT_EQ(model->optimizer()->iterations(), 37);
+  EXPECT_EQ(history->epochs.size(), 2u);
+}
+
+TEST(SequentialTest, SummaryListsLayersAndParameters) {
+  Sequential model({Dense(64, "relu"), Dense(1)});
+  ASSERT_TRUE(model.Compile(MeanSquaredErrorLoss(), SGD()).ok());
+  ASSERT_TRUE(model.Build(256).ok());
+  const std::string summary = model.Summary();
+  EXPECT_THAT(summary, HasSubstr("layers.0 (Dense(64, relu))"));
+  EXPECT_THAT(summary, HasSubstr("16448"));  // 256·64 + 64
+  EXPECT_THAT(summary, HasSubstr("Total params: 16513"));
+}
+
+}  // namespace
+}  // namespace tower
