@@ -1,11 +1,13 @@
 // tower: the command-line tool.
 //   tower devices [flags]   what this process can run on (see `tower devices --help`)
+//   tower train [flags]     train a dense network (see `tower train --help`)
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "device/context.h"
 #include "tools/devices_command.h"
+#include "tools/train_command.h"
 
 namespace {
 
@@ -13,6 +15,7 @@ constexpr char kUsage[] =
     "usage: tower <command> [flags]\n"
     "commands:\n"
     "  devices   list platforms, physical and logical devices (--json for scripts)\n"
+    "  train     train a dense network on a CSV file or synthetic data\n"
     "run `tower <command> --help` for a command's flags\n";
 
 }  // namespace
@@ -31,6 +34,7 @@ int main(int argc, char** argv) {
   if (command == "devices") {
     return tower::RunDevicesCommand(args, tower::Context::Global(), std::cout, std::cerr);
   }
+  if (command == "train") return tower::RunTrainCommand(args, std::cout, std::cerr);
   std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

@@ -39,6 +39,7 @@ std::optional<double> ParseDouble(std::string_view text);
 std::string ToLower(std::string_view text);
 std::string ToUpper(std::string_view text);
 bool StartsWith(std::string_view text, std::string_view prefix);
+bool EndsWith(std::string_view text, std::string_view suffix);
 
 }  // namespace tower
 

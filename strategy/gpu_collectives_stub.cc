@@ -1,0 +1,28 @@
+// Builds without CUDA: no GPU collectives (and no real GPUs to use them on).
+#include "strategy/gpu_collectives.h"
+
+namespace tower {
+namespace {
+
+Status NotBuilt(const char* path) {
+  return UnimplementedError(std::string("cross-device ops ") + path +
+                            " need a CUDA build: rebuild with --config=cuda");
+}
+
+}  // namespace
+
+bool GpuCollectivesBuilt() { return false; }
+
+StatusOr<std::unique_ptr<CrossDeviceOps>> MakeNcclAllReduce(const std::vector<Device*>&,
+                                                            const std::vector<std::string>&,
+                                                            std::chrono::milliseconds) {
+  return NotBuilt("nccl");
+}
+
+StatusOr<std::unique_ptr<CrossDeviceOps>> MakeSameCardAllReduce(const std::vector<Device*>&,
+                                                                const std::vector<std::string>&,
+                                                                std::chrono::milliseconds, bool) {
+  return NotBuilt("same-card");
+}
+
+}  // namespace tower

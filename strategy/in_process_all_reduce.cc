@@ -1,0 +1,130 @@
+#include "strategy/in_process_all_reduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tower {
+namespace {
+
+// Sums n float arrays element-wise into every one of them: out_k[i] = Σ_j in_j[i] for all k.
+// Blocks of 512 floats keep the partial sum in L1 and let the compiler vectorise.
+void SumIntoAll(float* const* buffers, int n, int64_t begin, int64_t end) {
+  constexpr int64_t kBlock = 512;
+  alignas(64) float sum[kBlock];
+  for (int64_t i = begin; i < end; i += kBlock) {
+    const int64_t len = std::min(kBlock, end - i);
+    const float* first = buffers[0] + i;
+    for (int64_t j = 0; j < len; ++j) sum[j] = first[j];
+    for (int k = 1; k < n; ++k) {
+      const float* in = buffers[k] + i;
+      for (int64_t j = 0; j < len; ++j) sum[j] += in[j];
+    }
+    for (int k = 0; k < n; ++k) std::memcpy(buffers[k] + i, sum, len * sizeof(float));
+  }
+}
+
+}  // namespace
+
+InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
+                                       std::chrono::milliseconds timeout, bool spin)
+    : names_(replica_names),
+      barrier_(std::move(replica_names), timeout, spin),
+      published_(names_.size()) {}
+
+Status InProcessAllReduce::CheckAll() const {
+  for (size_t r = 0; r < published_.size(); ++r) {
+    TOWER_RETURN_IF_ERROR(CheckAgainstFirst(static_cast<int>(r)));
+  }
+  return OkStatus();
+}
+
+Status InProcessAllReduce::CheckAgainstFirst(int replica) const {
+  const Span<Tensor* const>& mine = published_[replica];
+  const Span<Tensor* const>& first = published_[0];
+  if (mine.size() != first.size()) {
+    return InvalidArgumentError("all-reduce mismatch: " + names_[replica] + " passed " +
+                                std::to_string(mine.size()) + " tensors, " + names_[0] +
+                                " passed " + std::to_string(first.size()));
+  }
+  for (size_t t = 0; t < mine.size(); ++t) {
+    const Tensor& a = *first[t];
+    const Tensor& b = *mine[t];
+    if (a.shape() != b.shape() || a.dtype() != b.dtype()) {
+      return InvalidArgumentError(
+          "all-reduce mismatch at tensor " + std::to_string(t) + ": " + names_[0] + " has " +
+          std::string(DTypeName(a.dtype())) + a.shape().ToString() + ", " + names_[replica] +
+          " has " + std::string(DTypeName(b.dtype())) + b.shape().ToString());
+    }
+    if (b.dtype() != DType::kFloat32) {
+      return InvalidArgumentError("all-reduce sums float32 tensors; tensor " +
+                                  std::to_string(t) + " is " + std::string(DTypeName(b.dtype())));
+    }
+    if (!b.device()->stream().host_addressable()) {
+      return InvalidArgumentError("the in-process all-reduce needs host memory, but " +
+                                  names_[replica] + " holds tensor " + std::to_string(t) +
+                                  " on " + b.device()->full_name());
+    }
+  }
+  return OkStatus();
+}
+
+Status InProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors) {
+  const int n = static_cast<int>(names_.size());
+  if (n == 1) return OkStatus();
+  published_[replica] = tensors;
+  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+  // Every replica checks every list before touching another replica's memory, so all of
+  // them return the same error on a mismatch and none reads past a smaller tensor. They
+  // still meet once more: the lists must outlive everyone's check.
+  const Status check = CheckAll();
+  if (!check.ok()) {
+    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    return check;
+  }
+  // This replica's share of the elements of all tensors laid end to end.
+  int64_t total = 0;
+  for (const Tensor* t : tensors) total += t->num_elements();
+  const int64_t begin = total * replica / n;
+  const int64_t end = total * (replica + 1) / n;
+  float* buffers[64];
+  std::vector<float*> heap;
+  float** ptrs = buffers;
+  if (n > 64) {
+    heap.resize(n);
+    ptrs = heap.data();
+  }
+  int64_t offset = 0;
+  for (size_t t = 0; t < tensors.size() && offset < end; ++t) {
+    const int64_t count = tensors[t]->num_elements();
+    const int64_t lo = std::max(begin, offset);
+    const int64_t hi = std::min(end, offset + count);
+    if (lo < hi) {
+      for (int k = 0; k < n; ++k) ptrs[k] = published_[k][t]->data<float>();
+      SumIntoAll(ptrs, n, lo - offset, hi - offset);
+    }
+    offset += count;
+  }
+  return barrier_.Wait(replica);
+}
+
+Status InProcessAllReduce::Broadcast(int replica, Span<Tensor* const> tensors) {
+  const int n = static_cast<int>(names_.size());
+  if (n == 1) return OkStatus();
+  published_[replica] = tensors;
+  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+  const Status check = CheckAll();
+  if (!check.ok()) {
+    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    return check;
+  }
+  if (replica != 0) {
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (tensors[t]->bytes() > 0) {
+        std::memcpy(tensors[t]->raw_data(), published_[0][t]->raw_data(), tensors[t]->bytes());
+      }
+    }
+  }
+  return barrier_.Wait(replica);
+}
+
+}  // namespace tower

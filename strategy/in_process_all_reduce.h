@@ -1,0 +1,45 @@
+// The all-reduce of replicas whose tensors live in host memory (logical CPU devices): shared
+// memory, no copies through a central device.
+//
+// Every replica publishes its tensors; after a barrier, replica r sums its slice of the
+// tensors — laid end to end as one virtual bucket, split evenly by elements — over all
+// replicas (in replica order, so every run gives the same bits) and writes the sum into
+// every replica's tensor; a second barrier ends the call. Memory traffic: each element is
+// read and written once per replica, spread over all replica threads.
+#ifndef TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
+#define TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strategy/cross_device_ops.h"
+#include "strategy/replica_barrier.h"
+
+namespace tower {
+
+class InProcessAllReduce : public CrossDeviceOps {
+ public:
+  // `replica_names[r]` names replica r in errors.
+  InProcessAllReduce(std::vector<std::string> replica_names, std::chrono::milliseconds timeout,
+                     bool spin);
+  std::string name() const override { return "in-process"; }
+  Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
+  Status Broadcast(int replica, Span<Tensor* const> tensors) override;
+  void Abort(const Status& reason) override { barrier_.Abort(reason); }
+  void Reset() override { barrier_.Reset(); }
+
+ private:
+  // Checks replica `replica`'s published list against replica 0's; CheckAll: every one.
+  Status CheckAgainstFirst(int replica) const;
+  Status CheckAll() const;
+
+  const std::vector<std::string> names_;
+  ReplicaBarrier barrier_;
+  // Published per replica for the current call; read by all after the first barrier.
+  std::vector<Span<Tensor* const>> published_;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_

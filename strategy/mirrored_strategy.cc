@@ -1,0 +1,334 @@
+#include "strategy/mirrored_strategy.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "device/context.h"
+#include "device/placement.h"
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "strategy/gpu_collectives.h"
+#include "strategy/in_process_all_reduce.h"
+#include "strategy/reduction_to_one_device.h"
+#include "util/logging.h"
+#include "util/strings.h"
+
+namespace tower {
+
+class MirroredStrategy::Replica : public ReplicaContext {
+ public:
+  Replica(MirroredStrategy* strategy, int id) : strategy_(strategy), id_(id) {}
+  int replica_id() const override { return id_; }
+  int num_replicas_in_sync() const override { return strategy_->num_replicas_in_sync(); }
+  int global_replica_id() const override { return strategy_->first_global_replica() + id_; }
+  Device* device() const override { return strategy_->devices_[id_]; }
+  Status AllReduceSum(Span<Tensor* const> tensors) override {
+    return strategy_->cross_device_ops_->AllReduceSum(id_, tensors);
+  }
+  Status Broadcast(Span<Tensor* const> tensors) override {
+    return strategy_->cross_device_ops_->Broadcast(id_, tensors);
+  }
+
+ private:
+  MirroredStrategy* strategy_;
+  int id_;
+};
+
+namespace {
+
+StatusOr<std::vector<Device*>> ResolveDevices(Context& context,
+                                              const std::vector<std::string>& specs) {
+  std::vector<Device*> devices;
+  if (specs.empty()) {
+    TOWER_ASSIGN_OR_RETURN(devices, context.Devices("GPU"));
+    if (devices.empty()) {
+      TOWER_ASSIGN_OR_RETURN(devices, context.Devices("CPU"));
+    }
+    return devices;
+  }
+  std::set<Device*> seen;
+  for (const std::string& spec : specs) {
+    TOWER_ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(spec));
+    if (!name.has_device()) {
+      return InvalidArgumentError("strategy device '" + spec + "' names no device (use e.g. "
+                                  "/GPU:0 or /CPU:1)");
+    }
+    TOWER_ASSIGN_OR_RETURN(Device * device, context.FindDevice(name));
+    if (!seen.insert(device).second) {
+      return InvalidArgumentError("strategy device '" + spec + "' (" + device->full_name() +
+                                  ") is listed twice; each replica needs its own device");
+    }
+    devices.push_back(device);
+  }
+  return devices;
+}
+
+ReplicaDeviceInfo Info(const Device* device) {
+  ReplicaDeviceInfo info;
+  info.name = device->full_name();
+  info.is_gpu = device->is_gpu();
+  info.host_memory = device->stream().host_addressable();
+  info.card_uuid = device->physical().uuid;
+  return info;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
+    const MirroredStrategyOptions& options) {
+  return Build("MirroredStrategy", options);
+}
+
+StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Build(
+    std::string kind, const MirroredStrategyOptions& options) {
+  Context& context = options.context != nullptr ? *options.context : Context::Default();
+  TOWER_ASSIGN_OR_RETURN(std::vector<Device*> devices, ResolveDevices(context, options.devices));
+  if (devices.empty()) return InvalidArgumentError(kind + ": no devices to replicate on");
+  if (options.collective_timeout.count() <= 0) {
+    return InvalidArgumentError(kind + ": the collective timeout must be positive");
+  }
+  std::vector<ReplicaDeviceInfo> infos;
+  std::vector<std::string> names;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    infos.push_back(Info(devices[r]));
+    names.push_back("replica " + std::to_string(r) + " (" + devices[r]->full_name() + ")");
+  }
+  TOWER_ASSIGN_OR_RETURN(CrossDeviceOpsChoice choice,
+                         ChooseCrossDeviceOps(infos, options.cross_device_ops,
+                                              GpuCollectivesBuilt()));
+  // Spinning only pays when every replica thread has a core of its own.
+  const bool spin = devices.size() <= std::max(1u, std::thread::hardware_concurrency());
+  std::unique_ptr<CrossDeviceOps> ops;
+  switch (choice.kind) {
+    case CrossDeviceOpsKind::kInProcess:
+      ops = std::make_unique<InProcessAllReduce>(names, options.collective_timeout, spin);
+      break;
+    case CrossDeviceOpsKind::kNccl: {
+      TOWER_ASSIGN_OR_RETURN(ops, MakeNcclAllReduce(devices, names, options.collective_timeout));
+      break;
+    }
+    case CrossDeviceOpsKind::kSameCard: {
+      TOWER_ASSIGN_OR_RETURN(ops, MakeSameCardAllReduce(devices, names,
+                                                        options.collective_timeout, spin));
+      break;
+    }
+    case CrossDeviceOpsKind::kToCpu:
+    case CrossDeviceOpsKind::kAuto: {
+      TOWER_ASSIGN_OR_RETURN(std::vector<Device*> cpus, context.Devices("CPU"));
+      ops = std::make_unique<ReductionToOneDevice>(cpus.front(), names,
+                                                   options.collective_timeout, spin);
+      break;
+    }
+  }
+  std::unique_ptr<MirroredStrategy> strategy(new MirroredStrategy(
+      std::move(kind), std::move(devices), &context, choice, std::move(ops), spin));
+  std::vector<std::string> device_names;
+  for (Device* device : strategy->devices_) device_names.push_back(device->full_name());
+  TOWER_LOG(INFO) << "Using " << strategy->kind_ << " with devices ("
+                  << Join(device_names, ", ") << ")";
+  if (strategy->devices_.size() > 1) {
+    TOWER_LOG(INFO) << "Cross-device ops: " << CrossDeviceOpsName(choice.kind) << " ("
+                    << choice.reason << ")";
+  }
+  return strategy;
+}
+
+MirroredStrategy::MirroredStrategy(std::string kind, std::vector<Device*> devices,
+                                   Context* context, CrossDeviceOpsChoice choice,
+                                   std::unique_ptr<CrossDeviceOps> ops, bool spin)
+    : kind_(std::move(kind)),
+      devices_(std::move(devices)),
+      context_(context),
+      choice_(std::move(choice)),
+      cross_device_ops_(std::move(ops)),
+      spin_(spin),
+      results_(devices_.size()) {
+  for (size_t r = 0; r < devices_.size(); ++r) {
+    names_.push_back("replica " + std::to_string(r) + " (" + devices_[r]->full_name() + ")");
+    replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r)));
+  }
+  for (size_t r = 1; r < devices_.size(); ++r) {
+    workers_.emplace_back([this, r] { WorkerLoop(static_cast<int>(r)); });
+  }
+}
+
+MirroredStrategy::~MirroredStrategy() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  start_cv_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+std::string MirroredStrategy::Describe() const {
+  std::vector<std::string> names;
+  for (Device* device : devices_) names.push_back(device->full_name());
+  return kind_ + "(" + Join(names, ", ") + ")";
+}
+
+Status MirroredStrategy::RunReplica(int replica, const std::function<Status(ReplicaContext&)>& fn) {
+  Status status;
+  try {
+    // Ops without inputs inside fn land on this replica's device (TensorFlow's replica
+    // context does the same).
+    DeviceScope scope(devices_[replica]->full_name());
+    status = fn(*replicas_[replica]);
+  } catch (const std::exception& e) {
+    status = InternalError(std::string("threw an exception: ") + e.what());
+  } catch (...) {
+    status = InternalError("threw an exception that is not a std::exception");
+  }
+  if (!status.ok()) {
+    const Status named = status.WithContext(names_[replica]);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // The first replica to fail is the cause; the others fail because it aborted them.
+      if (first_failure_.ok()) first_failure_ = named;
+    }
+    cross_device_ops_->Abort(named);
+    return named;
+  }
+  return OkStatus();
+}
+
+void MirroredStrategy::WorkerLoop(int replica) {
+  ScopedDefaultContext use_context(*context_);
+  uint64_t seen = 0;
+  while (true) {
+    // Wait for the next run: spin a little (runs come back to back), then block.
+    uint64_t generation = generation_.load(std::memory_order_acquire);
+    for (int i = 0; spin_ && i < 20000 && generation == seen; ++i) {
+      _mm_pause();
+      generation = generation_.load(std::memory_order_acquire);
+    }
+    if (generation == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      generation = generation_.load(std::memory_order_acquire);
+    }
+    seen = generation;
+    const std::function<Status(ReplicaContext&)>* fn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      fn = fn_;
+    }
+    results_[replica] = RunReplica(replica, *fn);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_one();
+    }
+  }
+}
+
+Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) {
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  const int n = num_local_replicas();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    first_failure_ = OkStatus();
+    pending_.store(n - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  if (n > 1) start_cv_.notify_all();
+  {
+    ScopedDefaultContext use_context(*context_);
+    results_[0] = RunReplica(0, fn);
+  }
+  // Wait for the workers: spin briefly, then block.
+  for (int i = 0; spin_ && i < 20000 && pending_.load(std::memory_order_acquire) != 0; ++i) {
+    _mm_pause();
+  }
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+  Status failure;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure = first_failure_;
+  }
+  if (!failure.ok()) cross_device_ops_->Reset();  // ready for the next run
+  return failure;
+}
+
+StatusOr<Tensor> MirroredStrategy::Reduce(ReduceOp op, const PerReplica<Tensor>& values,
+                                          Device* destination) {
+  if (values.num_replicas() != num_local_replicas()) {
+    return InvalidArgumentError("Reduce: got " + std::to_string(values.num_replicas()) +
+                                " values for " + std::to_string(num_local_replicas()) +
+                                " replicas");
+  }
+  if (destination == nullptr) {
+    TOWER_ASSIGN_OR_RETURN(std::vector<Device*> cpus, context_->Devices("CPU"));
+    destination = cpus.front();
+  }
+  std::vector<Tensor> copies;
+  for (const Tensor& value : values) {
+    TOWER_ASSIGN_OR_RETURN(Tensor copy, value.CopyTo(destination));
+    copies.push_back(std::move(copy));
+  }
+  DeviceScope scope(destination->full_name());
+  TOWER_ASSIGN_OR_RETURN(Tensor sum, ops::AddN(copies));
+  if (op == ReduceOp::kSum) return sum;
+  return ops::Scale(sum, 1.0f / static_cast<float>(num_replicas_in_sync()));
+}
+
+double MirroredStrategy::Reduce(ReduceOp op, const PerReplica<double>& values) const {
+  double sum = 0;
+  for (double value : values) sum += value;
+  return op == ReduceOp::kSum ? sum : sum / values.num_replicas();
+}
+
+DistributedDataset MirroredStrategy::DistributeDataset(const data::Dataset& dataset) {
+  return DistributedDataset(this, dataset);
+}
+
+Status DistributedDataset::Begin(int64_t epoch) {
+  TOWER_ASSIGN_OR_RETURN(iterator_, dataset_.MakeIterator(epoch));
+  return OkStatus();
+}
+
+StatusOr<std::optional<PerReplica<ReplicaBatch>>> DistributedDataset::Next() {
+  if (iterator_ == nullptr) TOWER_RETURN_IF_ERROR(Begin(0));
+  TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator_->Next());
+  if (!batch.has_value()) return std::optional<PerReplica<ReplicaBatch>>();
+  const int n = strategy_->num_replicas_in_sync();
+  const std::vector<int64_t> sizes = ops::EvenSplitSizes(batch->rows, n);
+  std::vector<ReplicaBatch> shards;
+  int64_t first = 0;
+  for (int r = 0; r < strategy_->num_local_replicas(); ++r) {
+    Device* device = strategy_->replica_device(r);
+    const int64_t rows = sizes[strategy_->first_global_replica() + r];
+    ReplicaBatch shard;
+    shard.global_batch_size = batch->rows;
+    TOWER_ASSIGN_OR_RETURN(shard.features,
+                           Tensor::FromHostBytes(device, Shape{rows, batch->feature_dim},
+                                                 DType::kFloat32,
+                                                 batch->features.data() + first * batch->feature_dim));
+    TOWER_ASSIGN_OR_RETURN(shard.targets,
+                           Tensor::FromHostBytes(device, Shape{rows, batch->target_dim},
+                                                 DType::kFloat32,
+                                                 batch->targets.data() + first * batch->target_dim));
+    shards.push_back(std::move(shard));
+    first += rows;
+  }
+  return std::optional<PerReplica<ReplicaBatch>>(PerReplica<ReplicaBatch>(std::move(shards)));
+}
+
+StatusOr<std::unique_ptr<MirroredStrategy>> OneDeviceStrategy::Create(const std::string& device,
+                                                                       Context* context) {
+  MirroredStrategyOptions options;
+  options.devices = {device};
+  options.context = context;
+  return Build("OneDeviceStrategy", options);
+}
+
+}  // namespace tower

@@ -1,0 +1,171 @@
+// MirroredStrategy: synchronous data parallelism over the logical devices of one process
+// (TensorFlow's tf.distribute.MirroredStrategy).
+//
+//   auto strategy = tower::MirroredStrategy::Create();  // all logical GPUs, else all CPUs
+//   {
+//     tower::DistributionScope scope(**strategy);       // `with strategy.scope():`
+//     model.Compile(...);                               // variables mirrored per replica
+//   }
+//   model.Fit(dataset);                                 // data-parallel, no other change
+//
+// One replica per device, each driven by its own thread (replica 0 by the calling thread),
+// all meeting in the all-reduce. The all-reduce path is chosen once, from the devices
+// (strategy/cross_device_ops_selection.h), and logged with its reason.
+#ifndef TOWER_STRATEGY_MIRRORED_STRATEGY_H_
+#define TOWER_STRATEGY_MIRRORED_STRATEGY_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.h"
+#include "model/distribution.h"
+#include "strategy/cross_device_ops.h"
+#include "strategy/cross_device_ops_selection.h"
+#include "strategy/per_replica.h"
+
+namespace tower {
+
+struct MirroredStrategyOptions {
+  // Device names ("/GPU:0", "/CPU:1", full names...). Empty: every logical GPU, else every
+  // logical CPU.
+  std::vector<std::string> devices;
+  CrossDeviceOpsKind cross_device_ops = CrossDeviceOpsKind::kAuto;
+  // Every collective gives up after this long, naming the replicas it waited for.
+  std::chrono::milliseconds collective_timeout = std::chrono::minutes(5);
+  // Context to take devices from; nullptr: Context::Default().
+  Context* context = nullptr;
+};
+
+// One replica's shard of a global batch, on the replica's device.
+struct ReplicaBatch {
+  Tensor features;  // [rows, feature_dim]
+  Tensor targets;   // [rows, target_dim]
+  int64_t global_batch_size = 0;
+};
+
+enum class ReduceOp { kSum, kMean };
+
+class DistributedDataset;
+
+class MirroredStrategy : public Distribution {
+ public:
+  static StatusOr<std::unique_ptr<MirroredStrategy>> Create(
+      const MirroredStrategyOptions& options = MirroredStrategyOptions());
+  ~MirroredStrategy() override;
+
+  // ---- Distribution (what models use)
+  std::string Describe() const override;
+  int num_local_replicas() const override { return static_cast<int>(devices_.size()); }
+  int num_replicas_in_sync() const override { return num_local_replicas(); }
+  int first_global_replica() const override { return 0; }
+  Device* replica_device(int replica) const override { return devices_[replica]; }
+  bool is_chief() const override { return true; }
+  Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override;
+
+  // ---- TensorFlow's strategy API
+  // `with strategy.scope():`
+  std::unique_ptr<DistributionScope> Scope() { return std::make_unique<DistributionScope>(*this); }
+  // strategy.run(fn): fn runs on every replica (under a DeviceScope of its device) and its
+  // values come back per replica.
+  template <typename T>
+  StatusOr<PerReplica<T>> Run(const std::function<StatusOr<T>(ReplicaContext&)>& fn);
+  // strategy.reduce: sum or mean of per-replica tensors, on /CPU:0 (or `destination`).
+  StatusOr<Tensor> Reduce(ReduceOp op, const PerReplica<Tensor>& values,
+                          Device* destination = nullptr);
+  double Reduce(ReduceOp op, const PerReplica<double>& values) const;
+  // strategy.experimental_distribute_dataset: each global batch split into per-replica
+  // shards, in order, on the replicas' devices.
+  DistributedDataset DistributeDataset(const data::Dataset& dataset);
+
+  const std::vector<Device*>& devices() const { return devices_; }
+  CrossDeviceOps& cross_device_ops() const { return *cross_device_ops_; }
+  const CrossDeviceOpsChoice& cross_device_ops_choice() const { return choice_; }
+  // The replica name used in errors: "replica 1 (/job:localhost/replica:0/task:0/device:CPU:1)".
+  const std::string& replica_name(int replica) const { return names_[replica]; }
+
+ protected:
+  MirroredStrategy(std::string kind, std::vector<Device*> devices, Context* context,
+                   CrossDeviceOpsChoice choice, std::unique_ptr<CrossDeviceOps> ops,
+                   bool spin);
+  static StatusOr<std::unique_ptr<MirroredStrategy>> Build(std::string kind,
+                                                           const MirroredStrategyOptions& options);
+
+ private:
+  class Replica;
+  void WorkerLoop(int replica);
+  Status RunReplica(int replica, const std::function<Status(ReplicaContext&)>& fn);
+
+  const std::string kind_;
+  const std::vector<Device*> devices_;
+  Context* const context_;
+  std::vector<std::string> names_;
+  const CrossDeviceOpsChoice choice_;
+  const std::unique_ptr<CrossDeviceOps> cross_device_ops_;
+  const bool spin_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+
+  // Dispatch to the worker threads (replicas 1..n-1).
+  std::mutex mu_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  const std::function<Status(ReplicaContext&)>* fn_ = nullptr;
+  std::vector<Status> results_;
+  Status first_failure_;  // guarded by mu_: the root cause when replicas fail
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+  std::mutex run_mu_;  // one Run at a time
+};
+
+// TensorFlow's OneDeviceStrategy: one replica, on the calling thread.
+class OneDeviceStrategy : public MirroredStrategy {
+ public:
+  static StatusOr<std::unique_ptr<MirroredStrategy>> Create(const std::string& device,
+                                                            Context* context = nullptr);
+};
+
+// Iterates a dataset as per-replica shards (see MirroredStrategy::DistributeDataset).
+class DistributedDataset {
+ public:
+  DistributedDataset(MirroredStrategy* strategy, data::Dataset dataset)
+      : strategy_(strategy), dataset_(std::move(dataset)) {}
+  // Starts a pass (epoch `epoch`).
+  Status Begin(int64_t epoch = 0);
+  // The next global batch as shards (a replica may get zero rows on an uneven final batch),
+  // or nullopt at the end of the pass.
+  StatusOr<std::optional<PerReplica<ReplicaBatch>>> Next();
+
+ private:
+  MirroredStrategy* strategy_;
+  data::Dataset dataset_;
+  std::unique_ptr<data::Iterator> iterator_;
+};
+
+template <typename T>
+StatusOr<PerReplica<T>> MirroredStrategy::Run(
+    const std::function<StatusOr<T>(ReplicaContext&)>& fn) {
+  std::vector<std::optional<T>> values(devices_.size());
+  TOWER_RETURN_IF_ERROR(RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    StatusOr<T> value = fn(ctx);
+    if (!value.ok()) return value.status();
+    values[ctx.replica_id()] = std::move(value).value();
+    return OkStatus();
+  }));
+  std::vector<T> out;
+  out.reserve(values.size());
+  for (auto& value : values) out.push_back(std::move(*value));
+  return PerReplica<T>(std::move(out));
+}
+
+}  // namespace tower
+
+#endif  // TOWER_STRATEGY_MIRRORED_STRATEGY_H_

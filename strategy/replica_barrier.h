@@ -1,0 +1,61 @@
+// ReplicaBarrier: where the replica threads of one process meet, once per collective phase.
+//
+// Reusable (generation-counted). A waiter spins briefly — replicas usually arrive within
+// microseconds of each other, and a futex wake costs more than that — then blocks. It never
+// hangs: Abort() releases every waiter with the abort reason (a replica failed), and a
+// deadline turns a missing replica into DeadlineExceeded naming it.
+#ifndef TOWER_STRATEGY_REPLICA_BARRIER_H_
+#define TOWER_STRATEGY_REPLICA_BARRIER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace tower {
+
+class ReplicaBarrier {
+ public:
+  // `names[r]` describes replica r in errors ("replica 1 (/job:.../device:CPU:1)").
+  // `spin` = whether to spin before blocking (off when replicas outnumber cores).
+  ReplicaBarrier(std::vector<std::string> names, std::chrono::milliseconds timeout, bool spin);
+
+  // Returns once all replicas have called Wait for this generation; or the abort reason;
+  // or DeadlineExceeded naming the replicas that did not arrive within the timeout.
+  Status Wait(int replica);
+
+  // Releases all current and future waiters with `reason` until Reset().
+  void Abort(const Status& reason);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // Ready for the next run: clears the abort and the arrival count.
+  void Reset();
+
+  int size() const { return static_cast<int>(names_.size()); }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  Status AbortStatus();
+
+  const std::vector<std::string> names_;
+  const std::chrono::milliseconds timeout_;
+  const bool spin_;
+
+  std::atomic<int> arrived_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> aborted_{false};
+  // arrival_[r] = the generation replica r last arrived in, plus one.
+  std::vector<std::atomic<uint64_t>> arrival_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Status abort_status_;  // guarded by mu_
+};
+
+}  // namespace tower
+
+#endif  // TOWER_STRATEGY_REPLICA_BARRIER_H_

@@ -1,0 +1,76 @@
+// Every row of DESIGN.md's table, from fake device descriptions.
+#include "strategy/cross_device_ops_selection.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+
+ReplicaDeviceInfo Cpu(int i) { return {"/device:CPU:" + std::to_string(i), false, true, ""}; }
+ReplicaDeviceInfo Gpu(int i, const std::string& card) {
+  return {"/device:GPU:" + std::to_string(i), true, false, card};
+}
+
+CrossDeviceOpsKind Pick(const std::vector<ReplicaDeviceInfo>& devices, bool built = true) {
+  StatusOr<CrossDeviceOpsChoice> choice =
+      ChooseCrossDeviceOps(devices, CrossDeviceOpsKind::kAuto, built);
+  TOWER_CHECK_OK(choice.status());
+  return choice->kind;
+}
+
+TEST(CrossDeviceOpsSelectionTest, TheTable) {
+  EXPECT_EQ(Pick({Cpu(0), Cpu(1), Cpu(2), Cpu(3)}), CrossDeviceOpsKind::kInProcess);
+  EXPECT_EQ(Pick({Gpu(0, "GPU-a"), Gpu(1, "GPU-b")}), CrossDeviceOpsKind::kNccl);
+  EXPECT_EQ(Pick({Gpu(0, "GPU-a"), Gpu(1, "GPU-a")}), CrossDeviceOpsKind::kSameCard);
+  EXPECT_EQ(Pick({Cpu(0), Gpu(0, "GPU-a")}), CrossDeviceOpsKind::kToCpu);
+  // Two cards with two virtual GPUs each: neither NCCL nor one-card.
+  EXPECT_EQ(Pick({Gpu(0, "GPU-a"), Gpu(1, "GPU-a"), Gpu(2, "GPU-b"), Gpu(3, "GPU-b")}),
+            CrossDeviceOpsKind::kToCpu);
+  // Without CUDA collectives in the binary, GPUs reduce on the CPU.
+  EXPECT_EQ(Pick({Gpu(0, "GPU-a"), Gpu(1, "GPU-b")}, false), CrossDeviceOpsKind::kToCpu);
+  // One GPU: nothing to reduce, NCCL trivially (no peers).
+  EXPECT_EQ(Pick({Gpu(0, "GPU-a")}), CrossDeviceOpsKind::kNccl);
+}
+
+TEST(CrossDeviceOpsSelectionTest, SharedCardIsDecidedByUuidNotByCount) {
+  // Two GPUs with the same UUID are one card even if named like two.
+  StatusOr<CrossDeviceOpsChoice> choice = ChooseCrossDeviceOps(
+      {Gpu(0, "GPU-1234"), Gpu(1, "GPU-1234")}, CrossDeviceOpsKind::kAuto, true);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->kind, CrossDeviceOpsKind::kSameCard);
+  EXPECT_THAT(choice->reason, HasSubstr("share card GPU-1234"));
+  EXPECT_THAT(choice->reason, HasSubstr("NCCL refuses two ranks on one GPU"));
+}
+
+TEST(CrossDeviceOpsSelectionTest, ExplicitRequestsAreValidated) {
+  StatusOr<CrossDeviceOpsChoice> nccl = ChooseCrossDeviceOps(
+      {Gpu(0, "GPU-a"), Gpu(1, "GPU-a")}, CrossDeviceOpsKind::kNccl, true);
+  EXPECT_TRUE(IsInvalidArgument(nccl.status()));
+  EXPECT_THAT(nccl.status().message(),
+              HasSubstr("/device:GPU:0 and /device:GPU:1 share card GPU-a"));
+  EXPECT_THAT(nccl.status().message(), HasSubstr("Use same-card"));
+  EXPECT_TRUE(IsInvalidArgument(
+      ChooseCrossDeviceOps({Gpu(0, "a"), Gpu(1, "b")}, CrossDeviceOpsKind::kSameCard, true).status()));
+  EXPECT_TRUE(IsInvalidArgument(
+      ChooseCrossDeviceOps({Gpu(0, "a")}, CrossDeviceOpsKind::kInProcess, true).status()));
+  EXPECT_THAT(ChooseCrossDeviceOps({Gpu(0, "a")}, CrossDeviceOpsKind::kNccl, false).status().message(),
+              HasSubstr("--config=cuda"));
+  EXPECT_EQ(ChooseCrossDeviceOps({Cpu(0), Cpu(1)}, CrossDeviceOpsKind::kToCpu, false)->kind,
+            CrossDeviceOpsKind::kToCpu);
+  EXPECT_TRUE(IsInvalidArgument(ChooseCrossDeviceOps({}, CrossDeviceOpsKind::kAuto, true).status()));
+}
+
+TEST(CrossDeviceOpsSelectionTest, Names) {
+  for (auto kind : {CrossDeviceOpsKind::kAuto, CrossDeviceOpsKind::kInProcess,
+                    CrossDeviceOpsKind::kNccl, CrossDeviceOpsKind::kSameCard,
+                    CrossDeviceOpsKind::kToCpu}) {
+    EXPECT_EQ(*ParseCrossDeviceOps(CrossDeviceOpsName(kind)), kind);
+  }
+  EXPECT_THAT(ParseCrossDeviceOps("ring").status().message(), HasSubstr("unknown cross-device ops 'ring'"));
+}
+
+}  // namespace
+}  // namespace tower

@@ -1,0 +1,157 @@
+// The in-process and reduce-to-one-device all-reduces, from real replica threads, with
+// rank-dependent inputs whose sums are known in closed form (and exact in float32: small
+// integers and halves).
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "device/testing/fake_gpu_platform.h"
+#include "ops/testing/fake_gpu_kernels.h"
+#include "strategy/in_process_all_reduce.h"
+#include "strategy/reduction_to_one_device.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeGpuSpec;
+using testing::MakeContextWithFakeGpus;
+
+// Replica r, tensor t, element i holds (r + 1) · (i % 7 + t) / 2: the sum over n replicas is
+// n(n+1)/2 · (i % 7 + t) / 2, exact in float32.
+float Value(int r, int t, int64_t i) { return (r + 1) * static_cast<float>(i % 7 + t) / 2; }
+float Expected(int n, int t, int64_t i) { return n * (n + 1) / 2 * static_cast<float>(i % 7 + t) / 2; }
+
+std::unique_ptr<Context> Cpus(int n) {
+  auto context = MakeContextWithFakeGpus({});
+  TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
+      context->ListPhysicalDevices("CPU")[0], std::vector<LogicalDeviceConfiguration>(n)));
+  TOWER_CHECK_OK(context->EnsureInitialized());
+  return context;
+}
+
+std::vector<std::string> Names(const std::vector<Device*>& devices) {
+  std::vector<std::string> names;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    names.push_back("replica " + std::to_string(r) + " (" + devices[r]->full_name() + ")");
+  }
+  return names;
+}
+
+// Runs `body(r)` on n threads and returns their statuses.
+std::vector<Status> OnThreads(int n, const std::function<Status(int)>& body) {
+  std::vector<Status> results(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { results[r] = body(r); });
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+void CheckAllReduce(CrossDeviceOps& ops, const std::vector<Device*>& devices,
+                    const std::vector<int64_t>& sizes) {
+  const int n = static_cast<int>(devices.size());
+  std::vector<std::vector<Tensor>> tensors(n);
+  for (int r = 0; r < n; ++r) {
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      std::vector<float> values(static_cast<size_t>(sizes[t]));
+      for (int64_t i = 0; i < sizes[t]; ++i) values[i] = Value(r, static_cast<int>(t), i);
+      tensors[r].push_back(*Tensor::FromHost(devices[r], Shape{sizes[t]}, values));
+    }
+  }
+  std::vector<Status> results = OnThreads(n, [&](int r) {
+    std::vector<Tensor*> mine;
+    for (Tensor& t : tensors[r]) mine.push_back(&t);
+    return ops.AllReduceSum(r, mine);
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
+  for (int r = 0; r < n; ++r) {
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      const std::vector<float> got = *tensors[r][t].ToHost();
+      for (int64_t i = 0; i < sizes[t]; ++i) {
+        ASSERT_EQ(got[i], Expected(n, static_cast<int>(t), i))
+            << ops.name() << " n=" << n << " replica " << r << " tensor " << t << " [" << i << "]";
+      }
+    }
+  }
+}
+
+const std::vector<std::vector<int64_t>> kSizeSets = {
+    {0}, {1}, {1023}, {1, 0, 5, 4096}, {300000}, {7, 1 << 20, 3}};
+
+TEST(InProcessAllReduceTest, ClosedFormSumsForManySizesAndReplicaCounts) {
+  for (int n : {1, 2, 3, 4}) {
+    auto context = Cpus(n);
+    std::vector<Device*> devices = *context->Devices("CPU");
+    InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), n <= 2);
+    for (const auto& sizes : kSizeSets) CheckAllReduce(ops, devices, sizes);
+  }
+}
+
+TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
+  auto context = Cpus(2);
+  std::vector<Device*> devices = *context->Devices("CPU");
+  InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), true);
+  Tensor a = *Tensor::Zeros(devices[0], Shape{4});
+  Tensor b = *Tensor::Zeros(devices[1], Shape{5});
+  std::vector<Status> results = OnThreads(2, [&](int r) {
+    Tensor* t = r == 0 ? &a : &b;
+    return ops.AllReduceSum(r, {t});
+  });
+  for (const Status& s : results) {
+    EXPECT_TRUE(IsInvalidArgument(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("mismatch at tensor 0"));
+    EXPECT_THAT(s.message(), HasSubstr("float32[4]"));
+    EXPECT_THAT(s.message(), HasSubstr("float32[5]"));
+  }
+  // Usable afterwards.
+  CheckAllReduce(ops, devices, {3});
+}
+
+TEST(InProcessAllReduceTest, BroadcastCopiesReplicaZero) {
+  auto context = Cpus(3);
+  std::vector<Device*> devices = *context->Devices("CPU");
+  InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), false);
+  std::vector<Tensor> tensors;
+  for (int r = 0; r < 3; ++r) {
+    tensors.push_back(*Tensor::FromHost(devices[r], Shape{3}, {float(r), float(r), float(r)}));
+  }
+  std::vector<Status> results = OnThreads(3, [&](int r) { return ops.Broadcast(r, {&tensors[r]}); });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(results[r].ok());
+    EXPECT_EQ(*tensors[r].ToHost(), (std::vector<float>{0, 0, 0}));
+  }
+}
+
+TEST(ReductionToOneDeviceTest, ClosedFormSumsAcrossCpusAndGpus) {
+  testing::RegisterFakeGpuKernels();
+  auto context = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
+  TOWER_CHECK_OK(context->EnsureInitialized());
+  std::vector<Device*> devices = {*context->FindDevice("/CPU:0"), *context->FindDevice("/GPU:0"),
+                                  *context->FindDevice("/GPU:1")};
+  ReductionToOneDevice ops(devices[0], Names(devices), std::chrono::seconds(30), false);
+  for (const auto& sizes : kSizeSets) CheckAllReduce(ops, devices, sizes);
+}
+
+TEST(ReductionToOneDeviceTest, AbortFromAFailingReplicaReleasesTheOthers) {
+  auto context = Cpus(3);
+  std::vector<Device*> devices = *context->Devices("CPU");
+  ReductionToOneDevice ops(devices[0], Names(devices), std::chrono::seconds(30), false);
+  std::vector<Tensor> tensors;
+  for (int r = 0; r < 3; ++r) tensors.push_back(*Tensor::Zeros(devices[r], Shape{8}));
+  std::vector<Status> results = OnThreads(3, [&](int r) -> Status {
+    if (r == 2) {
+      const Status failure = InternalError("replica 2 (/job:...CPU:2): out of coffee");
+      ops.Abort(failure);  // what the strategy does when a replica fails
+      return failure;
+    }
+    return ops.AllReduceSum(r, {&tensors[r]});
+  });
+  EXPECT_THAT(results[0].message(), HasSubstr("out of coffee"));
+  EXPECT_THAT(results[1].message(), HasSubstr("out of coffee"));
+  ops.Reset();
+}
+
+}  // namespace
+}  // namespace tower

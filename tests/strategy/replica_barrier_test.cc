@@ -1,0 +1,91 @@
+#include "strategy/replica_barrier.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<std::string> Names(int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.push_back("replica " + std::to_string(i));
+  return names;
+}
+
+// Every replica increments its own counter between barriers; after each barrier all
+// counters must be equal: nobody ran ahead.
+void RunLockstep(int n, bool spin) {
+  ReplicaBarrier barrier(Names(n), std::chrono::seconds(30), spin);
+  constexpr int kRounds = 2000;
+  std::vector<std::atomic<int>> progress(n);
+  std::atomic<int> violations{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      for (int round = 0; round < kRounds; ++round) {
+        progress[r].store(round + 1);
+        ASSERT_TRUE(barrier.Wait(r).ok());
+        for (int k = 0; k < n; ++k) {
+          if (progress[k].load() < round + 1) violations++;
+        }
+        ASSERT_TRUE(barrier.Wait(r).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(violations.load(), 0);
+}
+
+TEST(ReplicaBarrierTest, KeepsReplicasInLockstep) {
+  RunLockstep(2, true);
+  RunLockstep(4, false);
+  RunLockstep(3, true);  // more threads than this machine's cores, spinning anyway
+}
+
+TEST(ReplicaBarrierTest, AbortReleasesWaitersWithTheReason) {
+  ReplicaBarrier barrier(Names(3), std::chrono::seconds(30), true);
+  std::vector<Status> results(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] { results[r] = barrier.Wait(r); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  barrier.Abort(AbortedError("replica 2 failed: boom"));
+  for (auto& t : threads) t.join();
+  for (const Status& s : results) {
+    EXPECT_TRUE(s.code() == StatusCode::kAborted) << s;
+    EXPECT_THAT(s.message(), HasSubstr("replica 2 failed: boom"));
+  }
+  // Later waits fail at once until Reset, then the barrier works again.
+  EXPECT_FALSE(barrier.Wait(0).ok());
+  barrier.Reset();
+  std::vector<std::thread> again;
+  std::atomic<int> ok{0};
+  for (int r = 0; r < 3; ++r) again.emplace_back([&, r] { ok += barrier.Wait(r).ok(); });
+  for (auto& t : again) t.join();
+  EXPECT_EQ(ok.load(), 3);
+}
+
+TEST(ReplicaBarrierTest, TimeoutNamesTheMissingReplicaAndReleasesEveryone) {
+  ReplicaBarrier barrier(Names(3), std::chrono::milliseconds(200), true);
+  std::vector<Status> results(2);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { results[r] = barrier.Wait(r); });
+  for (auto& t : threads) t.join();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(elapsed, std::chrono::seconds(5));
+  for (const Status& s : results) {
+    EXPECT_TRUE(IsDeadlineExceeded(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("replica 2, which never arrived"));
+  }
+}
+
+}  // namespace
+}  // namespace tower

@@ -1,0 +1,286 @@
+#include "tools/train_command.h"
+
+#include <cmath>
+#include <memory>
+
+#include "data/csv.h"
+#include "data/dataset.h"
+#include "data/synthetic.h"
+#include "device/config.h"
+#include "model/dense.h"
+#include "model/sequential.h"
+#include "strategy/mirrored_strategy.h"
+#include "tools/device_flags.h"
+#include "util/flags.h"
+#include "util/strings.h"
+
+namespace tower {
+namespace {
+
+struct TrainFlags {
+  std::string data;
+  std::string target;
+  std::string layers;
+  std::string loss = "mse";
+  std::string optimizer = "sgd";
+  double lr = -1;  // -1: the workload's (synthetic) or 0.01
+  double momentum = 0;
+  bool nesterov = false;
+  int64_t global_batch = 32;
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  bool shuffle = false;
+  bool drop_remainder = false;
+  int64_t seed = 0;
+  std::string init;
+  std::string save;
+  std::string metrics_out;
+  std::string metrics;
+  int64_t verbose = 1;
+  // Distribution.
+  int64_t replicas = 1;
+  std::string devices;
+  std::string cross_device_ops = "auto";
+  bool log_device_placement = false;
+  DeviceFlags device;
+};
+
+// The models of BENCHMARKS.md's workloads, used when the flags leave them out, with a
+// learning rate that trains them stably. (The mlp benchmark's SGD at 0.01 is a throughput
+// setting: on targets of standard deviation ≈ 16 it makes the loss jump from 228 to ~2500 in
+// three steps, and such dynamics amplify float rounding between runs a thousandfold.)
+struct WorkloadDefaults {
+  std::string layers;
+  double lr;
+};
+
+WorkloadDefaults DefaultsFor(const std::string& synthetic_name) {
+  if (synthetic_name == "mlp") return {"1024:relu,1024:relu,1", 0.002};
+  if (synthetic_name == "linreg") return {"1", 0.2};
+  return {"", 0.01};
+}
+
+StatusOr<std::vector<std::shared_ptr<Layer>>> ParseLayers(const std::string& spec) {
+  if (spec.empty()) {
+    return InvalidArgumentError("--layers is required for CSV data, e.g. --layers=64:relu,1");
+  }
+  std::vector<std::shared_ptr<Layer>> layers;
+  for (const std::string& part : Split(spec, ',')) {
+    const std::vector<std::string> fields = Split(part, ':');
+    std::optional<int64_t> units = ParseInt64(fields[0]);
+    if (fields.size() > 2 || !units || *units <= 0 || *units > (1 << 20)) {
+      return InvalidArgumentError("--layers='" + spec + "': '" + part +
+                                  "' is not UNITS[:ACTIVATION], e.g. 64:relu");
+    }
+    const std::string activation = fields.size() == 2 ? fields[1] : "linear";
+    TOWER_RETURN_IF_ERROR(ParseActivation(activation).status().WithContext("--layers='" + spec + "'"));
+    layers.push_back(Dense(*units, activation));  // Keras's defaults: glorot_uniform, zeros
+  }
+  return layers;
+}
+
+StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainFlags& flags, double lr) {
+  if (!(lr > 0) || !std::isfinite(lr)) {
+    return InvalidArgumentError("--lr=" + std::to_string(lr) + " must be a positive number");
+  }
+  if (flags.momentum < 0 || flags.momentum >= 1) {
+    return InvalidArgumentError("--momentum must be in [0, 1)");
+  }
+  if (flags.optimizer == "sgd") {
+    return SGD(static_cast<float>(lr), static_cast<float>(flags.momentum), flags.nesterov);
+  }
+  if (flags.optimizer == "adam") {
+    if (flags.momentum != 0 || flags.nesterov) {
+      return InvalidArgumentError("--momentum and --nesterov apply to --optimizer=sgd");
+    }
+    return Adam(static_cast<float>(lr));
+  }
+  return InvalidArgumentError("--optimizer='" + flags.optimizer + "': use sgd or adam");
+}
+
+struct Prepared {
+  data::Dataset dataset;
+  std::string synthetic;  // the workload name, or "" for CSV
+};
+
+StatusOr<Prepared> LoadData(const TrainFlags& flags) {
+  if (flags.data.empty()) {
+    return InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or synthetic:mlp");
+  }
+  if (StartsWith(flags.data, "synthetic:")) {
+    if (!flags.target.empty()) {
+      return InvalidArgumentError("--target applies to CSV data; synthetic data has its own");
+    }
+    TOWER_ASSIGN_OR_RETURN(data::SyntheticOptions options, data::ParseSyntheticSpec(flags.data));
+    TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(options));
+    return Prepared{std::move(dataset), options.name};
+  }
+  if (flags.target.empty()) {
+    return InvalidArgumentError("--target is required for CSV data: the column(s) to predict");
+  }
+  data::CsvOptions csv;
+  csv.target_columns = Split(flags.target, ',');
+  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(flags.data, csv));
+  return Prepared{std::move(dataset), ""};
+}
+
+int Usage(std::ostream& err, const Status& status) {
+  err << "error: " << status.message() << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  TrainFlags flags;
+  FlagParser parser("tower train");
+  parser.AddString("data", &flags.data, "a CSV file with a header row, or synthetic:linreg / synthetic:mlp");
+  parser.AddString("target", &flags.target, "CSV column(s) to predict, comma-separated");
+  parser.AddString("layers", &flags.layers, "dense layers UNITS[:ACTIVATION],... (e.g. 64:relu,64:relu,1)");
+  parser.AddString("loss", &flags.loss, "mse or sparse_categorical_crossentropy");
+  parser.AddString("optimizer", &flags.optimizer, "sgd or adam");
+  parser.AddDouble("lr", &flags.lr, "learning rate (default: the workload's, else 0.01)");
+  parser.AddDouble("momentum", &flags.momentum, "SGD momentum");
+  parser.AddBool("nesterov", &flags.nesterov, "Nesterov momentum");
+  parser.AddInt("global-batch", &flags.global_batch, "rows per step, split across replicas");
+  parser.AddInt("epochs", &flags.epochs, "passes over the data");
+  parser.AddInt("steps", &flags.steps, "steps to train (instead of, or as a cap on, epochs)");
+  parser.AddBool("shuffle", &flags.shuffle, "shuffle rows each epoch (default: file order)");
+  parser.AddBool("drop-remainder", &flags.drop_remainder, "drop a final partial batch");
+  parser.AddInt("seed", &flags.seed, "seed of the initial weights and the shuffle");
+  parser.AddString("init", &flags.init, "initial weights (and optimizer state) from a safetensors file");
+  parser.AddString("save", &flags.save, "write weights and optimizer state here when done");
+  parser.AddString("metrics-out", &flags.metrics_out, "per-epoch metrics: .csv, else JSON lines (with per-step lines)");
+  parser.AddString("metrics", &flags.metrics, "extra metrics: mae, mse, accuracy");
+  parser.AddInt("verbose", &flags.verbose, "0 quiet, 1 progress bar, 2 one line per epoch");
+  parser.AddInt("replicas", &flags.replicas, "data-parallel replicas (logical CPUs or virtual GPUs as needed)");
+  parser.AddString("devices", &flags.devices, "replica devices, e.g. /GPU:0,/GPU:1 (instead of --replicas)");
+  parser.AddString("cross-device-ops", &flags.cross_device_ops, "auto, in-process, nccl, same-card or to-cpu");
+  parser.AddBool("log-device-placement", &flags.log_device_placement, "print where every op runs");
+  AddDeviceFlags(&parser, &flags.device);
+  Status status = parser.Parse(args);
+  if (!status.ok()) return Usage(err, status);
+  if (parser.help_requested()) {
+    out << "Trains a dense network.\n" << parser.Usage();
+    return 0;
+  }
+
+  // ---- Everything that can be checked before training is checked here.
+  if (flags.epochs < 0 || flags.steps < 0 || (flags.epochs == 0 && flags.steps == 0)) {
+    return Usage(err, InvalidArgumentError("give --epochs=E or --steps=S (positive)"));
+  }
+  if (flags.global_batch <= 0) return Usage(err, InvalidArgumentError("--global-batch must be positive"));
+  if (flags.verbose < 0 || flags.verbose > 2) return Usage(err, InvalidArgumentError("--verbose is 0, 1 or 2"));
+  if (!flags.devices.empty() && parser.WasSet("replicas")) {
+    return Usage(err, InvalidArgumentError("give --replicas or --devices, not both"));
+  }
+  StatusOr<CrossDeviceOpsKind> cross_device_ops = ParseCrossDeviceOps(flags.cross_device_ops);
+  if (!cross_device_ops.ok()) return Usage(err, cross_device_ops.status());
+  StatusOr<std::unique_ptr<Loss>> loss = LossFromName(flags.loss);
+  if (!loss.ok()) return Usage(err, loss.status());
+  std::vector<std::string> metrics;
+  if (!flags.metrics.empty()) metrics = Split(flags.metrics, ',');
+  for (const std::string& name : metrics) {
+    if (!MetricFromName(name).ok()) return Usage(err, MetricFromName(name).status());
+  }
+  StatusOr<Prepared> prepared = LoadData(flags);
+  if (!prepared.ok()) return Usage(err, prepared.status());
+  const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
+  StatusOr<std::vector<std::shared_ptr<Layer>>> layers =
+      ParseLayers(flags.layers.empty() ? defaults.layers : flags.layers);
+  if (!layers.ok()) return Usage(err, layers.status());
+  StatusOr<std::unique_ptr<Optimizer>> optimizer =
+      MakeOptimizer(flags, flags.lr > 0 || parser.WasSet("lr") ? flags.lr : defaults.lr);
+  if (!optimizer.ok()) return Usage(err, optimizer.status());
+  const int64_t outputs = (*layers).back()->output_dim();
+  Status shapes = (*loss)->CheckShapes(outputs, prepared->dataset.target_dim());
+  if (!shapes.ok()) return Usage(err, shapes);
+  const int64_t rows = prepared->dataset.num_rows();
+  if (rows < 0 && flags.steps == 0) {
+    return Usage(err, InvalidArgumentError("synthetic data without rows= is endless: give --steps"));
+  }
+
+  // ---- Devices and strategy.
+  Context& context = Context::Global();
+  status = ApplyDeviceFlags(flags.device, context);
+  if (!status.ok()) return Usage(err, status);
+  MirroredStrategyOptions strategy_options;
+  strategy_options.cross_device_ops = *cross_device_ops;
+  if (!flags.devices.empty()) {
+    strategy_options.devices = Split(flags.devices, ',');
+  } else {
+    StatusOr<std::vector<std::string>> devices = ConfigureReplicas(flags.replicas, flags.device, context);
+    if (!devices.ok()) return Usage(err, devices.status());
+    strategy_options.devices = *devices;
+  }
+  config::SetLogDevicePlacement(flags.log_device_placement);
+  std::unique_ptr<MirroredStrategy> strategy;
+  if (!strategy_options.devices.empty()) {
+    StatusOr<std::unique_ptr<MirroredStrategy>> created = MirroredStrategy::Create(strategy_options);
+    if (!created.ok()) return Usage(err, created.status());
+    strategy = std::move(*created);
+  }
+
+  // ---- The model.
+  Sequential model(std::move(*layers), static_cast<uint64_t>(flags.seed));
+  {
+    std::unique_ptr<DistributionScope> scope;
+    if (strategy != nullptr) scope = strategy->Scope();
+    status = model.Compile(std::move(*loss), std::move(*optimizer), metrics);
+  }
+  if (!status.ok()) return Usage(err, status);
+  status = model.Build(prepared->dataset.feature_dim());
+  if (!status.ok()) return Usage(err, status);
+  if (!flags.init.empty()) {
+    status = model.LoadWeights(flags.init);
+    if (!status.ok()) return Usage(err, status.WithContext("--init"));
+  }
+
+  // ---- The pipeline and the loop.
+  data::Dataset dataset = prepared->dataset;
+  if (flags.shuffle) {
+    const int64_t buffer = rows > 0 ? rows : 10 * flags.global_batch;
+    dataset = dataset.Shuffle(buffer, static_cast<uint64_t>(flags.seed));
+  }
+  dataset = dataset.Batch(flags.global_batch, flags.drop_remainder);
+  FitOptions fit;
+  fit.verbose = static_cast<int>(flags.verbose);
+  fit.out = &out;
+  if (rows < 0) {
+    fit.epochs = 1;
+    fit.steps_per_epoch = flags.steps;
+  } else {
+    const int64_t per_epoch = dataset.num_batches();
+    if (per_epoch <= 0) {
+      return Usage(err, InvalidArgumentError("--global-batch=" + std::to_string(flags.global_batch) +
+                                             " with --drop-remainder leaves no batch of the " +
+                                             std::to_string(rows) + " rows"));
+    }
+    fit.epochs = static_cast<int>(flags.epochs > 0 ? flags.epochs
+                                                   : (flags.steps + per_epoch - 1) / per_epoch);
+    if (flags.steps > 0) fit.max_steps = flags.steps;
+  }
+  if (!flags.metrics_out.empty()) {
+    if (EndsWith(flags.metrics_out, ".csv")) {
+      fit.callbacks.push_back(std::make_shared<CsvLogger>(flags.metrics_out));
+    } else {
+      fit.callbacks.push_back(std::make_shared<JsonLinesLogger>(flags.metrics_out, true));
+    }
+  }
+  StatusOr<History> history = model.Fit(dataset, fit);
+  if (!history.ok()) {
+    err << "error: " << history.status().message() << "\n";
+    return 1;
+  }
+  if (!flags.save.empty()) {
+    status = model.SaveWeights(flags.save);
+    if (!status.ok()) {
+      err << "error: " << status.message() << "\n";
+      return 1;
+    }
+    if (flags.verbose > 0) out << "Saved weights to " << flags.save << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tower
