@@ -75,6 +75,15 @@ TEST(GradientTest, Activations) {
                 *ops::TanhGrad(dy, tanh)->ToHost(), "TanhGrad");
 }
 
+TEST(GradientTest, Softmax) {
+  const Shape shape{3, 4};
+  const Values x = RandomValues(12, -2, 2, 11);
+  const Values w = RandomValues(12, -1, 1, 12);
+  const Tensor y = *ops::Softmax(Make(shape, x));
+  CheckGradient([&](const Values& in) { return Dot(w, *ops::Softmax(Make(shape, in))->ToHost()); },
+                x, *ops::SoftmaxGrad(Make(shape, w), y)->ToHost(), "SoftmaxGrad");
+}
+
 TEST(GradientTest, MeanSquaredError) {
   const Shape shape{4, 3};
   const Values pred = RandomValues(12, -1, 1, 3);

@@ -220,6 +220,9 @@ TEST(OpsCpuTest, SoftmaxIsStableForLargeLogits) {
     const Values got = Host(ops::Softmax(Make(shape, x)));
     ExpectClose(got, reference::Softmax(x, shape), 8 * kEps, "Softmax " + Name(c));
     for (float p : got) ASSERT_TRUE(std::isfinite(p));
+    const Values dy = RandomValues(shape.num_elements(), 1, 12);
+    ExpectClose(Host(ops::SoftmaxGrad(Make(shape, dy), Make(shape, got))),
+                reference::SoftmaxGrad(dy, got, shape), 8 * kEps, "SoftmaxGrad " + Name(c));
   }
 }
 
@@ -372,6 +375,46 @@ TEST(OpsCpuTest, SgdUpdates) {
     reference::ApplySgd(&want, nullptr, g, attrs::Sgd{0.25f, 0, false});
     ExpectClose(Host(var), want, 2 * kEps, "plain SGD " + Name(c));
   }
+}
+
+TEST(OpsCpuTest, AdamUpdates) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values w = RandomValues(shape.num_elements(), c.scale, 30);
+    Tensor var = Make(shape, w);
+    Tensor m = Make(shape, Values(w.size(), 0.0f));
+    Tensor v = Make(shape, Values(w.size(), 0.0f));
+    Values want_w = w, want_m(w.size(), 0.0f), want_v(w.size(), 0.0f);
+    for (int step = 1; step <= 4; ++step) {
+      const Values g = RandomValues(shape.num_elements(), c.scale, 30 + step);
+      ASSERT_TRUE(ops::ApplyAdam(var, m, v, Make(shape, g), 0.01f, 0.9f, 0.999f, 1e-7f, step).ok());
+      const double alpha = 0.01 * std::sqrt(1 - std::pow(0.999, step)) / (1 - std::pow(0.9, step));
+      reference::ApplyAdam(&want_w, &want_m, &want_v, g,
+                           attrs::Adam{static_cast<float>(alpha), 0.9f, 0.999f, 1e-7f});
+    }
+    // Each step moves a weight by about alpha: errors relative to the weight and to alpha.
+    Values bound(w.size());
+    for (size_t i = 0; i < w.size(); ++i) bound[i] = 16 * kEps * std::fabs(w[i]) + 1e-5f * 0.04f;
+    ExpectWithin(Host(var), want_w, bound, "Adam var " + Name(c));
+    // The moments mix gradients of size `scale` (and scale²): cancellation can leave them
+    // much smaller than their terms, so the bounds are relative to the terms.
+    ExpectWithin(Host(m), want_m, Values(w.size(), 16 * kEps * c.scale), "Adam m " + Name(c));
+    ExpectWithin(Host(v), want_v, Values(w.size(), 16 * kEps * c.scale * c.scale),
+                 "Adam v " + Name(c));
+  }
+  Tensor var = Make(Shape{2}, {0, 0});
+  Tensor m = Make(Shape{2}, {0, 0});
+  Tensor v = Make(Shape{2}, {0, 0});
+  const Tensor g = Make(Shape{2}, {1, -1});
+  EXPECT_THAT(ops::ApplyAdam(var, m, v, g, 0.1f, 1.0f, 0.999f, 1e-7f, 1).message(),
+              HasSubstr("need beta1, beta2 in [0, 1)"));
+  EXPECT_THAT(ops::ApplyAdam(var, m, v, g, 0.1f, 0.9f, 0.999f, 1e-7f, 0).message(),
+              HasSubstr("step 0"));
+  // First step of Adam moves each weight by lr against the sign of its gradient.
+  ASSERT_TRUE(ops::ApplyAdam(var, m, v, g, 0.1f, 0.9f, 0.999f, 1e-7f, 1).ok());
+  const Values first = Host(StatusOr<Tensor>(var));
+  EXPECT_NEAR(first[0], -0.1f, 1e-6);
+  EXPECT_NEAR(first[1], 0.1f, 1e-6);
 }
 
 TEST(OpsCpuTest, ShapeAndTypeErrorsNameBothShapes) {
