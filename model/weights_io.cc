@@ -37,10 +37,7 @@ Status Sequential::SaveWeights(const std::string& path) const {
   }
   if (!distribution_->is_chief()) return OkStatus();  // rank 0 writes for everyone
   checkpoint::File file;
-  for (Variable* variable : AllVariables(*this)) {
-    TOWER_ASSIGN_OR_RETURN(std::vector<float> values, variable->Read());
-    file.tensors.push_back(ToData(variable->name(), variable->shape(), values));
-  }
+  // The 8-byte counter first: every tensor then starts at a multiple of its element size.
   if (optimizer_ != nullptr) {
     checkpoint::TensorData iterations;
     iterations.name = kIterations;
@@ -51,6 +48,10 @@ Status Sequential::SaveWeights(const std::string& path) const {
     std::memcpy(iterations.bytes.data(), &count, sizeof(count));  // little-endian host
     file.tensors.push_back(std::move(iterations));
     file.metadata["optimizer"] = optimizer_->name();
+  }
+  for (Variable* variable : AllVariables(*this)) {
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> values, variable->Read());
+    file.tensors.push_back(ToData(variable->name(), variable->shape(), values));
   }
   std::vector<std::string> layers;
   for (const auto& layer : layers_) layers.push_back(layer->Describe());

@@ -7,21 +7,26 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
-#include <random>
-#include <set>
+#include <utility>
 
-#include <nlohmann/json.hpp>
+#include "model/checkpoint/header.h"
 
-#include "util/strings.h"
+// Tensor bytes are little-endian in the file and are copied as they are.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "model/checkpoint assumes a little-endian host");
 
 namespace tower::checkpoint {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference reader's limit
-std::atomic<int64_t> fail_after_bytes{-1};
+using internal::ByteSize;
+using internal::Entry;
+using internal::Header;
+using internal::ShapeText;
+using internal::TensorLabel;
 
 struct DTypeInfo {
   DType dtype;
@@ -34,40 +39,140 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::kF64, "F64", 8},
 };
 
-std::string ShapeText(const std::vector<int64_t>& shape) { return "[" + Join(shape, ", ") + "]"; }
-
-// Elements of a shape, or nullopt on a negative dimension or overflow past 2^62.
-std::optional<uint64_t> ElementCount(const std::vector<int64_t>& shape) {
-  uint64_t count = 1;
-  for (int64_t d : shape) {
-    if (d < 0) return std::nullopt;
-    if (d != 0 && count > (uint64_t{1} << 62) / static_cast<uint64_t>(d)) return std::nullopt;
-    count *= static_cast<uint64_t>(d);
+// The status for a failed system call: the errno text, with a code that says what kind of
+// failure it was.
+Status ErrnoError(int error, const std::string& what) {
+  const std::string message = what + ": " + std::strerror(error);
+  switch (error) {
+    case ENOENT:
+    case ENOTDIR:
+      return NotFoundError(message);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case ENOMEM:
+      return ResourceExhaustedError(message);
+    case EEXIST:
+      return AlreadyExistsError(message);
+    case EISDIR:
+    case ENAMETOOLONG:
+    case ELOOP:
+    case EINVAL:
+      return InvalidArgumentError(message);
+    case EIO:
+      return UnavailableError(message);
+    default:
+      return UnknownError(message);
   }
-  return count;
 }
 
-std::string ErrnoText() { return std::strerror(errno); }
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
 
-// Writes all of `data` to `fd`, honouring the test hook.
-bool WriteAll(int fd, const char* data, size_t size) {
-  const int64_t limit = fail_after_bytes.exchange(-1);
-  size_t allowed = size;
-  if (limit >= 0 && static_cast<uint64_t>(limit) < size) allowed = static_cast<size_t>(limit);
-  size_t written = 0;
-  while (written < allowed) {
-    const ssize_t n = ::write(fd, data + written, allowed - written);
+ private:
+  int fd_;
+};
+
+// Reads exactly `size` bytes at `offset`.
+Status ReadAt(int fd, uint64_t offset, char* data, size_t size, const std::string& where) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, data + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
+      const int error = errno;
+      if (error == EINTR) continue;
+      return ErrnoError(error, where + ": reading");
     }
-    written += static_cast<size_t>(n);
+    if (n == 0) {
+      return DataLossError(where + ": truncated while reading: the file ends at byte " +
+                           std::to_string(offset + done) + " (was it shrunk meanwhile?)");
+    }
+    done += static_cast<size_t>(n);
   }
-  if (allowed < size) {
-    errno = EIO;
-    return false;
+  return OkStatus();
+}
+
+// Writes through a buffer (a checkpoint may hold thousands of small tensors); large blocks
+// go straight to the file.
+class Writer {
+ public:
+  Writer(int fd, std::string what) : fd_(fd), what_(std::move(what)) {
+    buffer_.reserve(kBufferSize);
   }
-  return true;
+
+  Status Append(const void* data, size_t size) {
+    const char* bytes = static_cast<const char*>(data);
+    if (buffer_.size() + size <= kBufferSize) {
+      buffer_.append(bytes, size);
+      return OkStatus();
+    }
+    TOWER_RETURN_IF_ERROR(Flush());
+    if (size >= kBufferSize) return WriteRaw(bytes, size);
+    buffer_.append(bytes, size);
+    return OkStatus();
+  }
+
+  Status Flush() {
+    Status status = WriteRaw(buffer_.data(), buffer_.size());
+    buffer_.clear();
+    return status;
+  }
+
+ private:
+  static constexpr size_t kBufferSize = 1 << 20;
+
+  Status WriteRaw(const char* data, size_t size) {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::write(fd_, data + done, size - done);
+      if (n < 0) {
+        const int error = errno;
+        if (error == EINTR) continue;
+        return ErrnoError(error, what_);
+      }
+      if (n == 0) return ErrnoError(EIO, what_);
+      done += static_cast<size_t>(n);
+    }
+    return OkStatus();
+  }
+
+  int fd_;
+  std::string what_;
+  std::string buffer_;
+};
+
+// Writes the header and the tensors to `fd`, fsyncs and closes it.
+Status WriteContents(ScopedFd fd_owner, const std::string& header, const File& file,
+                     const std::string& context, const std::string& temporary) {
+  const int fd = fd_owner.get();
+  Writer writer(fd, context + ": writing " + temporary);
+  TOWER_RETURN_IF_ERROR(writer.Append(header.data(), header.size()));
+  for (const TensorData& tensor : file.tensors) {
+    TOWER_RETURN_IF_ERROR(writer.Append(tensor.bytes.data(), tensor.bytes.size()));
+  }
+  TOWER_RETURN_IF_ERROR(writer.Flush());
+  if (::fsync(fd) != 0) {
+    const int error = errno;
+    return ErrnoError(error, context + ": fsync of " + temporary);
+  }
+  // close() can report a deferred write error (NFS); EINTR still closes on Linux.
+  if (::close(fd_owner.release()) != 0) {
+    const int error = errno;
+    if (error != EINTR) return ErrnoError(error, context + ": closing " + temporary);
+  }
+  return OkStatus();
 }
 
 std::string DirectoryOf(const std::string& path) {
@@ -75,6 +180,21 @@ std::string DirectoryOf(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+// A suffix that two writers of one path are unlikely to share (O_EXCL settles the rest).
+std::string RandomSuffix() {
+  static std::atomic<uint64_t> counter{0};
+  uint64_t x = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+               (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull) ^
+               reinterpret_cast<uintptr_t>(&counter);
+  // splitmix64's finaliser.
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016" PRIx64, x);
+  return text;
 }
 
 }  // namespace
@@ -108,44 +228,10 @@ const TensorData* File::Find(std::string_view name) const {
 }
 
 StatusOr<std::string> Serialize(const File& file) {
-  Json header = Json::object();
-  if (!file.metadata.empty()) {
-    Json metadata = Json::object();
-    for (const auto& [key, value] : file.metadata) metadata[key] = value;
-    header["__metadata__"] = metadata;
-  }
-  std::set<std::string> names;
-  uint64_t offset = 0;
-  for (const TensorData& tensor : file.tensors) {
-    if (tensor.name.empty() || tensor.name == "__metadata__") {
-      return InvalidArgumentError("safetensors: a tensor needs a name (and not __metadata__)");
-    }
-    if (!names.insert(tensor.name).second) {
-      return InvalidArgumentError("safetensors: two tensors are named '" + tensor.name + "'");
-    }
-    const std::optional<uint64_t> count = ElementCount(tensor.shape);
-    if (!count || *count * ElementSize(tensor.dtype) != tensor.bytes.size()) {
-      return InvalidArgumentError("safetensors: tensor '" + tensor.name + "' has " +
-                                  std::to_string(tensor.bytes.size()) + " bytes, but shape " +
-                                  ShapeText(tensor.shape) + " of " +
-                                  std::string(DTypeName(tensor.dtype)) + " needs " +
-                                  (count ? std::to_string(*count * ElementSize(tensor.dtype))
-                                         : std::string("an impossible count")));
-    }
-    Json entry = Json::object();
-    entry["dtype"] = std::string(DTypeName(tensor.dtype));
-    entry["shape"] = tensor.shape;
-    entry["data_offsets"] = {offset, offset + tensor.bytes.size()};
-    header[tensor.name] = entry;
-    offset += tensor.bytes.size();
-  }
-  std::string json = header.dump();
-  json.append((8 - json.size() % 8) % 8, ' ');
-  std::string out;
-  out.reserve(8 + json.size() + offset);
-  uint64_t n = json.size();
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  out += json;
+  TOWER_ASSIGN_OR_RETURN(std::string out, internal::EncodeHeader(file));
+  size_t total = out.size();
+  for (const TensorData& tensor : file.tensors) total += tensor.bytes.size();
+  out.reserve(total);
   for (const TensorData& tensor : file.tensors) {
     out.append(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size());
   }
@@ -153,32 +239,34 @@ StatusOr<std::string> Serialize(const File& file) {
 }
 
 Status Save(const std::string& path, const File& file) {
-  TOWER_ASSIGN_OR_RETURN(std::string bytes, Serialize(file));
-  std::random_device entropy;
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid()) + "." +
-                                std::to_string(entropy() % 1000000000u);
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const std::string context = "saving " + path;
+  StatusOr<std::string> header = internal::EncodeHeader(file);
+  if (!header.ok()) return header.status().WithContext(context);
+
+  // The temporary sits next to `path`, so the rename stays on one file system.
+  std::string temporary;
+  int fd = -1;
+  int open_error = 0;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    temporary = path + ".tmp." + std::to_string(::getpid()) + "." + RandomSuffix();
+    fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    open_error = errno;
+    if (fd >= 0 || open_error != EEXIST) break;
+  }
   if (fd < 0) {
-    return PermissionDeniedError("cannot write checkpoint '" + path + "': creating " +
-                                 temporary + ": " + ErrnoText());
+    return ErrnoError(open_error, context + ": cannot create the temporary file " + temporary);
   }
-  const bool written = WriteAll(fd, bytes.data(), bytes.size());
-  const std::string write_error = written ? "" : ErrnoText();
-  const bool synced = written && ::fsync(fd) == 0;
-  const std::string sync_error = synced || !written ? "" : ErrnoText();
-  ::close(fd);
-  if (!written || !synced) {
+  Status status = WriteContents(ScopedFd(fd), *header, file, context, temporary);
+  if (status.ok() && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    status = ErrnoError(error, context + ": renaming " + temporary + " over it");
+  }
+  if (!status.ok()) {
     ::unlink(temporary.c_str());
-    return DataLossError("cannot write checkpoint '" + path + "': " +
-                         (written ? "fsync: " + sync_error : "write: " + write_error) +
-                         " (the previous file, if any, is unchanged)");
+    return Status(status.code(), status.message() + " (the previous file, if any, is unchanged)");
   }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string error = ErrnoText();
-    ::unlink(temporary.c_str());
-    return DataLossError("cannot write checkpoint '" + path + "': rename: " + error);
-  }
-  // Make the rename itself durable.
+  // Make the rename durable. Best effort: the new file is complete and in place whatever
+  // happens here, and some file systems cannot fsync a directory.
   const int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
@@ -188,145 +276,67 @@ Status Save(const std::string& path, const File& file) {
 }
 
 StatusOr<File> Load(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const std::string error = ErrnoText();
-    if (errno == ENOENT) return NotFoundError(path + ": no such checkpoint file");
-    return PermissionDeniedError(path + ": cannot open: " + error);
+  // O_NONBLOCK: opening a FIFO must not hang (it is rejected below).
+  const int raw_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (raw_fd < 0) {
+    const int error = errno;
+    return ErrnoError(error, path + ": cannot open");
   }
+  ScopedFd fd(raw_fd);
   struct stat info;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd.get(), &info) != 0) {
+    const int error = errno;
+    return ErrnoError(error, path + ": fstat");
+  }
+  if (S_ISDIR(info.st_mode)) {
+    return InvalidArgumentError(path + ": is a directory, not a safetensors file");
+  }
+  if (!S_ISREG(info.st_mode)) {
     return InvalidArgumentError(path + ": not a regular file");
   }
-  std::string bytes(static_cast<size_t>(info.st_size), '\0');
-  size_t read_so_far = 0;
-  while (read_so_far < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + read_so_far, bytes.size() - read_so_far);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    read_so_far += static_cast<size_t>(n);
+  const uint64_t file_size = static_cast<uint64_t>(info.st_size);
+
+  char prefix[8] = {};
+  const size_t prefix_size = static_cast<size_t>(std::min<uint64_t>(file_size, 8));
+  TOWER_RETURN_IF_ERROR(ReadAt(fd.get(), 0, prefix, prefix_size, path));
+  TOWER_ASSIGN_OR_RETURN(
+      const uint64_t header_length,
+      internal::HeaderLength(std::string_view(prefix, prefix_size), file_size, path));
+  std::string json(static_cast<size_t>(header_length), '\0');
+  TOWER_RETURN_IF_ERROR(ReadAt(fd.get(), 8, json.data(), json.size(), path));
+  TOWER_ASSIGN_OR_RETURN(Header header,
+                         internal::ParseHeader(json, file_size - 8 - header_length, path));
+
+  // The header's offsets now match the file's real size, so these allocations are bounded
+  // by it.
+  File file;
+  file.metadata = std::move(header.metadata);
+  file.tensors.reserve(header.entries.size());
+  for (Entry& entry : header.entries) {
+    TensorData& tensor = file.tensors.emplace_back(std::move(entry.tensor));
+    tensor.bytes.resize(static_cast<size_t>(entry.end - entry.begin));
+    TOWER_RETURN_IF_ERROR(ReadAt(fd.get(), 8 + header_length + entry.begin,
+                                 reinterpret_cast<char*>(tensor.bytes.data()), tensor.bytes.size(),
+                                 path));
   }
-  ::close(fd);
-  bytes.resize(read_so_far);
-  return Parse(bytes, path);
+  return file;
 }
 
-StatusOr<File> Parse(std::string_view bytes, std::string_view source) {
-  const std::string where(source);
-  auto bad = [&where](const std::string& what) { return DataLossError(where + ": " + what); };
-  if (bytes.size() < 8) {
-    return bad("only " + std::to_string(bytes.size()) +
-               " bytes; a safetensors file starts with an 8-byte header length");
-  }
-  uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(bytes[i]);
-  if (header_size > kMaxHeaderBytes) {
-    return bad("header length " + std::to_string(header_size) + " is over the 100 MB limit "
-               "(not a safetensors file?)");
-  }
-  if (header_size > bytes.size() - 8) {
-    return bad("header length " + std::to_string(header_size) + " exceeds the " +
-               std::to_string(bytes.size() - 8) + " bytes that follow it (truncated?)");
-  }
-  const std::string_view text = bytes.substr(8, header_size);
-  // Duplicate top-level keys are an error (JSON parsers would silently keep one).
-  std::set<std::string> keys;
-  std::string duplicate;
-  Json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event,
-                                         Json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      if (!keys.insert(parsed.get<std::string>()).second && duplicate.empty()) {
-        duplicate = parsed.get<std::string>();
-      }
-    }
-    return true;
-  };
-  const Json header = Json::parse(text.begin(), text.end(), on_event, /*allow_exceptions=*/false);
-  if (header.is_discarded()) return bad("the header is not valid JSON");
-  if (!header.is_object()) return bad("the header is not a JSON object");
-  if (!duplicate.empty()) return bad("the header names '" + duplicate + "' twice");
-
+StatusOr<File> Parse(std::string_view bytes, std::string_view source_name) {
+  const std::string where(source_name);
+  TOWER_ASSIGN_OR_RETURN(const uint64_t header_length,
+                         internal::HeaderLength(bytes.substr(0, 8), bytes.size(), where));
+  const std::string_view json = bytes.substr(8, static_cast<size_t>(header_length));
+  TOWER_ASSIGN_OR_RETURN(Header header,
+                         internal::ParseHeader(json, bytes.size() - 8 - header_length, where));
+  const std::string_view data = bytes.substr(8 + static_cast<size_t>(header_length));
   File file;
-  struct Entry {
-    uint64_t begin, end;
-    TensorData tensor;
-  };
-  std::vector<Entry> entries;
-  for (const auto& [name, value] : header.items()) {
-    if (name == "__metadata__") {
-      if (!value.is_object()) return bad("__metadata__ is not an object");
-      for (const auto& [key, item] : value.items()) {
-        if (!item.is_string()) return bad("__metadata__ value of '" + key + "' is not a string");
-        file.metadata[key] = item.get<std::string>();
-      }
-      continue;
-    }
-    const std::string tensor = "tensor '" + name + "'";
-    if (!value.is_object()) return bad(tensor + " is not an object");
-    if (!value.contains("dtype") || !value["dtype"].is_string()) {
-      return bad(tensor + " has no string dtype");
-    }
-    const std::optional<DType> dtype = ParseDType(value["dtype"].get<std::string>());
-    if (!dtype) return bad(tensor + " has unknown dtype '" + value["dtype"].get<std::string>() + "'");
-    if (!value.contains("shape") || !value["shape"].is_array()) {
-      return bad(tensor + " has no shape array");
-    }
-    std::vector<int64_t> shape;
-    for (const Json& d : value["shape"]) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 62)) {
-        return bad(tensor + " has a shape entry that is not a non-negative integer");
-      }
-      shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
-    }
-    const std::optional<uint64_t> count = ElementCount(shape);
-    if (!count) return bad(tensor + " has shape " + ShapeText(shape) + ", too large");
-    if (!value.contains("data_offsets") || !value["data_offsets"].is_array() ||
-        value["data_offsets"].size() != 2 || !value["data_offsets"][0].is_number_unsigned() ||
-        !value["data_offsets"][1].is_number_unsigned()) {
-      return bad(tensor + " needs data_offsets [begin, end] of non-negative integers");
-    }
-    const uint64_t begin = value["data_offsets"][0].get<uint64_t>();
-    const uint64_t end = value["data_offsets"][1].get<uint64_t>();
-    if (end < begin) {
-      return bad(tensor + ": data_offsets [" + std::to_string(begin) + ", " +
-                 std::to_string(end) + "] are reversed");
-    }
-    const uint64_t needed = *count * ElementSize(*dtype);
-    if (end - begin != needed) {
-      return bad(tensor + ": data_offsets [" + std::to_string(begin) + ", " +
-                 std::to_string(end) + "] hold " + std::to_string(end - begin) +
-                 " bytes but shape " + ShapeText(shape) + " of " +
-                 std::string(DTypeName(*dtype)) + " needs " + std::to_string(needed));
-    }
-    entries.push_back(Entry{begin, end, TensorData{name, *dtype, std::move(shape), {}}});
-  }
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
-  const uint64_t data_size = bytes.size() - 8 - header_size;
-  uint64_t expected = 0;
-  for (const Entry& entry : entries) {
-    if (entry.begin < expected) {
-      return bad("tensor '" + entry.tensor.name + "' overlaps the tensor before it (offset " +
-                 std::to_string(entry.begin) + " < " + std::to_string(expected) + ")");
-    }
-    if (entry.begin > expected) {
-      return bad("a gap of " + std::to_string(entry.begin - expected) +
-                 " bytes before tensor '" + entry.tensor.name + "'");
-    }
-    expected = entry.end;
-  }
-  if (expected > data_size) {
-    return bad("truncated: the header promises " + std::to_string(expected) +
-               " bytes of data, the file has " + std::to_string(data_size));
-  }
-  if (expected < data_size) {
-    return bad(std::to_string(data_size - expected) + " bytes of data follow the last tensor");
-  }
-  const char* data = bytes.data() + 8 + header_size;
-  for (Entry& entry : entries) {
-    entry.tensor.bytes.assign(data + entry.begin, data + entry.end);
-    file.tensors.push_back(std::move(entry.tensor));
+  file.metadata = std::move(header.metadata);
+  file.tensors.reserve(header.entries.size());
+  for (Entry& entry : header.entries) {
+    TensorData& tensor = file.tensors.emplace_back(std::move(entry.tensor));
+    const char* begin = data.data() + entry.begin;
+    tensor.bytes.assign(begin, begin + (entry.end - entry.begin));
   }
   return file;
 }
@@ -343,17 +353,20 @@ TensorData FromFloats(std::string name, std::vector<int64_t> shape,
 }
 
 StatusOr<std::vector<float>> ToFloats(const TensorData& tensor) {
+  const std::string label = TensorLabel(tensor.name);
   if (tensor.dtype != DType::kF32) {
-    return InvalidArgumentError("tensor '" + tensor.name + "' is " +
-                                std::string(DTypeName(tensor.dtype)) + ", not F32");
+    return InvalidArgumentError(label + " is " + std::string(DTypeName(tensor.dtype)) +
+                                ", not F32");
+  }
+  const std::optional<uint64_t> needed = ByteSize(tensor.shape, sizeof(float));
+  if (!needed || *needed != tensor.bytes.size()) {
+    return InvalidArgumentError(label + ": " + std::to_string(tensor.bytes.size()) +
+                                " bytes of data do not match shape " + ShapeText(tensor.shape) +
+                                " of F32");
   }
   std::vector<float> values(tensor.bytes.size() / sizeof(float));
   if (!values.empty()) std::memcpy(values.data(), tensor.bytes.data(), tensor.bytes.size());
   return values;
 }
-
-namespace internal {
-void FailNextSaveAfterBytesForTesting(int64_t bytes) { fail_after_bytes.store(bytes); }
-}  // namespace internal
 
 }  // namespace tower::checkpoint

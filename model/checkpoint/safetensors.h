@@ -1,20 +1,36 @@
 // The safetensors format (https://github.com/huggingface/safetensors), on the host:
 //
-//   [8 bytes: N, little-endian u64][N bytes: JSON header][data]
-//   header = {"__metadata__": {"k": "v"},
+//   [8 bytes: N, little-endian u64][N bytes: UTF-8 JSON header][data section]
+//   header = {"__metadata__": {"format": "tower"},
 //             "layers.0.kernel": {"dtype": "F32", "shape": [256, 1024],
 //                                 "data_offsets": [0, 1048576]}, ...}
 //
-// Offsets are relative to the data section, which the tensors cover exactly, packed in
-// order. Our files pad the header with spaces to a multiple of 8 bytes, as the reference
-// writer does, so Python's `safetensors` reads them.
+// Offsets are relative to the start of the data section, which the tensors must cover
+// exactly (no gaps, no overlaps, nothing after the last one). Save formats the header as the
+// reference writer does: compact JSON, "__metadata__" first, each tensor as {"dtype",
+// "shape", "data_offsets"}, padded with spaces to a multiple of 8 bytes. Unlike it, Save
+// keeps the tensors in the order given (header and data alike). Python's `safetensors` reads
+// the result: readers sort by offsets, whatever the key order.
 //
-// Save is atomic (a temporary file in the same directory, fsync, rename, fsync of the
-// directory): a crash leaves the old file or the new one, never half of one. Load checks
-// everything a hostile or damaged file could get wrong and says what, naming the file.
+// Save is atomic: it writes a temporary file next to `path` (same directory, so the rename
+// cannot cross file systems), fsyncs it, renames it over `path` and fsyncs the directory. A
+// failure or crash leaves the previous file or the new one, never part of one.
+//
+// Load and Parse check everything a damaged or hostile file can get wrong and say what,
+// naming the file: they never crash, and their memory stays proportional to the file's real
+// size (the header, at most 100 MB, is parsed as a stream without a JSON tree, and its
+// offsets are checked against the real size before any tensor is allocated or read).
+// Errors in a file's contents are DATA_LOSS; a missing file is NOT_FOUND; other I/O errors
+// carry the errno text.
+//
+// Alignment: the data section starts at a multiple of 8, and tensors are packed in the
+// order given. The reference writer sorts tensors by descending element size so that each
+// starts at a multiple of its own; callers that mix element sizes and want that should put
+// the larger ones first (readers, Python's included, accept either).
 #ifndef TOWER_MODEL_CHECKPOINT_SAFETENSORS_H_
 #define TOWER_MODEL_CHECKPOINT_SAFETENSORS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,46 +42,56 @@
 
 namespace tower::checkpoint {
 
+// A subset of safetensors' dtypes; files with others are rejected with their name.
 enum class DType { kF32, kF16, kBF16, kI32, kI64, kU8, kF64 };
 
-// "F32", "F16", "BF16", "I32", "I64", "U8", "F64".
+// "F32", "F16", "BF16", "I32", "I64", "U8", "F64" (the names safetensors uses); "?" for a
+// value outside the enum.
 std::string_view DTypeName(DType dtype);
+// The inverse of DTypeName; nullopt for any other name.
 std::optional<DType> ParseDType(std::string_view name);
+// Bytes per element (4, 2, 2, 4, 8, 1, 8); 0 for a value outside the enum.
 size_t ElementSize(DType dtype);
 
 struct TensorData {
   std::string name;
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;  // [] is a scalar
-  std::vector<uint8_t> bytes;  // little-endian, row-major
+  std::vector<int64_t> shape;  // [] is a scalar (one element)
+  std::vector<uint8_t> bytes;  // little-endian, row-major; product(shape) * ElementSize(dtype)
 };
 
 struct File {
-  std::vector<TensorData> tensors;              // in data order
+  std::vector<TensorData> tensors;              // in the file's data order
   std::map<std::string, std::string> metadata;  // "__metadata__" (string values only)
+  // The tensor named `name`, or nullptr.
   const TensorData* Find(std::string_view name) const;
 };
 
-// The file's bytes (header padded with spaces to a multiple of 8). Names must be unique and
-// non-empty and each tensor's bytes must match its shape; otherwise InvalidArgument.
+// The bytes of a safetensors file holding `file`: tensors in the order given, header padded
+// with spaces to a multiple of 8. InvalidArgument if a name is empty, "__metadata__", a
+// duplicate or not valid UTF-8 (metadata too), or a tensor's bytes do not match its shape.
 StatusOr<std::string> Serialize(const File& file);
-// Writes atomically; on failure `path` is untouched and no temporary file remains.
-Status Save(const std::string& path, const File& file);
-// Reads and validates (see the header comment). NotFound for a missing file.
-StatusOr<File> Load(const std::string& path);
-// The same, from bytes in memory (fuzzing, tests); `source` names them in errors.
-StatusOr<File> Parse(std::string_view bytes, std::string_view source = "<memory>");
 
+// Writes `file` to `path` atomically (see the top of this file): a temporary
+// "<path>.tmp.<pid>.<random>" in the same directory, fsync, rename over `path`, fsync of the
+// directory. On any failure the temporary is removed and `path` is untouched. Checks `file`
+// as Serialize does before creating anything. If `path` is a symbolic link, the link itself
+// is replaced, not its target.
+Status Save(const std::string& path, const File& file);
+
+// Reads and validates a safetensors file. NotFound if it does not exist.
+StatusOr<File> Load(const std::string& path);
+
+// The same checks, on a whole file's bytes in memory (tests, fuzzing); `source_name` stands
+// for the path in error messages.
+StatusOr<File> Parse(std::string_view bytes, std::string_view source_name = "<memory>");
+
+// An F32 tensor holding `values` (their count should match `shape`; Save checks it).
 TensorData FromFloats(std::string name, std::vector<int64_t> shape,
                       const std::vector<float>& values);
-// The values of an F32 tensor.
+// The values of an F32 tensor; InvalidArgument for another dtype or bytes that do not
+// match the shape.
 StatusOr<std::vector<float>> ToFloats(const TensorData& tensor);
-
-namespace internal {
-// Test hook: makes the next Save fail after writing `bytes` bytes of the temporary file
-// (-1 = off), to show that a failed write leaves the previous file intact.
-void FailNextSaveAfterBytesForTesting(int64_t bytes);
-}  // namespace internal
 
 }  // namespace tower::checkpoint
 
