@@ -134,6 +134,22 @@ StatusOr<MemoryInfo> Context::QueryMemoryInfo(const PhysicalDevice& device) cons
   return entry.platform->QueryMemoryInfo(entry.info->index);
 }
 
+Status Context::SetJobAndTask(std::string job, int task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (options_.job == job && options_.task == task) return OkStatus();
+  if (initialized_) {
+    return FailedPreconditionError("the devices are already named /job:" + options_.job +
+                                   "/task:" + std::to_string(options_.task) +
+                                   "; set the job and task before the first logical-device "
+                                   "listing, tensor or strategy");
+  }
+  StatusOr<DeviceName> check = DeviceName::Parse("/job:" + job + "/task:" + std::to_string(task));
+  if (!check.ok()) return check.status();
+  options_.job = std::move(job);
+  options_.task = task;
+  return OkStatus();
+}
+
 Status Context::RefuseAfterInit(const char* message) const {
   return FailedPreconditionError(std::string(message) +
                                  " (configure devices before the first logical-device "

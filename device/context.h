@@ -143,6 +143,9 @@ class Context {
   Status ResetMemoryStats(std::string_view device);
 
   const ContextOptions& options() const { return options_; }
+  // Names this process's devices /job:<job>/replica:0/task:<task>/... (a worker of a
+  // multi-process job). Only before initialisation, like the other settings.
+  Status SetJobAndTask(std::string job, int task);
   // Fills a spec's missing job/replica/task with this process's: "/GPU:2" ->
   // "/job:localhost/replica:0/task:0/device:GPU:2".
   DeviceName Canonicalize(const DeviceName& spec) const;
@@ -163,7 +166,7 @@ class Context {
   StatusOr<Device*> FindDeviceImpl(const DeviceName& spec, bool soft);
 
   const std::vector<std::unique_ptr<Platform>> platforms_;
-  const ContextOptions options_;
+  ContextOptions options_;  // fixed once initialised
   std::atomic<bool> soft_placement_{false};
   std::atomic<bool> log_placement_{false};
 

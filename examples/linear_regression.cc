@@ -15,6 +15,7 @@
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
+#include "strategy/mpi/multi_worker_mirrored_strategy.h"
 #include "tools/device_flags.h"
 #include "util/flags.h"
 
@@ -45,12 +46,15 @@ tower::Status Train(const Options& options) {
 
   std::unique_ptr<tower::MirroredStrategy> strategy;
   std::unique_ptr<tower::DistributionScope> scope;
-  if (!devices.empty()) {
-    tower::MirroredStrategyOptions mirrored;
-    mirrored.devices = devices;
+  tower::MirroredStrategyOptions mirrored;
+  mirrored.devices = devices;
+  if (tower::MpiWorld::LaunchedByMpirun()) {
+    // mpirun -np N: every process is a worker of one MultiWorkerMirroredStrategy.
+    TOWER_ASSIGN_OR_RETURN(strategy, tower::MultiWorkerMirroredStrategy::Create(mirrored));
+  } else if (!devices.empty()) {
     TOWER_ASSIGN_OR_RETURN(strategy, tower::MirroredStrategy::Create(mirrored));
-    scope = strategy->Scope();  // with strategy.scope():
   }
+  if (strategy != nullptr) scope = strategy->Scope();  // with strategy.scope():
   tower::Sequential model({tower::Dense(1)}, static_cast<uint64_t>(options.seed));
   TOWER_RETURN_IF_ERROR(model.Compile(tower::MeanSquaredErrorLoss(), tower::SGD(0.2f)));
   scope.reset();
@@ -61,7 +65,9 @@ tower::Status Train(const Options& options) {
                          model.Fit(dataset.Shuffle(options.rows, 1).Batch(options.batch), fit));
   TOWER_ASSIGN_OR_RETURN(std::vector<float> w, model.trainable_variables()[0]->Read());
   TOWER_ASSIGN_OR_RETURN(std::vector<float> b, model.trainable_variables()[1]->Read());
-  std::printf("w=%.2f b=%.2f (the data follow y = 3x + 2)\n", w[0], b[0]);
+  if (strategy == nullptr || strategy->is_chief()) {
+    std::printf("w=%.2f b=%.2f (the data follow y = 3x + 2)\n", w[0], b[0]);
+  }
   return tower::OkStatus();
 }
 

@@ -54,6 +54,11 @@ class Distribution {
   // Whether this process writes checkpoints and logs (rank 0 of several processes).
   virtual bool is_chief() const = 0;
 
+  // Checks, before the first step, that every worker of a multi-process job describes the
+  // same training (model layout, replica counts): every worker then gets the same error
+  // naming the odd one out. One process: always OK.
+  virtual Status CheckConsistent(const std::string& signature) { return OkStatus(); }
+
   // Runs `fn` once per local replica, concurrently, each on its own thread and device.
   // Returns OK, or the first error prefixed with the replica that raised it; a failing
   // replica never leaves the others blocked in a collective.

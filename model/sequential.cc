@@ -126,6 +126,27 @@ Status Sequential::Build(int64_t input_dim) {
     dim = layers_[i]->output_dim();
   }
   TOWER_RETURN_IF_ERROR(optimizer_->Build(trainable_));
+  // Every worker must build the same model, and all copies start from replica 0's (rank
+  // 0's) values: identical already when seeds agree, made certain by the broadcast.
+  std::string signature = "replicas " + std::to_string(distribution_->num_replicas_in_sync()) +
+                          "; optimizer " + optimizer_->name() + "; input " +
+                          std::to_string(input_dim);
+  for (const auto& variable : variables_) {
+    signature += "; " + variable->name() + " " + variable->shape().ToString();
+  }
+  Status consistent = distribution_->CheckConsistent(signature);
+  if (!consistent.ok()) {
+    variables_.clear();
+    trainable_.clear();
+    return consistent;
+  }
+  if (distribution_->num_replicas_in_sync() > 1) {
+    TOWER_RETURN_IF_ERROR(distribution_->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+      std::vector<Tensor*> values;
+      for (const auto& variable : variables_) values.push_back(&variable->value(ctx.replica_id()));
+      return ctx.Broadcast(values);
+    }));
+  }
   input_dim_ = input_dim;
   return OkStatus();
 }
@@ -235,6 +256,28 @@ StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {
                                   metrics_.empty() ? nullptr : &predictions));
   if (!metrics_.empty()) UpdateMetrics(batch, predictions);
   return loss;
+}
+
+Status Sequential::ApplyGradients(const std::vector<Tensor>& grads) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  if (!built()) return FailedPreconditionError("ApplyGradients: the model is not built");
+  if (grads.size() != trainable_.size()) {
+    return InvalidArgumentError("ApplyGradients: " + std::to_string(grads.size()) +
+                                " gradients for " + std::to_string(trainable_.size()) +
+                                " trainable variables");
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].valid() || grads[i].shape() != trainable_[i]->shape()) {
+      return ShapeError("ApplyGradients", "gradient " + std::to_string(i) + " of " +
+                                              trainable_[i]->name() + " has the wrong shape:",
+                        grads[i].valid() ? grads[i].shape() : Shape{}, trainable_[i]->shape());
+    }
+  }
+  for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
+    TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, trainable_, grads));
+  }
+  optimizer_->set_iterations(optimizer_->iterations() + 1);
+  return OkStatus();
 }
 
 void Sequential::ResetMetrics() {

@@ -70,6 +70,10 @@ class Sequential {
   // One training step on a global batch: what Fit does for each batch. Returns the batch's
   // loss (the mean over its rows); metrics accumulate until ResetMetrics.
   StatusOr<double> TrainStep(const data::Batch& batch);
+  // Applies gradients computed elsewhere (towers, strategy/towers.h) to every replica's
+  // copies, in trainable_variables() order, and advances the optimizer's step: TensorFlow's
+  // optimizer.apply_gradients.
+  Status ApplyGradients(const std::vector<Tensor>& grads);
   void ResetMetrics();
   Logs MetricResults() const;
 

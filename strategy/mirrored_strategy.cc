@@ -83,57 +83,70 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
   return Build("MirroredStrategy", options);
 }
 
-StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Build(
-    std::string kind, const MirroredStrategyOptions& options) {
+StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
+    const std::string& kind, const MirroredStrategyOptions& options) {
   Context& context = options.context != nullptr ? *options.context : Context::Default();
-  TOWER_ASSIGN_OR_RETURN(std::vector<Device*> devices, ResolveDevices(context, options.devices));
-  if (devices.empty()) return InvalidArgumentError(kind + ": no devices to replicate on");
+  LocalSetup setup;
+  setup.context = &context;
+  TOWER_ASSIGN_OR_RETURN(setup.devices, ResolveDevices(context, options.devices));
+  if (setup.devices.empty()) return InvalidArgumentError(kind + ": no devices to replicate on");
   if (options.collective_timeout.count() <= 0) {
     return InvalidArgumentError(kind + ": the collective timeout must be positive");
   }
   std::vector<ReplicaDeviceInfo> infos;
-  std::vector<std::string> names;
-  for (size_t r = 0; r < devices.size(); ++r) {
-    infos.push_back(Info(devices[r]));
-    names.push_back("replica " + std::to_string(r) + " (" + devices[r]->full_name() + ")");
+  for (size_t r = 0; r < setup.devices.size(); ++r) {
+    infos.push_back(Info(setup.devices[r]));
+    setup.names.push_back("replica " + std::to_string(r) + " (" + setup.devices[r]->full_name() +
+                          ")");
   }
-  TOWER_ASSIGN_OR_RETURN(CrossDeviceOpsChoice choice,
-                         ChooseCrossDeviceOps(infos, options.cross_device_ops,
-                                              GpuCollectivesBuilt()));
+  TOWER_ASSIGN_OR_RETURN(setup.choice, ChooseCrossDeviceOps(infos, options.cross_device_ops,
+                                                            GpuCollectivesBuilt()));
   // Spinning only pays when every replica thread has a core of its own.
-  const bool spin = devices.size() <= std::max(1u, std::thread::hardware_concurrency());
-  std::unique_ptr<CrossDeviceOps> ops;
-  switch (choice.kind) {
+  setup.spin = setup.devices.size() <= std::max(1u, std::thread::hardware_concurrency());
+  switch (setup.choice.kind) {
     case CrossDeviceOpsKind::kInProcess:
-      ops = std::make_unique<InProcessAllReduce>(names, options.collective_timeout, spin);
+      setup.ops = std::make_unique<InProcessAllReduce>(setup.names, options.collective_timeout,
+                                                       setup.spin);
       break;
     case CrossDeviceOpsKind::kNccl: {
-      TOWER_ASSIGN_OR_RETURN(ops, MakeNcclAllReduce(devices, names, options.collective_timeout));
+      TOWER_ASSIGN_OR_RETURN(setup.ops, MakeNcclAllReduce(setup.devices, setup.names,
+                                                          options.collective_timeout));
       break;
     }
     case CrossDeviceOpsKind::kSameCard: {
-      TOWER_ASSIGN_OR_RETURN(ops, MakeSameCardAllReduce(devices, names,
-                                                        options.collective_timeout, spin));
+      TOWER_ASSIGN_OR_RETURN(setup.ops, MakeSameCardAllReduce(setup.devices, setup.names,
+                                                              options.collective_timeout,
+                                                              setup.spin));
       break;
     }
     case CrossDeviceOpsKind::kToCpu:
     case CrossDeviceOpsKind::kAuto: {
       TOWER_ASSIGN_OR_RETURN(std::vector<Device*> cpus, context.Devices("CPU"));
-      ops = std::make_unique<ReductionToOneDevice>(cpus.front(), names,
-                                                   options.collective_timeout, spin);
+      setup.ops = std::make_unique<ReductionToOneDevice>(cpus.front(), setup.names,
+                                                         options.collective_timeout, setup.spin);
       break;
     }
   }
-  std::unique_ptr<MirroredStrategy> strategy(new MirroredStrategy(
-      std::move(kind), std::move(devices), &context, choice, std::move(ops), spin));
+  return setup;
+}
+
+void MirroredStrategy::LogCreation() const {
   std::vector<std::string> device_names;
-  for (Device* device : strategy->devices_) device_names.push_back(device->full_name());
-  TOWER_LOG(INFO) << "Using " << strategy->kind_ << " with devices ("
-                  << Join(device_names, ", ") << ")";
-  if (strategy->devices_.size() > 1) {
-    TOWER_LOG(INFO) << "Cross-device ops: " << CrossDeviceOpsName(choice.kind) << " ("
-                    << choice.reason << ")";
+  for (Device* device : devices_) device_names.push_back(device->full_name());
+  TOWER_LOG(INFO) << "Using " << kind_ << " with devices (" << Join(device_names, ", ") << ")";
+  if (devices_.size() > 1) {
+    TOWER_LOG(INFO) << "Cross-device ops: " << CrossDeviceOpsName(choice_.kind) << " ("
+                    << choice_.reason << ")";
   }
+}
+
+StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Build(
+    std::string kind, const MirroredStrategyOptions& options) {
+  TOWER_ASSIGN_OR_RETURN(LocalSetup setup, PrepareLocal(kind, options));
+  std::unique_ptr<MirroredStrategy> strategy(
+      new MirroredStrategy(std::move(kind), std::move(setup.devices), setup.context,
+                           std::move(setup.choice), std::move(setup.ops), setup.spin));
+  strategy->LogCreation();
   return strategy;
 }
 

@@ -97,6 +97,19 @@ class MirroredStrategy : public Distribution {
                    bool spin);
   static StatusOr<std::unique_ptr<MirroredStrategy>> Build(std::string kind,
                                                            const MirroredStrategyOptions& options);
+  // This process's devices, their names, and the all-reduce among them.
+  struct LocalSetup {
+    Context* context = nullptr;
+    std::vector<Device*> devices;
+    std::vector<std::string> names;
+    CrossDeviceOpsChoice choice;
+    std::unique_ptr<CrossDeviceOps> ops;
+    bool spin = false;
+  };
+  static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
+                                           const MirroredStrategyOptions& options);
+  // "Using <kind> with devices (...)" and the cross-device ops with their reason.
+  void LogCreation() const;
 
  private:
   class Replica;

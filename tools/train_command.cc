@@ -10,6 +10,7 @@
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
+#include "strategy/mpi/multi_worker_mirrored_strategy.h"
 #include "tools/device_flags.h"
 #include "util/flags.h"
 #include "util/strings.h"
@@ -124,6 +125,25 @@ StatusOr<Prepared> LoadData(const TrainFlags& flags) {
   return Prepared{std::move(dataset), ""};
 }
 
+// Class ids must be integers in [0, classes): checked for every row before training, so a
+// bad label is reported with its file and line ("d.csv:12") instead of mid-run.
+Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> rows, dataset.Batch(4096).MakeIterator());
+  while (true) {
+    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, rows->Next());
+    if (!batch.has_value()) return OkStatus();
+    for (int64_t i = 0; i < batch->rows; ++i) {
+      const float label = batch->targets[i];
+      if (!(label >= 0 && label < static_cast<float>(classes)) || std::floor(label) != label) {
+        return InvalidArgumentError(dataset.DescribeRow(batch->source_rows[i]) + ": target " +
+                                    std::to_string(label) + " is not a class id in [0, " +
+                                    std::to_string(classes) + ") (the last layer has " +
+                                    std::to_string(classes) + " units)");
+      }
+    }
+  }
+}
+
 int Usage(std::ostream& err, const Status& status) {
   err << "error: " << status.message() << "\n";
   return 2;
@@ -166,6 +186,10 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
 
   // ---- Everything that can be checked before training is checked here.
+  if (flags.data.empty()) {
+    return Usage(err, InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or "
+                                           "synthetic:mlp (see --help)"));
+  }
   if (flags.epochs < 0 || flags.steps < 0 || (flags.epochs == 0 && flags.steps == 0)) {
     return Usage(err, InvalidArgumentError("give --epochs=E or --steps=S (positive)"));
   }
@@ -195,6 +219,10 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   const int64_t outputs = (*layers).back()->output_dim();
   Status shapes = (*loss)->CheckShapes(outputs, prepared->dataset.target_dim());
   if (!shapes.ok()) return Usage(err, shapes);
+  if (flags.loss != "mse" && flags.loss != "mean_squared_error" && prepared->synthetic.empty()) {
+    Status labels = CheckClassIds(prepared->dataset, outputs);
+    if (!labels.ok()) return Usage(err, labels);
+  }
   const int64_t rows = prepared->dataset.num_rows();
   if (rows < 0 && flags.steps == 0) {
     return Usage(err, InvalidArgumentError("synthetic data without rows= is endless: give --steps"));
@@ -215,7 +243,13 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   config::SetLogDevicePlacement(flags.log_device_placement);
   std::unique_ptr<MirroredStrategy> strategy;
-  if (!strategy_options.devices.empty()) {
+  if (MpiWorld::LaunchedByMpirun()) {
+    // Under mpirun: this process is one worker; --replicas counts its local replicas.
+    StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> created =
+        MultiWorkerMirroredStrategy::Create(strategy_options);
+    if (!created.ok()) return Usage(err, created.status());
+    strategy = std::move(*created);
+  } else if (!strategy_options.devices.empty()) {
     StatusOr<std::unique_ptr<MirroredStrategy>> created = MirroredStrategy::Create(strategy_options);
     if (!created.ok()) return Usage(err, created.status());
     strategy = std::move(*created);
@@ -269,7 +303,12 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   StatusOr<History> history = model.Fit(dataset, fit);
   if (!history.ok()) {
-    err << "error: " << history.status().message() << "\n";
+    err << "error: " << history.status().message() << "\n" << std::flush;
+    // One worker of several: end the whole job now rather than leave the others waiting
+    // for a collective until their deadline.
+    if (auto* worker = dynamic_cast<MultiWorkerMirroredStrategy*>(strategy.get())) {
+      worker->world().AbortJob(1);
+    }
     return 1;
   }
   if (!flags.save.empty()) {
@@ -278,7 +317,9 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
       err << "error: " << status.message() << "\n";
       return 1;
     }
-    if (flags.verbose > 0) out << "Saved weights to " << flags.save << "\n";
+    if (flags.verbose > 0 && (strategy == nullptr || strategy->is_chief())) {
+      out << "Saved weights to " << flags.save << "\n";
+    }
   }
   return 0;
 }

@@ -8,10 +8,17 @@
 
 namespace tower::testing {
 
-ProgramOutput RunProgram(const std::string& target, const std::string& args) {
+std::string Runfile(const std::string& target) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
-  const std::string binary = std::string(srcdir ? srcdir : ".") + "/tower/" + target;
-  const std::string command = binary + " " + args + " 2>&1";
+  return std::string(srcdir ? srcdir : ".") + "/tower/" + target;
+}
+
+ProgramOutput RunProgram(const std::string& target, const std::string& args) {
+  return RunCommand(Runfile(target) + " " + args);
+}
+
+ProgramOutput RunCommand(const std::string& command_line) {
+  const std::string command = "(" + command_line + ") 2>&1";
   ProgramOutput output;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return output;

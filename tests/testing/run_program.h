@@ -14,6 +14,10 @@ struct ProgramOutput {
 // `target` is the program's path in the workspace ("tools/tower"); `args` a shell-quoted
 // argument string. The environment is the test's own.
 ProgramOutput RunProgram(const std::string& target, const std::string& args);
+// Any shell command line (stderr joined to stdout).
+ProgramOutput RunCommand(const std::string& command);
+// The absolute path of a runfile ("tools/tower").
+std::string Runfile(const std::string& target);
 
 }  // namespace tower::testing
 

@@ -1,0 +1,45 @@
+// The all-reduce of MultiWorkerMirroredStrategy: first among this process's replicas (the
+// in-process or same-card path), then across processes (MPI, by replica 0, all tensors in
+// one message), then every local replica takes replica 0's result. Every phase has the
+// strategy's deadline; a missing worker is named.
+#ifndef TOWER_STRATEGY_MPI_CROSS_PROCESS_ALL_REDUCE_H_
+#define TOWER_STRATEGY_MPI_CROSS_PROCESS_ALL_REDUCE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strategy/cross_device_ops.h"
+#include "strategy/mpi/mpi_world.h"
+#include "strategy/replica_barrier.h"
+
+namespace tower {
+
+class CrossProcessAllReduce : public CrossDeviceOps {
+ public:
+  CrossProcessAllReduce(std::unique_ptr<CrossDeviceOps> local, MpiWorld* world,
+                        std::vector<std::string> replica_names,
+                        std::chrono::milliseconds timeout, bool spin);
+  std::string name() const override { return local_->name() + "+mpi"; }
+  Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
+  Status Broadcast(int replica, Span<Tensor* const> tensors) override;
+  void Abort(const Status& reason) override;
+  void Reset() override;
+
+ private:
+  // Replica 0 runs `cross` (the MPI step); then every replica copies replica 0's tensors.
+  Status CrossThenShare(int replica, Span<Tensor* const> tensors,
+                        const std::function<Status()>& cross);
+
+  const std::unique_ptr<CrossDeviceOps> local_;
+  MpiWorld* const world_;
+  const std::chrono::milliseconds timeout_;
+  ReplicaBarrier barrier_;
+  std::vector<Span<Tensor* const>> published_;
+  std::vector<float> staging_;  // replica 0's host copy of the tensors, end to end
+};
+
+}  // namespace tower
+
+#endif  // TOWER_STRATEGY_MPI_CROSS_PROCESS_ALL_REDUCE_H_

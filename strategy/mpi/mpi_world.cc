@@ -1,0 +1,207 @@
+#include "strategy/mpi/mpi_world.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "util/strings.h"
+
+namespace tower {
+namespace {
+
+constexpr int kArriveTag = 7001;
+
+std::string MpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+Status MpiError(int code, const std::string& call) {
+  return InternalError(call + " failed: " + MpiErrorText(code));
+}
+
+#define TOWER_MPI_RETURN_IF_ERROR(call)                             \
+  do {                                                              \
+    const int tower_mpi_code_ = (call);                             \
+    if (tower_mpi_code_ != MPI_SUCCESS) return MpiError(tower_mpi_code_, #call); \
+  } while (0)
+
+void FinalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+bool MpiWorld::LaunchedByMpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
+
+StatusOr<MpiWorld*> MpiWorld::Get() {
+  static std::mutex* mu = new std::mutex();
+  static MpiWorld* world = nullptr;
+  std::lock_guard<std::mutex> lock(*mu);
+  if (world != nullptr) return world;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (code != MPI_SUCCESS) {
+      return UnavailableError("MPI could not start: " + MpiErrorText(code));
+    }
+    std::atexit(FinalizeAtExit);
+  }
+  // Errors come back as codes (turned into Status), not as an abort inside MPI.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  auto* created = new MpiWorld();
+  MPI_Comm_rank(MPI_COMM_WORLD, &created->rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &created->size_);
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  StatusOr<std::vector<std::string>> hosts =
+      created->AllGather(host, std::chrono::minutes(2), "exchanging host names");
+  if (!hosts.ok()) return hosts.status();
+  created->hosts_ = *hosts;
+  world = created;
+  return world;
+}
+
+std::string MpiWorld::Describe(int rank) const {
+  std::string text = "rank " + std::to_string(rank);
+  if (rank < static_cast<int>(hosts_.size())) text += " (host " + hosts_[rank] + ")";
+  return text;
+}
+
+Status MpiWorld::Wait(void* request, std::chrono::milliseconds timeout, const std::string& what) {
+  auto* req = static_cast<MPI_Request*>(request);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    if (done) return OkStatus();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return DeadlineExceededError(Describe(rank_) + ": " + what + " did not complete within " +
+                                   std::to_string(timeout.count()) + " ms (a worker died?)");
+    }
+    // Poll hot at first (collectives usually finish in microseconds), then gently.
+    if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& what) {
+  const uint64_t sequence = ++sequence_;
+  if (size_ == 1) return OkStatus();
+  std::vector<uint64_t> seen(static_cast<size_t>(size_), 0);
+  std::vector<MPI_Request> receives;
+  std::vector<MPI_Request> sends;
+  std::vector<int> peers;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    MPI_Request receive, send;
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Irecv(&seen[peer], 1, MPI_UINT64_T, peer, kArriveTag,
+                                        MPI_COMM_WORLD, &receive));
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Isend(&sequence, 1, MPI_UINT64_T, peer, kArriveTag,
+                                        MPI_COMM_WORLD, &send));
+    receives.push_back(receive);
+    sends.push_back(send);
+    peers.push_back(peer);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<bool> arrived(peers.size(), false);
+  size_t count = 0;
+  for (int polls = 0; count < peers.size(); ++polls) {
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (arrived[i]) continue;
+      int done = 0;
+      TOWER_MPI_RETURN_IF_ERROR(MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE));
+      if (!done) continue;
+      arrived[i] = true;
+      ++count;
+      if (seen[peers[i]] != sequence) {
+        return FailedPreconditionError(
+            Describe(rank_) + " is at collective " + std::to_string(sequence) + " (" + what +
+            ") but " + Describe(peers[i]) + " is at collective " +
+            std::to_string(seen[peers[i]]) + ": the workers diverged");
+      }
+    }
+    if (count == peers.size()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::vector<std::string> missing;
+      for (size_t i = 0; i < peers.size(); ++i) {
+        if (!arrived[i]) {
+          missing.push_back(Describe(peers[i]));
+          MPI_Cancel(&receives[i]);
+        }
+      }
+      return DeadlineExceededError(Join(missing, ", ") + " never reached collective " +
+                                   std::to_string(sequence) + " (" + what + ") within " +
+                                   std::to_string(timeout.count()) + " ms; " + Describe(rank_) +
+                                   " gives up");
+    }
+    if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+  return OkStatus();
+}
+
+Status MpiWorld::AllReduceSum(float* data, int64_t count, std::chrono::milliseconds timeout,
+                              const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
+  if (size_ == 1 || count == 0) return OkStatus();
+  MPI_Request request;
+  TOWER_MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT,
+                                           MPI_SUM, MPI_COMM_WORLD, &request));
+  return Wait(&request, timeout, what);
+}
+
+Status MpiWorld::Broadcast(void* data, int64_t bytes, int root, std::chrono::milliseconds timeout,
+                           const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
+  if (size_ == 1 || bytes == 0) return OkStatus();
+  MPI_Request request;
+  TOWER_MPI_RETURN_IF_ERROR(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root,
+                                       MPI_COMM_WORLD, &request));
+  return Wait(&request, timeout, what);
+}
+
+StatusOr<std::vector<std::string>> MpiWorld::AllGather(const std::string& mine,
+                                                       std::chrono::milliseconds timeout,
+                                                       const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
+  std::vector<int> lengths(static_cast<size_t>(size_), 0);
+  int length = static_cast<int>(mine.size());
+  MPI_Request request;
+  TOWER_MPI_RETURN_IF_ERROR(
+      MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD, &request));
+  TOWER_RETURN_IF_ERROR(Wait(&request, timeout, what));
+  std::vector<int> offsets(static_cast<size_t>(size_), 0);
+  int total = 0;
+  for (int r = 0; r < size_; ++r) {
+    offsets[r] = total;
+    total += lengths[r];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  TOWER_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(mine.data(), length, MPI_CHAR, all.data(),
+                                            lengths.data(), offsets.data(), MPI_CHAR,
+                                            MPI_COMM_WORLD, &request));
+  TOWER_RETURN_IF_ERROR(Wait(&request, timeout, what));
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.push_back(all.substr(offsets[r], lengths[r]));
+  return out;
+}
+
+void MpiWorld::AbortJob(int exit_code) {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+}  // namespace tower

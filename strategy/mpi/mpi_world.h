@@ -1,0 +1,70 @@
+// MpiWorld: this process's place among the workers launched by Open MPI's mpirun, and the
+// cross-process collectives of MultiWorkerMirroredStrategy, on host memory.
+//
+// Every collective has a deadline and never hangs: the workers first announce their
+// arrival to each other (one small message per peer, tagged with the collective's sequence
+// number), and a worker that is missing when the deadline passes is named in the error
+// ("rank 2 (host b) never reached collective 17: all-reduce of 6 tensors"). Workers that
+// reach different collectives (diverged code paths) are reported too. A worker that fails
+// should exit non-zero: mpirun then ends the whole job.
+//
+// MPI is process-wide by nature, so this is the one process-wide object of the strategy
+// layer; it calls MPI only from the thread that uses it (MPI_THREAD_SERIALIZED).
+#ifndef TOWER_STRATEGY_MPI_MPI_WORLD_H_
+#define TOWER_STRATEGY_MPI_MPI_WORLD_H_
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "util/statusor.h"
+
+namespace tower {
+
+class MpiWorld {
+ public:
+  // Initialises MPI (or adopts an MPI the program initialised) on first use. Fails with
+  // Unavailable when MPI cannot start.
+  static StatusOr<MpiWorld*> Get();
+  // Whether this process was started by mpirun (Open MPI's environment is present).
+  static bool LaunchedByMpirun();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& host() const { return hosts_[rank_]; }
+  // "rank 2 (host b)".
+  std::string Describe(int rank) const;
+
+  // In-place sum of `count` floats over all workers.
+  Status AllReduceSum(float* data, int64_t count, std::chrono::milliseconds timeout,
+                      const std::string& what);
+  // `bytes` bytes from `root` to everyone.
+  Status Broadcast(void* data, int64_t bytes, int root, std::chrono::milliseconds timeout,
+                   const std::string& what);
+  // Every worker's string, in rank order.
+  StatusOr<std::vector<std::string>> AllGather(const std::string& mine,
+                                               std::chrono::milliseconds timeout,
+                                               const std::string& what);
+
+  // Ends every worker at once (MPI_Abort), after a failure this worker cannot recover from.
+  [[noreturn]] void AbortJob(int exit_code);
+
+ private:
+  MpiWorld() = default;
+  // All workers are at this collective, or DeadlineExceeded naming the missing ones.
+  Status Arrive(std::chrono::milliseconds timeout, const std::string& what);
+  // Waits for a non-blocking MPI request with a deadline.
+  Status Wait(void* request, std::chrono::milliseconds timeout, const std::string& what);
+
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<std::string> hosts_;
+  uint64_t sequence_ = 0;
+  std::mutex mu_;  // one collective at a time from this process
+};
+
+}  // namespace tower
+
+#endif  // TOWER_STRATEGY_MPI_MPI_WORLD_H_

@@ -1,0 +1,217 @@
+// `tower train` end to end: CSV and synthetic data, train → save → reload → continue,
+// replicas, metrics logs, and a table of bad inputs that must each give one line and a
+// non-zero exit, without crashing or leaving output behind.
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/checkpoint/safetensors.h"
+#include "tests/testing/run_program.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ProgramOutput;
+
+std::string Dir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir ? dir : "/tmp";
+}
+
+std::string Path(const std::string& name) { return Dir() + "/" + name; }
+
+bool Exists(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0;
+}
+
+ProgramOutput Train(const std::string& args) {
+  return testing::RunProgram("tools/tower", "train " + args);
+}
+
+// y = 2·x1 − 3·x2 + 1 on a grid, with a header; a class column for classification.
+void WriteCsv(const std::string& path) {
+  std::ofstream out(path);
+  out << "x1,x2,y,class\n";
+  for (int i = 0; i < 400; ++i) {
+    const float a = -1.0f + 2.0f * (i % 20) / 19;
+    const float b = -1.0f + 2.0f * (i / 20) / 19;
+    out << a << "," << b << "," << 2 * a - 3 * b + 1 << "," << (a > 0 ? 1 : 0) + (b > 0 ? 2 : 0)
+        << "\n";
+  }
+}
+
+std::vector<float> Weights(const std::string& path, const std::string& name) {
+  StatusOr<checkpoint::File> file = checkpoint::Load(path);
+  TOWER_CHECK_OK(file.status());
+  return *checkpoint::ToFloats(*file->Find(name));
+}
+
+int64_t Iterations(const std::string& path) {
+  StatusOr<checkpoint::File> file = checkpoint::Load(path);
+  int64_t value = -1;
+  std::memcpy(&value, file->Find("optimizer.iterations")->bytes.data(), 8);
+  return value;
+}
+
+TEST(TrainCommandTest, CsvTrainSaveReloadContinue) {
+  const std::string csv = Path("line.csv");
+  WriteCsv(csv);
+  const std::string first = Path("first.safetensors");
+  const std::string second = Path("second.safetensors");
+  ProgramOutput out = Train("--data=" + csv + " --target=y --layers=1 --lr=0.1 --epochs=3 "
+                            "--global-batch=20 --save=" + first + " --verbose=2");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("Saved weights to " + first));
+  EXPECT_EQ(Iterations(first), 60);  // 20 batches × 3 epochs
+  ProgramOutput more = Train("--data=" + csv + " --target=y --layers=1 --lr=0.1 --epochs=20 "
+                             "--global-batch=20 --init=" + first + " --save=" + second +
+                             " --verbose=2");
+  ASSERT_EQ(more.exit_code, 0) << more.text;
+  EXPECT_EQ(Iterations(second), 60 + 400);  // continued, not restarted
+  const std::vector<float> w = Weights(second, "layers.0.kernel");
+  EXPECT_NEAR(w[0], 2.0f, 0.01f);
+  EXPECT_NEAR(w[1], -3.0f, 0.01f);
+  EXPECT_NEAR(Weights(second, "layers.0.bias")[0], 1.0f, 0.01f);
+}
+
+TEST(TrainCommandTest, ClassifierWithMetricsLog) {
+  const std::string csv = Path("classes.csv");
+  WriteCsv(csv);
+  const std::string log = Path("metrics.csv");
+  ProgramOutput out = Train("--data=" + csv + " --target=class --layers=16:tanh,4 "
+                            "--loss=sparse_categorical_crossentropy --optimizer=adam --lr=0.02 "
+                            "--metrics=accuracy --epochs=30 --shuffle --metrics-out=" + log +
+                            " --verbose=0");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  std::ifstream in(log);
+  std::string header, line, last;
+  std::getline(in, header);
+  EXPECT_EQ(header, "epoch,accuracy,loss");
+  while (std::getline(in, line)) last = line;
+  const double accuracy = std::stod(last.substr(last.find(',') + 1));
+  EXPECT_GT(accuracy, 0.95);
+}
+
+TEST(TrainCommandTest, FourReplicasSaveWhatOneDeviceSaves) {
+  const std::string one = Path("r1.safetensors");
+  const std::string four = Path("r4.safetensors");
+  const std::string common = "--data=synthetic:mlp:rows=512 --layers=32:tanh,16:relu,1 --steps=24 "
+                             "--global-batch=30 --verbose=0 --save=";
+  ASSERT_EQ(Train(common + one + " --replicas=1").exit_code, 0);
+  ProgramOutput out = Train(common + four + " --replicas=4");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("Cross-device ops: in-process"));
+  double num = 0, den = 0;
+  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
+                           "layers.2.kernel", "layers.2.bias"}) {
+    const std::vector<float> a = Weights(four, name);
+    const std::vector<float> b = Weights(one, name);
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      den += double{b[i]} * b[i];
+    }
+  }
+  EXPECT_LE(std::sqrt(num / den), 1e-5);
+}
+
+TEST(TrainCommandTest, JsonLinesLogHasStepsAndEpochs) {
+  const std::string log = Path("steps.jsonl");
+  ProgramOutput out = Train("--data=synthetic:linreg:rows=64 --epochs=2 --global-batch=16 "
+                            "--verbose=0 --metrics-out=" + log);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  std::ifstream in(log);
+  int steps = 0, epochs = 0;
+  for (std::string line; std::getline(in, line);) {
+    steps += line.rfind("{\"step\"", 0) == 0;
+    epochs += line.rfind("{\"epoch\"", 0) == 0;
+  }
+  EXPECT_EQ(steps, 8);
+  EXPECT_EQ(epochs, 2);
+}
+
+TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
+  const std::string csv = Path("good.csv");
+  WriteCsv(csv);
+  const std::string ragged = Path("ragged.csv");
+  std::ofstream(ragged) << "a,b,y\n1,2,3\n4,5\n";
+  const std::string text = Path("text.csv");
+  std::ofstream(text) << "a,y\n1,2\nfoo,3\n";
+  const std::string labels = Path("labels.csv");
+  std::ofstream(labels) << "a,y\n0.5,1\n0.1,2.5\n";
+  const std::string empty = Path("empty.csv");
+  std::ofstream(empty) << "";
+  const std::string corrupt = Path("corrupt.safetensors");
+  std::ofstream(corrupt) << "not a checkpoint at all";
+  const std::string save = Path("never.safetensors");
+  const std::string base = "--data=" + csv + " --target=y --save=" + save + " ";
+  const std::string layers = "--layers=1 ";
+  const std::string epochs = "--epochs=1 ";
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"", "--data is required"},
+      {"--data=" + csv + " --layers=1 --epochs=1", "--target is required"},
+      {"--data=" + csv + " --target=y --epochs=1", "--layers is required"},
+      {"--data=" + csv + " --target=y --layers=1", "give --epochs=E or --steps=S"},
+      {base + layers + "--epochs=-1", "give --epochs=E or --steps=S"},
+      {"--data=/no/such.csv --target=y --layers=1 --epochs=1", "no/such.csv"},
+      {"--data=" + empty + " --target=y --layers=1 --epochs=1", "empty"},
+      {"--data=" + ragged + " --target=y --layers=1 --epochs=1", "line 3 has 2 fields, the header has 3"},
+      {"--data=" + text + " --target=y --layers=1 --epochs=1", "'foo' is not a number"},
+      {"--data=" + csv + " --target=nope --layers=1 --epochs=1", "no column named 'nope'"},
+      {base + epochs + "--layers=0", "'0' is not UNITS[:ACTIVATION]"},
+      {base + epochs + "--layers=8:swish,1", "unknown activation 'swish'"},
+      {base + epochs + "--layers=8:relu,", "is not UNITS[:ACTIVATION]"},
+      {base + epochs + "--layers=2", "the model has 2 outputs but the data has 1 targets"},
+      {base + layers + epochs + "--loss=hinge", "unknown loss 'hinge'"},
+      {base + layers + epochs + "--optimizer=rmsprop", "use sgd or adam"},
+      {base + layers + epochs + "--lr=0", "--lr=0.000000 must be a positive number"},
+      {base + layers + epochs + "--lr=fast", "--lr='fast' is not a finite number"},
+      {base + layers + epochs + "--momentum=1.5", "--momentum must be in [0, 1)"},
+      {base + layers + epochs + "--optimizer=adam --momentum=0.9", "apply to --optimizer=sgd"},
+      {base + layers + epochs + "--global-batch=0", "--global-batch must be positive"},
+      {base + layers + epochs + "--metrics=auc", "unknown metric 'auc'"},
+      {base + layers + epochs + "--replicas=0", "--replicas=0 must be between 1"},
+      {base + layers + epochs + "--replicas=2 --devices=/CPU:0", "give --replicas or --devices, not both"},
+      {base + layers + epochs + "--devices=/GPU:3", "unknown device"},
+      {base + layers + epochs + "--devices=/CPU:0,/CPU:0", "listed twice"},
+      {base + layers + epochs + "--cross-device-ops=ring", "unknown cross-device ops 'ring'"},
+      {base + layers + epochs + "--virtual-cpus=-2", "--virtual-cpus=-2 must be between 0"},
+      {base + layers + epochs + "--verbose=7", "--verbose is 0, 1 or 2"},
+      {base + layers + epochs + "--init=" + corrupt, "--init: " + corrupt},
+      {base + layers + epochs + "--init=" + Path("absent.safetensors"), "absent.safetensors"},
+      {base + layers + epochs + "--bogus=1", "unknown flag --bogus"},
+      {base + layers + epochs + "--drop-remainder --global-batch=1000", "leaves no batch of the 400 rows"},
+      {"--data=synthetic:mlp --epochs=1", "endless: give --steps"},
+      {"--data=synthetic:nope --steps=1", "synthetic"},
+      {"--data=synthetic:linreg --target=y --steps=1", "--target applies to CSV data"},
+      {"--data=" + labels + " --target=y --layers=3 --loss=sparse_categorical_crossentropy --epochs=1",
+       "labels.csv:3: target 2.500000 is not a class id in [0, 3)"},
+      {"--data=" + csv + " --target=class --layers=1 --loss=sparse_ce --epochs=1",
+       "needs a model with one output (logit) per class"},
+  };
+  for (const Case& c : cases) {
+    ProgramOutput out = Train(c.args);
+    EXPECT_NE(out.exit_code, 0) << c.args;
+    EXPECT_NE(out.exit_code, -1) << "killed by a signal: " << c.args;
+    EXPECT_THAT(out.text, HasSubstr("error: ")) << c.args;
+    EXPECT_THAT(out.text, HasSubstr(c.message)) << c.args;
+    // One line of error.
+    const size_t at = out.text.find("error: ");
+    EXPECT_EQ(out.text.find('\n', at), out.text.size() - 1) << c.args << "\n" << out.text;
+    EXPECT_FALSE(Exists(save)) << c.args;
+  }
+}
+
+}  // namespace
+}  // namespace tower
