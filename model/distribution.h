@@ -38,6 +38,10 @@ class ReplicaContext {
   virtual Status AllReduceSum(Span<Tensor* const> tensors) = 0;
   // Overwrites each tensor with the first replica's (rank 0's) values.
   virtual Status Broadcast(Span<Tensor* const> tensors) = 0;
+  // Paths that reduce asynchronously (NCCL on its own stream) may return from AllReduceSum
+  // before the sums are complete on the device; this orders the replica's later work after
+  // every reduction started so far. Synchronous paths: nothing to do.
+  virtual Status FinishReductions() { return OkStatus(); }
 };
 
 class Distribution {
@@ -58,6 +62,10 @@ class Distribution {
   // same training (model layout, replica counts): every worker then gets the same error
   // naming the odd one out. One process: always OK.
   virtual Status CheckConsistent(const std::string& signature) { return OkStatus(); }
+
+  // Gradients are all-reduced in buckets of about this many bytes, each as soon as the
+  // backward pass has produced it (PyTorch DDP's 25 MB by default).
+  virtual int64_t bucket_bytes() const { return 25ll << 20; }
 
   // Runs `fn` once per local replica, concurrently, each on its own thread and device.
   // Returns OK, or the first error prefixed with the replica that raised it; a failing

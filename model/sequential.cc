@@ -196,26 +196,39 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       TOWER_ASSIGN_OR_RETURN(activation, layers_[i]->Forward(r, activation, &caches[i]));
     }
     TOWER_ASSIGN_OR_RETURN(Tensor loss, loss_->Value(activation, targets, global_rows));
-    std::vector<Tensor> grads;
+    // Backward, last layer first; gradients go to the all-reduce in buckets of about
+    // bucket_bytes() as they appear, so a bucket can be summed while earlier layers are
+    // still in backward (on paths that reduce asynchronously). The loss rides in the last
+    // bucket: one all-reduce also gives every replica the global loss.
+    std::vector<std::vector<Tensor>> per_layer(layers_.size());
+    std::vector<Tensor*> bucket;
+    int64_t bucket_bytes = 0;
+    const int64_t cap = dist.bucket_bytes();
     if (training) {
-      // Backward, last layer first; each layer appends its gradients, which are then put
-      // back in variable order.
       TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, targets, global_rows));
-      std::vector<std::vector<Tensor>> per_layer(layers_.size());
       for (size_t i = layers_.size(); i-- > 0;) {
         TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(r, d, caches[i], i > 0, &per_layer[i]));
+        for (Tensor& grad : per_layer[i]) {
+          bucket.push_back(&grad);
+          bucket_bytes += static_cast<int64_t>(grad.bytes());
+        }
+        if (bucket_bytes >= cap && i > 0) {
+          TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(bucket));
+          bucket.clear();
+          bucket_bytes = 0;
+        }
       }
+    }
+    bucket.push_back(&loss);
+    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(bucket));
+    TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
+    if (training) {
+      std::vector<Tensor> grads;  // in variable order
       for (auto& layer_grads : per_layer) {
         for (Tensor& grad : layer_grads) grads.push_back(std::move(grad));
       }
+      TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, trainable_, grads));
     }
-    // The loss rides along with the gradients: one all-reduce gives every replica the
-    // global loss and the summed gradients.
-    std::vector<Tensor*> reduce;
-    for (Tensor& grad : grads) reduce.push_back(&grad);
-    reduce.push_back(&loss);
-    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(reduce));
-    if (training) TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, trainable_, grads));
     TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, loss.ToHost());
     losses[r] = loss_value[0];
     if (predictions != nullptr && rows > 0) {

@@ -27,6 +27,9 @@ class CrossDeviceOps {
   virtual Status AllReduceSum(int replica, Span<Tensor* const> tensors) = 0;
   // Overwrites every replica's tensors with replica 0's.
   virtual Status Broadcast(int replica, Span<Tensor* const> tensors) = 0;
+  // Orders `replica`'s later device work after every AllReduceSum it started (paths that
+  // reduce asynchronously on a stream of their own). Not a collective.
+  virtual Status FinishReductions(int replica) { return OkStatus(); }
   // Makes every current and future collective fail with `reason` until Reset (called by the
   // strategy when a replica fails, so the others do not wait for it).
   virtual void Abort(const Status& reason) = 0;

@@ -32,6 +32,9 @@ class MirroredStrategy::Replica : public ReplicaContext {
   Status Broadcast(Span<Tensor* const> tensors) override {
     return strategy_->cross_device_ops_->Broadcast(id_, tensors);
   }
+  Status FinishReductions() override {
+    return strategy_->cross_device_ops_->FinishReductions(id_);
+  }
 
  private:
   MirroredStrategy* strategy_;
@@ -93,6 +96,10 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
   if (options.collective_timeout.count() <= 0) {
     return InvalidArgumentError(kind + ": the collective timeout must be positive");
   }
+  if (options.bucket_bytes <= 0) {
+    return InvalidArgumentError(kind + ": the gradient bucket size must be positive");
+  }
+  setup.bucket_bytes = options.bucket_bytes;
   std::vector<ReplicaDeviceInfo> infos;
   for (size_t r = 0; r < setup.devices.size(); ++r) {
     infos.push_back(Info(setup.devices[r]));
@@ -143,9 +150,11 @@ void MirroredStrategy::LogCreation() const {
 StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Build(
     std::string kind, const MirroredStrategyOptions& options) {
   TOWER_ASSIGN_OR_RETURN(LocalSetup setup, PrepareLocal(kind, options));
+  const int64_t bucket_bytes = setup.bucket_bytes;
   std::unique_ptr<MirroredStrategy> strategy(
       new MirroredStrategy(std::move(kind), std::move(setup.devices), setup.context,
                            std::move(setup.choice), std::move(setup.ops), setup.spin));
+  strategy->set_bucket_bytes(bucket_bytes);
   strategy->LogCreation();
   return strategy;
 }

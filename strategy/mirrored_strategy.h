@@ -40,6 +40,8 @@ struct MirroredStrategyOptions {
   CrossDeviceOpsKind cross_device_ops = CrossDeviceOpsKind::kAuto;
   // Every collective gives up after this long, naming the replicas it waited for.
   std::chrono::milliseconds collective_timeout = std::chrono::minutes(5);
+  // Gradients are all-reduced in buckets of about this many bytes during backward.
+  int64_t bucket_bytes = 25ll << 20;
   // Context to take devices from; nullptr: Context::Default().
   Context* context = nullptr;
 };
@@ -68,6 +70,7 @@ class MirroredStrategy : public Distribution {
   int first_global_replica() const override { return 0; }
   Device* replica_device(int replica) const override { return devices_[replica]; }
   bool is_chief() const override { return true; }
+  int64_t bucket_bytes() const override { return bucket_bytes_; }
   Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override;
 
   // ---- TensorFlow's strategy API
@@ -100,6 +103,7 @@ class MirroredStrategy : public Distribution {
   // This process's devices, their names, and the all-reduce among them.
   struct LocalSetup {
     Context* context = nullptr;
+    int64_t bucket_bytes = 25ll << 20;
     std::vector<Device*> devices;
     std::vector<std::string> names;
     CrossDeviceOpsChoice choice;
@@ -110,6 +114,7 @@ class MirroredStrategy : public Distribution {
                                            const MirroredStrategyOptions& options);
   // "Using <kind> with devices (...)" and the cross-device ops with their reason.
   void LogCreation() const;
+  void set_bucket_bytes(int64_t bytes) { bucket_bytes_ = bytes; }
 
  private:
   class Replica;
@@ -123,6 +128,7 @@ class MirroredStrategy : public Distribution {
   const CrossDeviceOpsChoice choice_;
   const std::unique_ptr<CrossDeviceOps> cross_device_ops_;
   const bool spin_;
+  int64_t bucket_bytes_ = 25ll << 20;
   std::vector<std::unique_ptr<Replica>> replicas_;
 
   // Dispatch to the worker threads (replicas 1..n-1).

@@ -42,6 +42,8 @@ struct TrainFlags {
   int64_t replicas = 1;
   std::string devices;
   std::string cross_device_ops = "auto";
+  double bucket_mb = 25;
+  double collective_timeout_s = 300;
   bool log_device_placement = false;
   DeviceFlags device;
 };
@@ -176,6 +178,9 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddInt("replicas", &flags.replicas, "data-parallel replicas (logical CPUs or virtual GPUs as needed)");
   parser.AddString("devices", &flags.devices, "replica devices, e.g. /GPU:0,/GPU:1 (instead of --replicas)");
   parser.AddString("cross-device-ops", &flags.cross_device_ops, "auto, in-process, nccl, same-card or to-cpu");
+  parser.AddDouble("bucket-mb", &flags.bucket_mb, "gradient bucket size of the all-reduce, MB");
+  parser.AddDouble("collective-timeout", &flags.collective_timeout_s,
+                   "seconds a collective waits for every replica and worker before failing");
   parser.AddBool("log-device-placement", &flags.log_device_placement, "print where every op runs");
   AddDeviceFlags(&parser, &flags.device);
   Status status = parser.Parse(args);
@@ -232,8 +237,22 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   Context& context = Context::Global();
   status = ApplyDeviceFlags(flags.device, context);
   if (!status.ok()) return Usage(err, status);
+  // Negated comparisons so NaN is rejected too; the upper bounds keep the conversions to
+  // integer bytes and milliseconds in range.
+  if (!(flags.bucket_mb * (1 << 20) >= 1 && flags.bucket_mb <= 1 << 20)) {
+    return Usage(err, InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB), "
+                                           "got " + std::to_string(flags.bucket_mb)));
+  }
+  if (!(flags.collective_timeout_s >= 0.001 && flags.collective_timeout_s <= 7 * 86400)) {
+    return Usage(err, InvalidArgumentError("--collective-timeout must be between 0.001 and "
+                                           "604800 seconds, got " +
+                                           std::to_string(flags.collective_timeout_s)));
+  }
   MirroredStrategyOptions strategy_options;
   strategy_options.cross_device_ops = *cross_device_ops;
+  strategy_options.bucket_bytes = static_cast<int64_t>(flags.bucket_mb * (1 << 20));
+  strategy_options.collective_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout_s * 1000));
   if (!flags.devices.empty()) {
     strategy_options.devices = Split(flags.devices, ',');
   } else {

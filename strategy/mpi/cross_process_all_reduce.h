@@ -24,6 +24,7 @@ class CrossProcessAllReduce : public CrossDeviceOps {
   std::string name() const override { return local_->name() + "+mpi"; }
   Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
   Status Broadcast(int replica, Span<Tensor* const> tensors) override;
+  Status FinishReductions(int replica) override { return local_->FinishReductions(replica); }
   void Abort(const Status& reason) override;
   void Reset() override;
 

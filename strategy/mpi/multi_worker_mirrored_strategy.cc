@@ -50,8 +50,10 @@ StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirroredStrate
     ops = std::make_unique<CrossProcessAllReduce>(std::move(ops), world, setup.names,
                                                   options.collective_timeout, setup.spin);
   }
+  const int64_t bucket_bytes = setup.bucket_bytes;
   std::unique_ptr<MultiWorkerMirroredStrategy> strategy(new MultiWorkerMirroredStrategy(
       world, std::move(setup), std::move(ops), options.collective_timeout));
+  strategy->set_bucket_bytes(bucket_bytes);
   strategy->LogCreation();
   TOWER_LOG(INFO) << "Worker " << world->Describe(world->rank()) << " of " << world->size()
                   << ": " << strategy->num_replicas_in_sync() << " replicas in sync";

@@ -10,7 +10,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "device/context.h"
 #include "model/dense.h"
+#include "model/distribution.h"
 
 namespace tower {
 namespace {
@@ -274,6 +276,89 @@ TEST(SequentialTest, SummaryListsLayersAndParameters) {
   EXPECT_THAT(summary, HasSubstr("layers.0 (Dense(64, relu))"));
   EXPECT_THAT(summary, HasSubstr("16448"));  // 256·64 + 64
   EXPECT_THAT(summary, HasSubstr("Total params: 16513"));
+}
+
+// One device, but records what the training step hands to the collectives.
+class RecordingDistribution : public Distribution {
+ public:
+  RecordingDistribution(Device* device, int64_t bucket_bytes)
+      : device_(device), bucket_bytes_(bucket_bytes) {}
+  std::string Describe() const override { return "Recording"; }
+  int num_local_replicas() const override { return 1; }
+  int num_replicas_in_sync() const override { return 1; }
+  int first_global_replica() const override { return 0; }
+  Device* replica_device(int) const override { return device_; }
+  bool is_chief() const override { return true; }
+  int64_t bucket_bytes() const override { return bucket_bytes_; }
+  Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override {
+    Context replica(this);
+    return fn(replica);
+  }
+  // One entry per call: "reduce:<bytes per tensor,...>", "broadcast:<n>", "finish".
+  std::vector<std::string> calls;
+
+ private:
+  class Context : public ReplicaContext {
+   public:
+    explicit Context(RecordingDistribution* owner) : owner_(owner) {}
+    int replica_id() const override { return 0; }
+    int num_replicas_in_sync() const override { return 1; }
+    int global_replica_id() const override { return 0; }
+    Device* device() const override { return owner_->device_; }
+    Status AllReduceSum(Span<Tensor* const> tensors) override {
+      std::string call = "reduce:";
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        call += (i ? "," : "") + std::to_string(tensors[i]->bytes());
+      }
+      owner_->calls.push_back(call);
+      return OkStatus();
+    }
+    Status Broadcast(Span<Tensor* const> tensors) override {
+      owner_->calls.push_back("broadcast:" + std::to_string(tensors.size()));
+      return OkStatus();
+    }
+    Status FinishReductions() override {
+      owner_->calls.push_back("finish");
+      return OkStatus();
+    }
+
+   private:
+    RecordingDistribution* owner_;
+  };
+  Device* device_;
+  int64_t bucket_bytes_;
+};
+
+TEST(SequentialTest, GradientsAreReducedInBucketsAsBackwardProducesThem) {
+  Device* cpu = *tower::Context::Default().DefaultDevice();
+  data::SyntheticOptions mlp;
+  mlp.name = "mlp";
+  mlp.rows = 8;
+  const data::Dataset dataset = data::Dataset::Synthetic(mlp)->Batch(8);
+  // Gradient bytes (kernel, bias), last layer first: 16·1·4 and 4; 32·16·4 and 16·4;
+  // 256·32·4 and 32·4. The loss (4 bytes) rides in the last bucket.
+  const std::vector<std::pair<int64_t, std::vector<std::string>>> cases = {
+      // Default 25 MB: everything in one bucket after backward.
+      {25ll << 20, {"reduce:64,4,2048,64,32768,128,4", "finish"}},
+      // Every layer fills a bucket: one all-reduce per layer, as soon as it is done.
+      {1, {"reduce:64,4", "reduce:2048,64", "reduce:32768,128,4", "finish"}},
+      // 2 KB: the last two layers share a bucket.
+      {2048, {"reduce:64,4,2048,64", "reduce:32768,128,4", "finish"}},
+  };
+  for (const auto& [bucket_bytes, expected] : cases) {
+    RecordingDistribution distribution(cpu, bucket_bytes);
+    Sequential model({Dense(32, "tanh"), Dense(16, "relu"), Dense(1)}, 3);
+    {
+      DistributionScope scope(distribution);
+      ASSERT_TRUE(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)).ok());
+    }
+    ASSERT_TRUE(model.Build(256).ok());
+    distribution.calls.clear();  // Build's broadcast of the initial weights
+    auto batch = (*dataset.MakeIterator())->Next();
+    ASSERT_TRUE(batch.ok() && *batch);
+    ASSERT_TRUE(model.TrainStep(**batch).ok());
+    EXPECT_EQ(distribution.calls, expected) << "bucket_bytes " << bucket_bytes;
+  }
 }
 
 }  // namespace

@@ -32,7 +32,9 @@ data::Dataset Mlp(int64_t rows, int64_t batch) {
 
 // Trains the same model on `replicas` logical CPUs (0: no strategy, one device).
 Trained Train(int replicas, const data::Dataset& dataset, std::unique_ptr<Optimizer> optimizer,
-              std::unique_ptr<Loss> loss = MeanSquaredErrorLoss(), int64_t outputs = 1) {
+              std::unique_ptr<Loss> loss = MeanSquaredErrorLoss(), int64_t outputs = 1,
+              int64_t bucket_bytes = 25ll << 20,
+              CrossDeviceOpsKind cross_device_ops = CrossDeviceOpsKind::kAuto) {
   auto context = MakeContextWithFakeGpus({});
   TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
       context->ListPhysicalDevices("CPU")[0],
@@ -43,6 +45,8 @@ Trained Train(int replicas, const data::Dataset& dataset, std::unique_ptr<Optimi
   if (replicas > 0) {
     MirroredStrategyOptions options;
     options.context = context.get();
+    options.bucket_bytes = bucket_bytes;
+    options.cross_device_ops = cross_device_ops;
     strategy = std::move(MirroredStrategy::Create(options)).value();
     auto scope = strategy->Scope();
     TOWER_CHECK_OK(model.Compile(std::move(loss), std::move(optimizer)));
@@ -121,6 +125,23 @@ TEST(EquivalenceTest, RunToRunBitwiseIdentical) {
   const Trained b = Train(3, dataset, SGD(0.002f, 0.9f, true));
   EXPECT_EQ(a.weights, b.weights);
   EXPECT_EQ(a.losses, b.losses);
+}
+
+TEST(EquivalenceTest, GradientBucketSizeNeverChangesTheBits) {
+  // Buckets change when and in how many calls gradients are summed, never the sums: every
+  // element is still added in replica order.
+  const data::Dataset dataset = Mlp(6 * 16 + 5, 16);
+  for (CrossDeviceOpsKind kind :
+       {CrossDeviceOpsKind::kInProcess, CrossDeviceOpsKind::kToCpu}) {
+    const Trained one_bucket = Train(3, dataset, SGD(0.002f, 0.9f), MeanSquaredErrorLoss(), 1,
+                                     25ll << 20, kind);
+    for (int64_t bucket_bytes : {1, 2048, 40000}) {
+      const Trained bucketed = Train(3, dataset, SGD(0.002f, 0.9f), MeanSquaredErrorLoss(),
+                                     1, bucket_bytes, kind);
+      EXPECT_EQ(bucketed.weights, one_bucket.weights) << bucket_bytes;
+      EXPECT_EQ(bucketed.losses, one_bucket.losses) << bucket_bytes;
+    }
+  }
 }
 
 TEST(EquivalenceTest, VirtualGpusOnOneFakeCardTrainLikeOneDevice) {
