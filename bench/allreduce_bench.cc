@@ -1,0 +1,182 @@
+// allreduce_bench: the cross-device all-reduce of N logical CPU replicas, nccl-tests style.
+//
+//   bazel-bin/bench/allreduce_bench --replicas=2
+//
+// For each size (4 KB … 64 MB of float32 per replica) every replica thread calls
+// AllReduceSum on its own tensor back to back; replica 0 times the calls. Printed per size:
+//   latency (µs per call), algbw = bytes / time, busbw = algbw · 2(n−1)/n (nccl-tests'
+//   definitions), and the memcpy bandwidth of the same bytes copied by the same n threads in
+//   the same run (each thread copies its 1/n share of a buffer of that size), the roofline.
+// Each figure is the median of --repeats timed windows. A single-thread 64 MB memcpy is
+// printed once as well.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/context.h"
+#include "ops/tensor.h"
+#include "strategy/mirrored_strategy.h"
+#include "tools/device_flags.h"
+#include "util/flags.h"
+
+namespace tower {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int64_t replicas = 2;
+  int64_t min_bytes = 4 << 10;
+  int64_t max_bytes = 64 << 20;
+  int64_t repeats = 3;
+  double target_ms = 100;  // per timed window
+  std::string cross_device_ops = "auto";
+  DeviceFlags device;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double SingleThreadMemcpy(size_t bytes, int repeats) {
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  std::memcpy(dst.data(), src.data(), bytes);
+  std::vector<double> rates;
+  for (int rep = 0; rep < repeats; ++rep) {
+    const int iters = 8;
+    const auto start = Clock::now();
+    for (int i = 0; i < iters; ++i) {
+      std::memcpy(dst.data(), src.data(), bytes);
+      src[i] = dst[bytes - 1 - i];  // keep the copies observable
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    rates.push_back(static_cast<double>(bytes) * iters / s);
+  }
+  return Median(rates);
+}
+
+Status Run(const Options& options) {
+  Context& context = Context::Global();
+  TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
+  if (options.replicas < 2) return InvalidArgumentError("--replicas must be at least 2");
+  TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
+                         ConfigureReplicas(options.replicas, options.device, context));
+  MirroredStrategyOptions mirrored;
+  mirrored.devices = devices;
+  TOWER_ASSIGN_OR_RETURN(mirrored.cross_device_ops, ParseCrossDeviceOps(options.cross_device_ops));
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
+                         MirroredStrategy::Create(mirrored));
+  const int n = strategy->num_local_replicas();
+  CrossDeviceOps& ops = strategy->cross_device_ops();
+
+  const double memcpy_1t = SingleThreadMemcpy(64 << 20, static_cast<int>(options.repeats));
+  std::printf("# allreduce_bench: %d replicas, cross-device ops %s; memcpy 64 MB, 1 thread: "
+              "%.2f GB/s\n",
+              n, ops.name().c_str(), memcpy_1t / 1e9);
+  std::printf("%12s %10s %12s %12s %12s %12s %8s\n", "bytes", "iters", "latency_us",
+              "algbw_GB/s", "busbw_GB/s", "memcpy_GB/s", "bus/mem");
+
+  // Correctness first: replica r holds r+1 everywhere; the sum is n(n+1)/2.
+  TOWER_RETURN_IF_ERROR(strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(ctx.device(), Shape{4099}, DType::kFloat32));
+    std::fill_n(t.data<float>(), 4099, static_cast<float>(ctx.replica_id() + 1));
+    Tensor* list[] = {&t};
+    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
+    const float want = static_cast<float>(n * (n + 1) / 2);
+    for (int64_t i = 0; i < 4099; ++i) {
+      if (t.data<float>()[i] != want) {
+        return InternalError("all-reduce gave " + std::to_string(t.data<float>()[i]) +
+                             " at " + std::to_string(i) + ", want " + std::to_string(want));
+      }
+    }
+    return OkStatus();
+  }));
+
+  for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
+    const int64_t elements = bytes / 4;
+    // Iterations per window: about target_ms at a guessed 2 µs + 10 GB/s, at least 5.
+    const double guess_s = 2e-6 + static_cast<double>(bytes) * n / 10e9;
+    const int64_t iters =
+        std::max<int64_t>(5, static_cast<int64_t>(options.target_ms * 1e-3 / guess_s));
+    std::vector<double> reduce_s, copy_s;
+    // Timed on replica 0; every replica runs the same loop. Zeros: the sums stay finite.
+    TOWER_RETURN_IF_ERROR(strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+      TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
+      TOWER_ASSIGN_OR_RETURN(Tensor src, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
+      TOWER_ASSIGN_OR_RETURN(Tensor dst, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
+      Tensor* list[] = {&t};
+      const int r = ctx.replica_id();
+      for (int64_t i = 0; i < std::min<int64_t>(iters, 20); ++i) {
+        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));  // warm-up, and every page touched
+      }
+      for (int64_t rep = 0; rep < options.repeats; ++rep) {
+        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));  // start together
+        auto start = Clock::now();
+        for (int64_t i = 0; i < iters; ++i) TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
+        if (r == 0) reduce_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / iters);
+        // The roofline: the same threads copy the same bytes, each its 1/n share of a
+        // buffer of `bytes`, between two barriers.
+        const int64_t lo = elements * r / n, hi = elements * (r + 1) / n;
+        const int64_t copy_iters = std::max<int64_t>(iters, 5);
+        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));  // a plain barrier
+        start = Clock::now();
+        for (int64_t i = 0; i < copy_iters; ++i) {
+          std::memcpy(dst.data<float>() + lo, src.data<float>() + lo, (hi - lo) * sizeof(float));
+          std::swap(src, dst);
+        }
+        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));
+        if (r == 0) {
+          copy_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / copy_iters);
+        }
+      }
+      return OkStatus();
+    }));
+    const double t = Median(reduce_s);
+    const double algbw = static_cast<double>(bytes) / t;
+    const double busbw = algbw * 2.0 * (n - 1) / n;
+    const double memcpy_bw = static_cast<double>(bytes) / Median(copy_s);
+    std::printf("%12lld %10lld %12.2f %12.2f %12.2f %12.2f %8.2f\n",
+                static_cast<long long>(bytes), static_cast<long long>(iters), t * 1e6,
+                algbw / 1e9, busbw / 1e9, memcpy_bw / 1e9, busbw / memcpy_bw);
+    std::fflush(stdout);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+}  // namespace tower
+
+int main(int argc, char** argv) {
+  tower::Options options;
+  tower::FlagParser parser("allreduce_bench");
+  parser.AddInt("replicas", &options.replicas, "replicas (logical CPUs), at least 2");
+  parser.AddInt("min-bytes", &options.min_bytes, "smallest size per replica");
+  parser.AddInt("max-bytes", &options.max_bytes, "largest size per replica");
+  parser.AddInt("repeats", &options.repeats, "timed windows per size; the median is printed");
+  parser.AddDouble("target-ms", &options.target_ms, "about how long one timed window runs");
+  parser.AddString("cross-device-ops", &options.cross_device_ops,
+                   "auto, in-process, nccl, same-card or to-cpu");
+  tower::AddDeviceFlags(&parser, &options.device);
+  tower::Status status = parser.Parse(argc, argv, 1);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", status.message().c_str());
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::printf("%s", parser.Usage().c_str());
+    return 0;
+  }
+  status = tower::Run(options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", status.message().c_str());
+    return 1;
+  }
+  return 0;
+}

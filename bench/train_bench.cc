@@ -1,0 +1,233 @@
+// train_bench: training throughput of the BENCHMARKS.md workloads.
+//
+//   bazel-bin/bench/train_bench --workload=linreg --replicas=2 --steps=20000
+//   bazel-bin/bench/train_bench --workload=mlp --replicas=2 --steps=200
+//
+// Prints, after warm-up, one line per run:
+//   workload=mlp replicas=2 steps_per_s=… samples_per_s=… gflops=… params=… ...
+// with the median of --repeats timed windows (every window's figure follows in `runs=`),
+// and the peak memory of each replica's device against the bytes the step needs
+// (parameters + gradients + activations + optimizer state).
+//
+// The global batches are generated once (BENCHMARKS.md's synthetic data, --batches of them)
+// and cycled, as the PyTorch peers do: the figure is the training step, not the generator.
+// Every step is Sequential::TrainStep, the step Fit runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "device/context.h"
+#include "model/dense.h"
+#include "model/sequential.h"
+#include "strategy/mirrored_strategy.h"
+#include "tools/device_flags.h"
+#include "util/flags.h"
+#include "util/strings.h"
+
+namespace tower {
+namespace {
+
+struct Options {
+  std::string workload = "linreg";
+  int64_t replicas = 1;
+  int64_t steps = 0;  // 0: the workload's default
+  int64_t warmup = -1;
+  int64_t repeats = 3;
+  int64_t batches = 16;
+  int64_t global_batch = 0;  // 0: the workload's (64 / 256)
+  int64_t hidden = 0;        // mlp: width of the two hidden layers (0: 1024)
+  int64_t depth = 0;         // mlp: hidden layers (0: 2)
+  double lr = 0;             // 0: the workload's (0.2 / 0.01)
+  std::string cross_device_ops = "auto";
+  double bucket_mb = 25;
+  bool check_loss = false;
+  DeviceFlags device;
+};
+
+std::string Fmt(const char* format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Status Run(Options options) {
+  const bool mlp = options.workload == "mlp";
+  if (!mlp && options.workload != "linreg") {
+    return InvalidArgumentError("--workload must be linreg or mlp, not '" + options.workload + "'");
+  }
+  if (options.global_batch <= 0) options.global_batch = mlp ? 256 : 64;
+  if (options.lr <= 0) options.lr = mlp ? 0.01 : 0.2;
+  if (options.hidden <= 0) options.hidden = 1024;
+  if (options.depth <= 0) options.depth = 2;
+  if (options.steps <= 0) options.steps = mlp ? 200 : 20000;
+  if (options.warmup < 0) options.warmup = std::max<int64_t>(options.steps / 10, 5);
+  if (options.repeats < 1 || options.batches < 1) {
+    return InvalidArgumentError("--repeats and --batches must be at least 1");
+  }
+
+  // ---- Devices and strategy (as `tower train` makes them).
+  Context& context = Context::Global();
+  TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
+  TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
+                         ConfigureReplicas(options.replicas, options.device, context));
+  TOWER_ASSIGN_OR_RETURN(CrossDeviceOpsKind kind, ParseCrossDeviceOps(options.cross_device_ops));
+  std::unique_ptr<MirroredStrategy> strategy;
+  if (!devices.empty()) {
+    MirroredStrategyOptions mirrored;
+    mirrored.devices = devices;
+    mirrored.cross_device_ops = kind;
+    mirrored.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
+    TOWER_ASSIGN_OR_RETURN(strategy, MirroredStrategy::Create(mirrored));
+  }
+
+  // ---- The data: BENCHMARKS.md's generator, materialised once.
+  data::SyntheticOptions synthetic;
+  synthetic.name = options.workload;
+  synthetic.rows = options.global_batch * options.batches;
+  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(synthetic));
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> it,
+                         dataset.Batch(options.global_batch, true).MakeIterator());
+  std::vector<data::Batch> batches;
+  while (true) {
+    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, it->Next());
+    if (!batch.has_value()) break;
+    batches.push_back(std::move(*batch));
+  }
+
+  // ---- The model.
+  std::vector<std::shared_ptr<Layer>> layers;
+  if (mlp) {
+    for (int64_t i = 0; i < options.depth; ++i) layers.push_back(Dense(options.hidden, "relu"));
+  }
+  layers.push_back(Dense(1));
+  Sequential model(std::move(layers), 0);
+  {
+    std::unique_ptr<DistributionScope> scope;
+    if (strategy != nullptr) scope = strategy->Scope();
+    TOWER_RETURN_IF_ERROR(model.Compile(MeanSquaredErrorLoss(),
+                                        SGD(static_cast<float>(options.lr))));
+  }
+  TOWER_RETURN_IF_ERROR(model.Build(dataset.feature_dim()));
+  int64_t params = 0;
+  for (const Variable* v : model.trainable_variables()) params += v->shape().num_elements();
+
+  Distribution* dist = model.distribution();
+  const int n = dist->num_local_replicas();
+  std::vector<uint64_t> state_bytes(n);
+  for (int r = 0; r < n; ++r) {
+    BfcAllocator& allocator = dist->replica_device(r)->allocator();
+    state_bytes[r] = allocator.GetStats().bytes_in_use;  // parameters + optimizer slots
+    allocator.ResetPeakStats();
+  }
+
+  // ---- Warm-up, then timed windows.
+  size_t next = 0;
+  double first_loss = 0, last_loss = 0;
+  auto steps = [&](int64_t count) -> Status {
+    for (int64_t s = 0; s < count; ++s) {
+      TOWER_ASSIGN_OR_RETURN(last_loss, model.TrainStep(batches[next]));
+      if (++next == batches.size()) next = 0;
+    }
+    return OkStatus();
+  };
+  TOWER_ASSIGN_OR_RETURN(first_loss, model.TrainStep(batches[next++ % batches.size()]));
+  TOWER_RETURN_IF_ERROR(steps(options.warmup));
+  std::vector<double> rates;
+  for (int64_t rep = 0; rep < options.repeats; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    TOWER_RETURN_IF_ERROR(steps(options.steps));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rates.push_back(static_cast<double>(options.steps) / seconds);
+  }
+  const double steps_per_s = Median(rates);
+  const double samples_per_s = steps_per_s * static_cast<double>(options.global_batch);
+  const double gflops = 6.0 * static_cast<double>(params) * samples_per_s / 1e9;
+
+  // ---- Memory: replica 0's device (every replica holds the same), and the worst one.
+  // Needed per replica: parameters + optimizer state (what Build left allocated) + gradients
+  // + activations (each layer's input and output for the replica's rows).
+  const int64_t rows = (options.global_batch + n - 1) / n;
+  int64_t activation_floats = rows * dataset.feature_dim();
+  for (const auto& layer : model.layers()) activation_floats += rows * layer->output_dim();
+  double worst_ratio = 0;
+  uint64_t worst_peak = 0, worst_needed = 0;
+  for (int r = 0; r < n; ++r) {
+    const AllocatorStats stats = dist->replica_device(r)->allocator().GetStats();
+    const uint64_t needed = state_bytes[r] + static_cast<uint64_t>(params) * 4 +
+                            static_cast<uint64_t>(activation_floats) * 4;
+    const double ratio = static_cast<double>(stats.peak_bytes_in_use) / static_cast<double>(needed);
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst_peak = stats.peak_bytes_in_use;
+      worst_needed = needed;
+    }
+  }
+
+  std::string runs;
+  for (double rate : rates) runs += (runs.empty() ? "" : ",") + Fmt("%.1f", rate);
+  std::printf(
+      "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
+      "global_batch=%lld steps=%lld runs=%s cross_device_ops=%s peak_mem_bytes=%llu "
+      "needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g\n",
+      options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
+      static_cast<long long>(params), static_cast<long long>(options.global_batch),
+      static_cast<long long>(options.steps), runs.c_str(),
+      strategy != nullptr ? strategy->cross_device_ops().name().c_str() : "none",
+      static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
+      worst_ratio, first_loss, last_loss);
+  std::fflush(stdout);
+  if (options.check_loss && !(last_loss < first_loss)) {
+    return InternalError("the loss did not fall: " + Fmt("%g", first_loss) + " -> " +
+                         Fmt("%g", last_loss));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+}  // namespace tower
+
+int main(int argc, char** argv) {
+  tower::Options options;
+  tower::FlagParser parser("train_bench");
+  parser.AddString("workload", &options.workload, "linreg or mlp (BENCHMARKS.md)");
+  parser.AddInt("replicas", &options.replicas, "data-parallel replicas (logical CPUs)");
+  parser.AddInt("steps", &options.steps, "timed steps per window (0: 20000 linreg, 200 mlp)");
+  parser.AddInt("warmup", &options.warmup, "untimed steps first (-1: steps/10, at least 5)");
+  parser.AddInt("repeats", &options.repeats, "timed windows; the median is printed");
+  parser.AddInt("batches", &options.batches, "distinct global batches, generated once and cycled");
+  parser.AddInt("global-batch", &options.global_batch, "rows per step (0: 64 linreg, 256 mlp)");
+  parser.AddInt("hidden", &options.hidden, "mlp hidden width (0: 1024), for sweeps");
+  parser.AddInt("depth", &options.depth, "mlp hidden layers (0: 2), for sweeps");
+  parser.AddDouble("lr", &options.lr, "SGD learning rate (0: 0.2 linreg, 0.01 mlp)");
+  parser.AddString("cross-device-ops", &options.cross_device_ops,
+                   "auto, in-process, nccl, same-card or to-cpu");
+  parser.AddDouble("bucket-mb", &options.bucket_mb, "gradient bucket size, MB");
+  parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");
+  tower::AddDeviceFlags(&parser, &options.device);
+  tower::Status status = parser.Parse(argc, argv, 1);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", status.message().c_str());
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::printf("%s", parser.Usage().c_str());
+    return 0;
+  }
+  status = tower::Run(options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", status.message().c_str());
+    return 1;
+  }
+  return 0;
+}
