@@ -33,6 +33,11 @@ class ElementwiseMean : public Metric {
     sum_ = 0;
     count_ = 0;
   }
+  Totals totals() const override { return {sum_, count_}; }
+  void set_totals(const Totals& totals) override {
+    sum_ = totals.sum;
+    count_ = totals.count;
+  }
 
  private:
   std::string name_;
@@ -69,6 +74,11 @@ class SparseCategoricalAccuracy : public Metric {
   void Reset() override {
     correct_ = 0;
     count_ = 0;
+  }
+  Totals totals() const override { return {static_cast<double>(correct_), count_}; }
+  void set_totals(const Totals& totals) override {
+    correct_ = static_cast<int64_t>(totals.sum);
+    count_ = totals.count;
   }
 
  private:

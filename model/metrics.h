@@ -3,6 +3,7 @@
 #ifndef TOWER_MODEL_METRICS_H_
 #define TOWER_MODEL_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,14 @@ class Metric {
   // The mean so far (NaN before any sample).
   virtual double Result() const = 0;
   virtual void Reset() = 0;
+  // The running totals behind Result() (a sum and a count), so a training checkpoint can
+  // carry a half-finished epoch's figures across a restart exactly.
+  struct Totals {
+    double sum = 0;
+    int64_t count = 0;
+  };
+  virtual Totals totals() const = 0;
+  virtual void set_totals(const Totals& totals) = 0;
 };
 
 // "mae" (mean_absolute_error), "mse" (mean_squared_error), "accuracy"

@@ -1,5 +1,6 @@
 #include "model/sequential.h"
 
+#include <cmath>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -162,6 +163,24 @@ Status Sequential::CheckBatch(const data::Batch& batch) {
   return loss_->CheckShapes(output_dim(), batch.target_dim);
 }
 
+namespace {
+
+// check_numerics: OK, or InvalidArgument naming the first NaN or Inf of `tensor`.
+Status CheckFinite(const Tensor& tensor, const std::string& what, const std::string& step) {
+  TOWER_ASSIGN_OR_RETURN(std::vector<float> values, tensor.ToHost());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return InvalidArgumentError("check-numerics: " + step + ": " + what + " has " +
+                                  (std::isnan(values[i]) ? "NaN" : "Inf") + " at element " +
+                                  std::to_string(i) + " of " + tensor.shape().ToString() +
+                                  " (lower the learning rate, or check the data)");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
                                       std::vector<float>* predictions) {
   Distribution& dist = *distribution_;
@@ -222,6 +241,22 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     bucket.push_back(&loss);
     TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(bucket));
     TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
+    if (check_numerics_) {
+      // After the all-reduce every replica holds the same sums, so all of them stop at the
+      // same step with the same message (none is left waiting in a collective). Checked in
+      // the order they were computed: the loss, then the gradients from the last layer back.
+      const std::string step = "step " + std::to_string(optimizer_->iterations() + 1);
+      TOWER_RETURN_IF_ERROR(CheckFinite(loss, "the loss", step));
+      for (size_t i = layers_.size(); training && i-- > 0;) {
+        const std::vector<Variable*> variables = layers_[i]->variables();
+        for (size_t k = 0; k < per_layer[i].size(); ++k) {
+          const std::string name = k < variables.size() ? variables[k]->name()
+                                                        : "layers." + std::to_string(i);
+          TOWER_RETURN_IF_ERROR(CheckFinite(per_layer[i][k], "the gradient of " + name +
+                                            " (layer " + layers_[i]->Describe() + ")", step));
+        }
+      }
+    }
     if (training) {
       std::vector<Tensor> grads;  // in variable order
       for (auto& layer_grads : per_layer) {
@@ -317,6 +352,17 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
     return InvalidArgumentError("Fit: the dataset is infinite; set steps_per_epoch or "
                                 "max_steps");
   }
+  if (options.backup_every_steps < 0 ||
+      (options.backup_every_steps > 0 && options.backup_path.empty())) {
+    return InvalidArgumentError("Fit: backup_every_steps needs a backup_path and must not be "
+                                "negative");
+  }
+  if (options.resume.has_value() && options.resume->metrics.size() != metrics_.size()) {
+    return InvalidArgumentError("Fit: the resume position has " +
+                                std::to_string(options.resume->metrics.size()) +
+                                " metric totals for " + std::to_string(metrics_.size()) +
+                                " metrics");
+  }
   const bool chief = distribution_->is_chief();
   std::ostream* out = options.out != nullptr ? options.out : &std::cout;
   ProgressBar progress(out, options.out == nullptr && ProgressBar::StdoutIsTerminal(),
@@ -326,25 +372,62 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
   for (const auto& callback : options.callbacks) {
     TOWER_RETURN_IF_ERROR(callback->OnTrainBegin(*this));
   }
-  int64_t total_steps = 0;
-  for (int epoch = 0; epoch < options.epochs && !stop_training_; ++epoch) {
+  const int first_epoch = options.resume ? options.resume->epoch : 0;
+  int64_t total_steps = options.resume ? options.resume->total_steps : 0;
+  // Where the loop stands after each step, for backups.
+  auto position = [&](int epoch, int64_t step, double loss_sum, int64_t rows) {
+    FitPosition at;
+    at.epoch = epoch;
+    at.step_in_epoch = step;
+    at.total_steps = total_steps;
+    at.loss_sum = loss_sum;
+    at.rows = rows;
+    for (const auto& metric : metrics_) at.metrics.push_back(metric->totals());
+    at.signature = options.signature;
+    return at;
+  };
+  std::optional<FitPosition> last_position;
+  for (int epoch = first_epoch; epoch < options.epochs && !stop_training_; ++epoch) {
     for (const auto& callback : options.callbacks) {
       TOWER_RETURN_IF_ERROR(callback->OnEpochBegin(*this, epoch));
     }
-    int64_t steps_in_epoch = options.steps_per_epoch > 0 ? options.steps_per_epoch
-                                                         : dataset.num_batches();
-    if (options.max_steps > 0) {
-      const int64_t left = options.max_steps - total_steps;
-      steps_in_epoch = steps_in_epoch < 0 ? left : std::min(steps_in_epoch, left);
-    }
-    progress.BeginEpoch(epoch, options.epochs, steps_in_epoch);
     ResetMetrics();
     TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> iterator,
                            dataset.MakeIterator(epoch));
     double loss_sum = 0;
     int64_t rows = 0;
     int64_t step = 0;
+    if (options.resume && epoch == first_epoch) {
+      // Read past the batches the killed run had trained on: the pipeline is deterministic,
+      // so the next batch is the one it would have trained on next.
+      while (step < options.resume->step_in_epoch) {
+        TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator->Next());
+        if (!batch.has_value()) {
+          return FailedPreconditionError(
+              "Fit: the data ended after " + std::to_string(step) + " batches of epoch " +
+              std::to_string(epoch + 1) + ", before the resume position (step " +
+              std::to_string(options.resume->step_in_epoch) + "): was the data changed?");
+        }
+        if (batch->rows > 0) ++step;
+      }
+      loss_sum = options.resume->loss_sum;
+      rows = options.resume->rows;
+      for (size_t m = 0; m < metrics_.size(); ++m) {
+        metrics_[m]->set_totals(options.resume->metrics[m]);
+      }
+    }
+    int64_t steps_in_epoch = options.steps_per_epoch > 0 ? options.steps_per_epoch
+                                                         : dataset.num_batches();
+    if (options.max_steps > 0) {
+      const int64_t left = step + options.max_steps - total_steps;
+      steps_in_epoch = steps_in_epoch < 0 ? left : std::min(steps_in_epoch, left);
+    }
+    progress.BeginEpoch(epoch, options.epochs, steps_in_epoch);
     Logs logs;
+    if (rows > 0) {
+      logs = MetricResults();
+      logs["loss"] = loss_sum / rows;
+    }
     while (steps_in_epoch < 0 || step < steps_in_epoch) {
       TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator->Next());
       if (!batch.has_value()) break;
@@ -364,6 +447,11 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
       for (const auto& callback : options.callbacks) {
         TOWER_RETURN_IF_ERROR(callback->OnBatchEnd(*this, optimizer_->iterations(), logs));
       }
+      last_position = position(epoch, step, loss_sum, rows);
+      if (options.backup_every_steps > 0 && total_steps % options.backup_every_steps == 0) {
+        TOWER_RETURN_IF_ERROR(SaveBackup(options.backup_path, *last_position)
+                                  .WithContext("backup at step " + std::to_string(total_steps)));
+      }
       if (stop_training_) break;
     }
     if (step == 0) {
@@ -380,6 +468,11 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
       TOWER_RETURN_IF_ERROR(callback->OnEpochEnd(*this, epoch, logs));
     }
     if (options.max_steps > 0 && total_steps >= options.max_steps) break;
+  }
+  // The final position too: resuming a finished run trains no more.
+  if (!options.backup_path.empty() && last_position.has_value()) {
+    TOWER_RETURN_IF_ERROR(SaveBackup(options.backup_path, *last_position)
+                              .WithContext("final backup"));
   }
   for (const auto& callback : options.callbacks) {
     TOWER_RETURN_IF_ERROR(callback->OnTrainEnd(*this, history));

@@ -14,7 +14,9 @@
 #define TOWER_MODEL_SEQUENTIAL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "data/dataset.h"
 #include "model/callbacks.h"
 #include "model/distribution.h"
+#include "model/fit_position.h"
 #include "model/layer.h"
 #include "model/logs.h"
 #include "model/loss.h"
@@ -29,6 +32,10 @@
 #include "model/optimizer.h"
 
 namespace tower {
+
+namespace checkpoint {
+struct File;
+}  // namespace checkpoint
 
 struct FitOptions {
   int epochs = 1;
@@ -42,6 +49,17 @@ struct FitOptions {
   std::vector<std::shared_ptr<Callback>> callbacks;
   int verbose = 1;               // 0 silent, 1 progress bar, 2 one line per epoch
   std::ostream* out = nullptr;   // where progress goes; nullptr: std::cout
+
+  // Backup and restore (TensorFlow's BackupAndRestore): every `backup_every_steps` steps
+  // (0: never) and when training ends, the weights, the optimizer state and the position
+  // (FitPosition, carrying `signature`) are written atomically to `backup_path` by the
+  // chief. `resume` (from RestoreBackup, which has loaded the weights) continues a killed
+  // run from its last backup: the data before the position is read and skipped, so the
+  // resumed run ends with the same bits as an uninterrupted one.
+  std::string backup_path;
+  int64_t backup_every_steps = 0;
+  std::string signature;
+  std::optional<FitPosition> resume;
 };
 
 class Sequential {
@@ -84,6 +102,15 @@ class Sequential {
   // Checks every name, shape and dtype and says which is wrong; builds the model from the
   // file's first kernel if it is not built yet. Optimizer state is loaded when present.
   Status LoadWeights(const std::string& path);
+  // A backup written during Fit: the weights, optimizer state and the position to pass as
+  // FitOptions::resume. Refused, leaving the model as it was, when the backup was written
+  // by a run with another `signature`.
+  Status SaveBackup(const std::string& path, const FitPosition& position) const;
+  StatusOr<FitPosition> RestoreBackup(const std::string& path, const std::string& signature);
+
+  // With it on, the first NaN or Inf in a loss or gradient fails the step with the layer,
+  // tensor and step named (TensorFlow's check_numerics). Costs a pass over every gradient.
+  void set_check_numerics(bool on) { check_numerics_ = on; }
 
   // Keras's model.summary(): layers, output shapes, parameter counts.
   std::string Summary() const;
@@ -108,6 +135,9 @@ class Sequential {
   StatusOr<double> RunBatch(const data::Batch& batch, bool training,
                             std::vector<float>* predictions);
   void UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions);
+  Status WriteCheckpoint(const std::string& path,
+                         const std::map<std::string, std::string>& metadata) const;
+  Status ApplyCheckpoint(const checkpoint::File& file, const std::string& path);
 
   std::vector<std::shared_ptr<Layer>> layers_;
   const uint64_t seed_;
@@ -120,6 +150,7 @@ class Sequential {
   std::vector<Variable*> trainable_;
   int64_t input_dim_ = -1;
   bool stop_training_ = false;
+  bool check_numerics_ = false;
 };
 
 }  // namespace tower

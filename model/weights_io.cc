@@ -32,6 +32,36 @@ Status Mismatch(const std::string& path, const std::string& what) {
 }  // namespace
 
 Status Sequential::SaveWeights(const std::string& path) const {
+  return WriteCheckpoint(path, {});
+}
+
+Status Sequential::SaveBackup(const std::string& path, const FitPosition& position) const {
+  std::map<std::string, std::string> metadata;
+  AddToMetadata(position, &metadata);
+  return WriteCheckpoint(path, metadata);
+}
+
+StatusOr<FitPosition> Sequential::RestoreBackup(const std::string& path,
+                                                const std::string& signature) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  TOWER_ASSIGN_OR_RETURN(checkpoint::File file, checkpoint::Load(path));
+  TOWER_ASSIGN_OR_RETURN(FitPosition position, FitPositionFromMetadata(file.metadata, path));
+  if (position.signature != signature) {
+    return FailedPreconditionError(
+        path + " is the backup of another run; it trained [" + position.signature +
+        "], this one trains [" + signature + "]. Resume with the same flags, or remove it");
+  }
+  if (position.metrics.size() != metrics_.size()) {
+    return InvalidArgumentError(path + ": the backup has " +
+                                std::to_string(position.metrics.size()) +
+                                " metric totals, the model " + std::to_string(metrics_.size()));
+  }
+  TOWER_RETURN_IF_ERROR(ApplyCheckpoint(file, path));
+  return position;
+}
+
+Status Sequential::WriteCheckpoint(const std::string& path,
+                                   const std::map<std::string, std::string>& metadata) const {
   if (!built()) {
     return FailedPreconditionError("SaveWeights: the model is not built yet (nothing to save)");
   }
@@ -58,12 +88,17 @@ Status Sequential::SaveWeights(const std::string& path) const {
   file.metadata["format"] = "tower";
   file.metadata["layers"] = Join(layers, ", ");
   file.metadata["input_dim"] = std::to_string(input_dim_);
+  for (const auto& [key, value] : metadata) file.metadata[key] = value;
   return checkpoint::Save(path, file);
 }
 
 Status Sequential::LoadWeights(const std::string& path) {
   TOWER_RETURN_IF_ERROR(CheckCompiled());
   TOWER_ASSIGN_OR_RETURN(checkpoint::File file, checkpoint::Load(path));
+  return ApplyCheckpoint(file, path);
+}
+
+Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::string& path) {
   if (!built()) {
     const checkpoint::TensorData* first = file.Find("layers.0.kernel");
     if (first == nullptr || first->shape.size() != 2) {

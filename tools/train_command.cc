@@ -1,6 +1,7 @@
 #include "tools/train_command.h"
 
 #include <cmath>
+#include <fstream>
 #include <memory>
 
 #include "data/csv.h"
@@ -38,6 +39,11 @@ struct TrainFlags {
   std::string metrics_out;
   std::string metrics;
   int64_t verbose = 1;
+  // Fault tolerance.
+  std::string backup;
+  int64_t backup_every = 100;
+  bool resume = false;
+  bool check_numerics = false;
   // Distribution.
   int64_t replicas = 1;
   std::string devices;
@@ -175,6 +181,10 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddString("metrics-out", &flags.metrics_out, "per-epoch metrics: .csv, else JSON lines (with per-step lines)");
   parser.AddString("metrics", &flags.metrics, "extra metrics: mae, mse, accuracy");
   parser.AddInt("verbose", &flags.verbose, "0 quiet, 1 progress bar, 2 one line per epoch");
+  parser.AddString("backup", &flags.backup, "write weights, optimizer state and the data position here (atomically) every --backup-every steps and at the end");
+  parser.AddInt("backup-every", &flags.backup_every, "steps between backups");
+  parser.AddBool("resume", &flags.resume, "continue from the --backup file if there is one (a killed run then ends with the same weights, bitwise)");
+  parser.AddBool("check-numerics", &flags.check_numerics, "stop at the first NaN or Inf in a loss or gradient, naming it");
   parser.AddInt("replicas", &flags.replicas, "data-parallel replicas (logical CPUs or virtual GPUs as needed)");
   parser.AddString("devices", &flags.devices, "replica devices, e.g. /GPU:0,/GPU:1 (instead of --replicas)");
   parser.AddString("cross-device-ops", &flags.cross_device_ops, "auto, in-process, nccl, same-card or to-cpu");
@@ -200,6 +210,12 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   if (flags.global_batch <= 0) return Usage(err, InvalidArgumentError("--global-batch must be positive"));
   if (flags.verbose < 0 || flags.verbose > 2) return Usage(err, InvalidArgumentError("--verbose is 0, 1 or 2"));
+  if (flags.backup_every <= 0) {
+    return Usage(err, InvalidArgumentError("--backup-every must be a positive number of steps"));
+  }
+  if (flags.resume && flags.backup.empty()) {
+    return Usage(err, InvalidArgumentError("--resume needs --backup=PATH (the file to resume from)"));
+  }
   if (!flags.devices.empty() && parser.WasSet("replicas")) {
     return Usage(err, InvalidArgumentError("give --replicas or --devices, not both"));
   }
@@ -218,8 +234,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   StatusOr<std::vector<std::shared_ptr<Layer>>> layers =
       ParseLayers(flags.layers.empty() ? defaults.layers : flags.layers);
   if (!layers.ok()) return Usage(err, layers.status());
-  StatusOr<std::unique_ptr<Optimizer>> optimizer =
-      MakeOptimizer(flags, flags.lr > 0 || parser.WasSet("lr") ? flags.lr : defaults.lr);
+  const double lr = flags.lr > 0 || parser.WasSet("lr") ? flags.lr : defaults.lr;
+  StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(flags, lr);
   if (!optimizer.ok()) return Usage(err, optimizer.status());
   const int64_t outputs = (*layers).back()->output_dim();
   Status shapes = (*loss)->CheckShapes(outputs, prepared->dataset.target_dim());
@@ -288,6 +304,31 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     status = model.LoadWeights(flags.init);
     if (!status.ok()) return Usage(err, status.WithContext("--init"));
   }
+  model.set_check_numerics(flags.check_numerics);
+  const bool chief = strategy == nullptr || strategy->is_chief();
+  // What this run trains: a backup written by a run with other values is not resumed.
+  const std::string signature = Join(std::vector<std::string>{"data=" + flags.data, "target=" + flags.target,
+       "layers=" + (flags.layers.empty() ? defaults.layers : flags.layers), "loss=" + flags.loss,
+       "optimizer=" + flags.optimizer, "lr=" + std::to_string(lr),
+       "momentum=" + std::to_string(flags.momentum), "nesterov=" + std::to_string(flags.nesterov),
+       "global-batch=" + std::to_string(flags.global_batch),
+       "shuffle=" + std::to_string(flags.shuffle),
+       "drop-remainder=" + std::to_string(flags.drop_remainder),
+       "seed=" + std::to_string(flags.seed), "metrics=" + flags.metrics},
+      " ");
+  std::optional<FitPosition> resume;
+  if (flags.resume && std::ifstream(flags.backup).good()) {
+    StatusOr<FitPosition> position = model.RestoreBackup(flags.backup, signature);
+    if (!position.ok()) return Usage(err, position.status().WithContext("--resume"));
+    resume = *position;
+    if (flags.verbose > 0 && chief) {
+      out << "Resuming from " << flags.backup << ": epoch " << resume->epoch + 1 << ", "
+          << resume->step_in_epoch << " steps into it (" << resume->total_steps
+          << " steps done)\n";
+    }
+  } else if (flags.resume && flags.verbose > 0 && chief) {
+    out << "No backup at " << flags.backup << " yet: starting from the beginning\n";
+  }
 
   // ---- The pipeline and the loop.
   data::Dataset dataset = prepared->dataset;
@@ -313,6 +354,10 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
                                                    : (flags.steps + per_epoch - 1) / per_epoch);
     if (flags.steps > 0) fit.max_steps = flags.steps;
   }
+  fit.backup_path = flags.backup;
+  fit.backup_every_steps = flags.backup.empty() ? 0 : flags.backup_every;
+  fit.signature = signature;
+  fit.resume = resume;
   if (!flags.metrics_out.empty()) {
     if (EndsWith(flags.metrics_out, ".csv")) {
       fit.callbacks.push_back(std::make_shared<CsvLogger>(flags.metrics_out));
@@ -336,7 +381,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
       err << "error: " << status.message() << "\n";
       return 1;
     }
-    if (flags.verbose > 0 && (strategy == nullptr || strategy->is_chief())) {
+    if (flags.verbose > 0 && chief) {
       out << "Saved weights to " << flags.save << "\n";
     }
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -359,6 +360,109 @@ TEST(SequentialTest, GradientsAreReducedInBucketsAsBackwardProducesThem) {
     ASSERT_TRUE(model.TrainStep(**batch).ok());
     EXPECT_EQ(distribution.calls, expected) << "bucket_bytes " << bucket_bytes;
   }
+}
+
+TEST(SequentialTest, CheckNumericsNamesTheFirstNonFiniteLossOrGradient) {
+  // x = 1e30, kernel 1e-20: the prediction is 1e10 and the loss 1e20 (finite), but the
+  // kernel's gradient 2·x·(pred − y) = 2e40 overflows float.
+  auto model = SeedsModel();
+  ASSERT_TRUE(model->Build(1).ok());
+  ASSERT_TRUE(model->trainable_variables()[0]->Assign({1e-20f}).ok());
+  const data::Dataset huge = *data::Dataset::FromTensors({1e30f}, 1, {0.0f}, 1);
+  FitOptions options;
+  options.verbose = 0;
+  // Off (the default): training goes on with Inf.
+  EXPECT_TRUE(model->Fit(huge.Batch(1), options).ok());
+  model = SeedsModel();
+  ASSERT_TRUE(model->Build(1).ok());
+  ASSERT_TRUE(model->trainable_variables()[0]->Assign({1e-20f}).ok());
+  model->set_check_numerics(true);
+  StatusOr<History> history = model->Fit(huge.Batch(1), options);
+  ASSERT_FALSE(history.ok());
+  EXPECT_THAT(history.status().message(),
+              HasSubstr("check-numerics: step 1: the gradient of layers.0.kernel (layer "
+                        "Dense(1)) has Inf at element 0 of [1, 1]"));
+  EXPECT_THAT(history.status().message(), HasSubstr("epoch 1, step 1"));
+  EXPECT_EQ(*model->trainable_variables()[0]->Read(), std::vector<float>{1e-20f})
+      << "the step that failed must not update the weights";
+  // A NaN in the data: the loss is the first non-finite tensor.
+  const data::Dataset nan = *data::Dataset::FromTensors({0.5f, NAN}, 1, {1.0f, 2.0f}, 1);
+  model = SeedsModel();
+  model->set_check_numerics(true);
+  history = model->Fit(nan.Batch(1), options);
+  ASSERT_FALSE(history.ok());
+  EXPECT_THAT(history.status().message(),
+              HasSubstr("check-numerics: step 2: the loss has NaN"));
+}
+
+TEST(SequentialTest, FitPositionRoundTripsThroughMetadataExactly) {
+  FitPosition position;
+  position.epoch = 3;
+  position.step_in_epoch = 17;
+  position.total_steps = 1234567890123;
+  position.loss_sum = 0.1 + 0.2;  // not representable in a short decimal
+  position.rows = 99;
+  position.metrics = {{1.0 / 3.0, 7}, {42, 64}};
+  position.signature = "data=x.csv layers=8:relu,1";
+  std::map<std::string, std::string> metadata;
+  AddToMetadata(position, &metadata);
+  StatusOr<FitPosition> back = FitPositionFromMetadata(metadata, "b.safetensors");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == position);
+  EXPECT_EQ(FitPositionFromMetadata({}, "w.safetensors").status().code(), StatusCode::kNotFound);
+  for (const std::string key : {"fit.step_in_epoch", "fit.loss_sum", "fit.metrics"}) {
+    auto broken = metadata;
+    broken[key] = "x/y";
+    EXPECT_THAT(FitPositionFromMetadata(broken, "b.safetensors").status().message(),
+                HasSubstr("b.safetensors: metadata '" + key + "' is missing or malformed"));
+  }
+}
+
+TEST(SequentialTest, BackupAndResumeContinueExactlyWhereTheRunStopped) {
+  // Shuffled data and momentum: the data position and the optimizer state both matter.
+  data::SyntheticOptions linreg;
+  linreg.name = "linreg";
+  linreg.rows = 300;
+  const data::Dataset dataset = data::Dataset::Synthetic(linreg)->Shuffle(300, 4).Batch(32);
+  auto make = [] {
+    auto model = std::make_unique<Sequential>(
+        std::vector<std::shared_ptr<Layer>>{Dense(4, "tanh"), Dense(1)}, 5);
+    TOWER_CHECK_OK(model->Compile(MeanSquaredErrorLoss(), SGD(0.05f, 0.9f), {"mae"}));
+    return model;
+  };
+  FitOptions options;
+  options.epochs = 3;
+  options.verbose = 0;
+  auto whole = make();
+  StatusOr<History> expected = whole->Fit(dataset, options);
+  ASSERT_TRUE(expected.ok());
+
+  const std::string backup = TempPath("fit_backup.safetensors");
+  FitOptions first = options;
+  first.max_steps = 14;  // stops mid-epoch 2 (10 steps per epoch)
+  first.backup_path = backup;
+  first.backup_every_steps = 4;
+  first.signature = "test";
+  ASSERT_TRUE(make()->Fit(dataset, first).ok());
+  auto resumed = make();
+  StatusOr<FitPosition> position = resumed->RestoreBackup(backup, "test");
+  ASSERT_TRUE(position.ok()) << position.status();
+  EXPECT_EQ(position->epoch, 1);
+  EXPECT_EQ(position->step_in_epoch, 4);
+  EXPECT_EQ(position->total_steps, 14);
+  EXPECT_FALSE(resumed->RestoreBackup(backup, "another run").ok());
+  FitOptions rest = options;
+  rest.resume = *position;
+  StatusOr<History> history = resumed->Fit(dataset, rest);
+  ASSERT_TRUE(history.ok()) << history.status();
+  for (size_t v = 0; v < whole->trainable_variables().size(); ++v) {
+    EXPECT_EQ(*resumed->trainable_variables()[v]->Read(), *whole->trainable_variables()[v]->Read());
+  }
+  EXPECT_EQ(resumed->optimizer()->iterations(), 30);
+  // The interrupted epoch's figures include the steps before the restart.
+  ASSERT_EQ(history->epochs.size(), 2u);
+  EXPECT_EQ(history->epochs[0].at("loss"), expected->epochs[1].at("loss"));
+  EXPECT_EQ(history->epochs[0].at("mae"), expected->epochs[1].at("mae"));
 }
 
 }  // namespace

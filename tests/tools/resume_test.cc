@@ -1,0 +1,147 @@
+// Fault tolerance of `tower train`: a run killed with SIGKILL at a random step and restarted
+// with --resume ends with exactly the bits of an uninterrupted run (weights, optimizer state,
+// step counter; the data position is in the backup), backups are whole at every instant,
+// and a backup of another run is refused.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/checkpoint/safetensors.h"
+#include "model/fit_position.h"
+#include "tests/testing/run_program.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BackgroundProgram;
+using testing::ProgramOutput;
+
+std::string Path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The inode of `path` (a new one each time a backup is renamed into place), or 0.
+ino_t Inode(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 ? info.st_ino : 0;
+}
+
+// 3 epochs of 20 steps on 2 replicas: Adam (two slots per variable), shuffled data, a metric
+// — every kind of state a resume must restore.
+const std::string kRun =
+    "train --data=synthetic:mlp:rows=1280:seed=3 --layers=512:relu,256:tanh,1 --epochs=3 "
+    "--global-batch=64 --shuffle --seed=7 --optimizer=adam --lr=0.0005 --metrics=mae "
+    "--replicas=2 ";
+constexpr int64_t kTotalSteps = 60;
+
+FitPosition PositionIn(const std::string& backup) {
+  StatusOr<checkpoint::File> file = checkpoint::Load(backup);
+  EXPECT_TRUE(file.ok()) << "a backup must always be whole: " << file.status();
+  if (!file.ok()) return {};
+  StatusOr<FitPosition> position = FitPositionFromMetadata(file->metadata, backup);
+  EXPECT_TRUE(position.ok()) << position.status();
+  return position.ok() ? *position : FitPosition{};
+}
+
+TEST(ResumeTest, KilledAtARandomStepAndResumedGivesTheSameBits) {
+  const std::string reference = Path("reference.safetensors");
+  ProgramOutput uninterrupted = testing::RunProgram(
+      "tools/tower", kRun + "--backup=" + Path("reference_backup.safetensors") +
+                         " --backup-every=3 --verbose=0 --save=" + reference);
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.text;
+  const std::string expected = ReadBytes(reference);
+  ASSERT_FALSE(expected.empty());
+
+  std::mt19937 random(std::random_device{}());
+  for (int trial = 0; trial < 3; ++trial) {
+    const std::string backup = Path("backup" + std::to_string(trial) + ".safetensors");
+    const std::string saved = Path("resumed" + std::to_string(trial) + ".safetensors");
+    // Kill after a random number of backups (of 20), plus a random few milliseconds, so the
+    // kill lands anywhere: mid-step, mid-backup, between the two.
+    const int backups_before_kill = std::uniform_int_distribution<int>(1, 15)(random);
+    const int extra_ms = std::uniform_int_distribution<int>(0, 20)(random);
+    {
+      BackgroundProgram run("tools/tower",
+                            kRun + "--backup=" + backup +
+                                " --backup-every=3 --resume --verbose=0 --save=" + saved,
+                            Path("run" + std::to_string(trial) + ".log"));
+      ASSERT_TRUE(run.started());
+      ino_t last = 0;
+      int seen = 0;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+      while (seen < backups_before_kill && run.Running() &&
+             std::chrono::steady_clock::now() < deadline) {
+        const ino_t now = Inode(backup);
+        if (now != 0 && now != last) {
+          last = now;
+          ++seen;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(extra_ms));
+      ASSERT_TRUE(run.Running()) << "trial " << trial << ": the run ended before the kill ("
+                                 << seen << " backups seen); make it longer";
+      run.Kill(SIGKILL);
+      EXPECT_EQ(run.Wait(), -SIGKILL);
+    }
+    const FitPosition killed_at = PositionIn(backup);
+    EXPECT_GT(killed_at.total_steps, 0);
+    EXPECT_LT(killed_at.total_steps, kTotalSteps);
+    EXPECT_EQ(killed_at.total_steps % 3, 0);
+    ProgramOutput resumed = testing::RunProgram(
+        "tools/tower", kRun + "--backup=" + backup + " --backup-every=3 --resume --save=" +
+                           saved + " --verbose=1");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.text;
+    EXPECT_THAT(resumed.text, HasSubstr("Resuming from " + backup));
+    EXPECT_EQ(ReadBytes(saved), expected)
+        << "trial " << trial << ": killed after step " << killed_at.total_steps
+        << ", the resumed run's weights differ from the uninterrupted run's";
+    // The final backups agree too (same position, same weights).
+    EXPECT_EQ(PositionIn(backup), PositionIn(Path("reference_backup.safetensors")));
+  }
+}
+
+TEST(ResumeTest, ResumingAFinishedRunTrainsNoMore) {
+  const std::string backup = Path("finished_backup.safetensors");
+  const std::string first = Path("finished_first.safetensors");
+  const std::string second = Path("finished_second.safetensors");
+  const std::string run = "train --data=synthetic:linreg:rows=256 --epochs=2 --global-batch=32 "
+                          "--verbose=0 --backup=" + backup + " --resume ";
+  ProgramOutput fresh = testing::RunProgram("tools/tower", run + "--save=" + first);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.text;
+  EXPECT_EQ(PositionIn(backup).total_steps, 16);
+  ProgramOutput again = testing::RunProgram("tools/tower", run + "--save=" + second);
+  ASSERT_EQ(again.exit_code, 0) << again.text;
+  EXPECT_EQ(ReadBytes(first), ReadBytes(second));
+}
+
+TEST(ResumeTest, ABackupOfAnotherRunIsRefused) {
+  const std::string backup = Path("other_backup.safetensors");
+  const std::string run = "train --data=synthetic:linreg:rows=256 --epochs=1 --global-batch=32 "
+                          "--verbose=0 --backup=" + backup + " --resume ";
+  ASSERT_EQ(testing::RunProgram("tools/tower", run).exit_code, 0);
+  const std::string before = ReadBytes(backup);
+  ProgramOutput other = testing::RunProgram("tools/tower", run + "--lr=0.1");
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_THAT(other.text, HasSubstr("is the backup of another run"));
+  EXPECT_THAT(other.text, HasSubstr("lr=0.100000"));
+  EXPECT_EQ(ReadBytes(backup), before) << "a refused resume must leave the backup alone";
+}
+
+}  // namespace
+}  // namespace tower
