@@ -6,6 +6,14 @@
 #include <cstdlib>
 
 namespace tower {
+namespace {
+
+// C's isspace() in the "C" locale, without the locale.
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+}  // namespace
 
 std::string HumanBytes(uint64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -48,14 +56,16 @@ std::optional<int64_t> ParseInt64(std::string_view text) {
   errno = 0;
   const long long value = std::strtoll(copy.c_str(), &end, 10);
   if (errno != 0 || end != copy.c_str() + copy.size()) return std::nullopt;
-  if (copy[0] == ' ' || copy[0] == '\t' || copy[0] == '+') return std::nullopt;
+  // strtoll skips leading white space (" \t\n\v\f\r") and takes a '+': neither is a plain
+  // integer.
+  if (IsSpace(copy[0]) || copy[0] == '+') return std::nullopt;
   return static_cast<int64_t>(value);
 }
 
 std::optional<double> ParseDouble(std::string_view text) {
   if (text.empty() || text.size() > 64) return std::nullopt;
   const std::string copy(text);
-  if (copy[0] == ' ' || copy[0] == '\t') return std::nullopt;
+  if (IsSpace(copy[0])) return std::nullopt;  // strtod would skip it
   char* end = nullptr;
   errno = 0;
   const double value = std::strtod(copy.c_str(), &end);

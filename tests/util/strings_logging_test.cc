@@ -28,6 +28,8 @@ TEST(StringsTest, ParseInt64RejectsJunk) {
   EXPECT_FALSE(ParseInt64("12abc"));
   EXPECT_FALSE(ParseInt64(" 1"));
   EXPECT_FALSE(ParseInt64("+1"));
+  // Every white space strtoll would skip (found by tests/fuzz/train_flags_fuzzer).
+  for (const char* text : {"\t1", "\n1", "\v1", "\f1", "\r1"}) EXPECT_FALSE(ParseInt64(text)) << text;
   EXPECT_FALSE(ParseInt64("99999999999999999999999"));
 }
 
@@ -37,6 +39,7 @@ TEST(StringsTest, ParseDouble) {
   EXPECT_FALSE(ParseDouble("1.5x"));
   EXPECT_FALSE(ParseDouble(""));
   EXPECT_FALSE(ParseDouble("1e999"));
+  for (const char* text : {" 1", "\t1", "\n1", "\v1", "\f1", "\r1"}) EXPECT_FALSE(ParseDouble(text)) << text;
 }
 
 TEST(StringsTest, SplitJoinCase) {
