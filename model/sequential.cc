@@ -130,8 +130,9 @@ Status Sequential::Build(int64_t input_dim) {
   // Every worker must build the same model, and all copies start from replica 0's (rank
   // 0's) values: identical already when seeds agree, made certain by the broadcast.
   std::string signature = "replicas " + std::to_string(distribution_->num_replicas_in_sync()) +
-                          "; optimizer " + optimizer_->name() + "; input " +
-                          std::to_string(input_dim);
+                          "; gradient buckets of " +
+                          std::to_string(distribution_->bucket_bytes()) + " bytes; optimizer " +
+                          optimizer_->name() + "; input " + std::to_string(input_dim);
   for (const auto& variable : variables_) {
     signature += "; " + variable->name() + " " + variable->shape().ToString();
   }

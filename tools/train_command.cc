@@ -1,5 +1,7 @@
 #include "tools/train_command.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -152,6 +154,18 @@ Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {
   }
 }
 
+// Output paths are checked before training, so a typo costs seconds, not a training run.
+Status CheckWritable(const std::string& flag, const std::string& path) {
+  if (path.empty()) return OkStatus();
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return InvalidArgumentError("--" + flag + "=" + path + ": the directory " + dir +
+                                " does not exist or is not writable");
+  }
+  return OkStatus();
+}
+
 int Usage(std::ostream& err, const Status& status) {
   err << "error: " << status.message() << "\n";
   return 2;
@@ -215,6 +229,12 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   if (flags.resume && flags.backup.empty()) {
     return Usage(err, InvalidArgumentError("--resume needs --backup=PATH (the file to resume from)"));
+  }
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"save", flags.save},
+                                    {"backup", flags.backup},
+                                    {"metrics-out", flags.metrics_out}}) {
+    status = CheckWritable(flag, path);
+    if (!status.ok()) return Usage(err, status);
   }
   if (!flags.devices.empty() && parser.WasSet("replicas")) {
     return Usage(err, InvalidArgumentError("give --replicas or --devices, not both"));

@@ -148,6 +148,16 @@ TEST(MirroredStrategyTest, AStalledReplicaTimesOutNamedInTheCollective) {
   EXPECT_TRUE(IsDeadlineExceeded(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("replica 1 (/job:localhost/replica:0/task:0/device:CPU:1), "
                                           "which never arrived"));
+  // No thread is left behind: the strategy can be dropped and a new one built and used.
+  strategy.reset();
+  strategy = Strategy(*context, {}, std::chrono::milliseconds(300));
+  EXPECT_TRUE(strategy->RunOnReplicas([](ReplicaContext& ctx) -> Status {
+    TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::FromHost(ctx.device(), Shape{4}, {1, 1, 1, 1}));
+    Tensor* list[] = {&t};
+    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> sum, t.ToHost());
+    return sum == std::vector<float>(4, 3.0f) ? OkStatus() : InternalError("wrong sum");
+  }).ok());
 }
 
 TEST(MirroredStrategyTest, DistributeDatasetShardsInOrderEvenlyWithEmptyReplicas) {

@@ -154,9 +154,25 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
   const std::string base = "--data=" + csv + " --target=y --save=" + save + " ";
   const std::string layers = "--layers=1 ";
   const std::string epochs = "--epochs=1 ";
+  const std::string duplicate = Path("duplicate.csv");
+  std::ofstream(duplicate) << "x,x,y\n1,2,3\n";
+  const std::string quote = Path("quote.csv");
+  std::ofstream(quote) << "x,\"y\n1,2\n";
+  const std::string nan = Path("nan.csv");
+  std::ofstream(nan) << "x,y\n1,nan\n";
+  const std::string weights = Path("weights.safetensors");
+  ASSERT_EQ(Train("--data=" + csv + " --target=y --layers=1 --epochs=1 --verbose=0 --save=" +
+                  weights).exit_code, 0);
+  const std::string truncated = Path("truncated.safetensors");
+  {
+    std::ifstream in(weights, std::ios::binary);
+    std::string bytes(std::istreambuf_iterator<char>(in), {});
+    std::ofstream(truncated, std::ios::binary) << bytes.substr(0, 50);
+  }
   struct Case {
     std::string args;
     std::string message;
+    std::string env = "";  // environment assignments before the command
   };
   const Case cases[] = {
       {"", "--data is required"},
@@ -191,6 +207,31 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {base + layers + epochs + "--init=" + corrupt, "--init: " + corrupt},
       {base + layers + epochs + "--init=" + Path("absent.safetensors"), "absent.safetensors"},
       {base + layers + epochs + "--bogus=1", "unknown flag --bogus"},
+      // Device names, device configuration and the environment.
+      {base + layers + epochs + "--devices=/dvice:CPU:0", "Malformed device name '/dvice:CPU:0'"},
+      {base + layers + epochs + "--visible-gpus=x", "'x' is not a GPU index"},
+      {base + layers + epochs + "--memory-fraction=2", "fraction must be in (0, 1], got 2"},
+      {base + layers + epochs + "--memory-growth=maybe", "--memory-growth='maybe' must be true or false"},
+      {base + layers + epochs + "--cpu-memory-limit=-1", "--cpu-memory-limit=-1 must be a positive"},
+      {base + layers + epochs, "TF_FORCE_GPU_ALLOW_GROWTH='maybe' is not a valid value",
+       "TF_FORCE_GPU_ALLOW_GROWTH=maybe"},
+      // CSV contents.
+      {"--data=" + duplicate + " --target=y --layers=1 --epochs=1", "duplicate column name 'x'"},
+      {"--data=" + quote + " --target=y --layers=1 --epochs=1", "unterminated quote"},
+      {"--data=" + nan + " --target=y --layers=1 --epochs=1", "line 2, column 'y' (2): 'nan' is not a finite number"},
+      {"--data=" + csv + " --target=y,y --layers=1 --epochs=1", "target column 'y' is listed twice"},
+      {"--data=synthetic:mlp:rows=-5 --steps=1", "rows must be a count"},
+      // Checkpoint files and resuming.
+      {base + layers + epochs + "--init=" + truncated, "truncated: the header length is"},
+      {base + epochs + "--layers=4,1 --init=" + weights, "'layers.0.kernel' has shape [3, 1] but the model's is [3, 4]"},
+      {base + layers + epochs + "--backup=" + weights + " --resume", "holds weights but no training position"},
+      {base + layers + epochs + "--backup=" + truncated + " --resume", "--resume: " + truncated},
+      {base + layers + epochs + "--resume", "--resume needs --backup=PATH"},
+      {base + layers + epochs + "--backup=" + Path("b.safetensors") + " --backup-every=0", "--backup-every must be a positive"},
+      // Output that could not be written is found before training, not after.
+      {"--data=" + csv + " --target=y --layers=1 --epochs=1 --save=/no/such/dir/w.safetensors",
+       "--save=/no/such/dir/w.safetensors: the directory /no/such/dir does not exist"},
+      {base + layers + epochs + "--metrics-out=/no/such/dir/m.csv", "the directory /no/such/dir"},
       {base + layers + epochs + "--bucket-mb=0", "--bucket-mb must be between"},
       {base + layers + epochs + "--bucket-mb=nan", "--bucket-mb"},
       {base + layers + epochs + "--collective-timeout=-1", "--collective-timeout must be between"},
@@ -204,8 +245,10 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {"--data=" + csv + " --target=class --layers=1 --loss=sparse_ce --epochs=1",
        "needs a model with one output (logit) per class"},
   };
+  EXPECT_GE(std::size(cases), 60u) << "the table of bad inputs shrank";
   for (const Case& c : cases) {
-    ProgramOutput out = Train(c.args);
+    ProgramOutput out = testing::RunCommand(c.env + " " + testing::Runfile("tools/tower") +
+                                            " train " + c.args);
     EXPECT_NE(out.exit_code, 0) << c.args;
     EXPECT_NE(out.exit_code, -1) << "killed by a signal: " << c.args;
     EXPECT_THAT(out.text, HasSubstr("error: ")) << c.args;
