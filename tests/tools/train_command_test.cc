@@ -137,6 +137,32 @@ TEST(TrainCommandTest, JsonLinesLogHasStepsAndEpochs) {
   EXPECT_EQ(epochs, 2);
 }
 
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(TrainCommandTest, TheSameCommandTwiceGivesTheSameBits) {
+  // Every CPU path is deterministic: shuffling, the split into replicas, the all-reduce's
+  // summation order (replica order, whatever the thread timing) and the kernels.
+  for (const std::string replicas : {"1", "3"}) {
+    std::string outputs[2];
+    for (int run = 0; run < 2; ++run) {
+      const std::string tag = replicas + "_" + std::to_string(run);
+      const std::string weights = Path("twice_" + tag + ".safetensors");
+      const std::string metrics = Path("twice_" + tag + ".jsonl");
+      ProgramOutput out = Train(
+          "--data=synthetic:mlp:rows=600 --layers=64:relu,32:tanh,1 --epochs=2 --shuffle "
+          "--global-batch=50 --optimizer=adam --lr=0.001 --metrics=mae --verbose=0 "
+          "--replicas=" + replicas + " --save=" + weights + " --metrics-out=" + metrics);
+      ASSERT_EQ(out.exit_code, 0) << out.text;
+      outputs[run] = ReadBytes(weights) + ReadBytes(metrics);
+    }
+    EXPECT_FALSE(outputs[0].empty());
+    EXPECT_EQ(outputs[0], outputs[1]) << replicas << " replicas";
+  }
+}
+
 TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
   const std::string csv = Path("good.csv");
   WriteCsv(csv);
