@@ -19,6 +19,14 @@ StatusOr<std::unique_ptr<CrossDeviceOps>> MakeNcclAllReduce(const std::vector<De
   return NotBuilt("nccl");
 }
 
+StatusOr<std::string> NewNcclUniqueId() { return NotBuilt("nccl"); }
+
+StatusOr<std::unique_ptr<CrossDeviceOps>> MakeNcclAllReduceAcrossProcesses(
+    const std::vector<Device*>&, const std::vector<std::string>&, std::chrono::milliseconds,
+    const std::string&, int, int) {
+  return NotBuilt("nccl");
+}
+
 StatusOr<std::unique_ptr<CrossDeviceOps>> MakeSameCardAllReduce(const std::vector<Device*>&,
                                                                 const std::vector<std::string>&,
                                                                 std::chrono::milliseconds, bool) {

@@ -1,12 +1,17 @@
 // NCCL all-reduce for GPUs on distinct cards. Communicators are created once
-// (ncclCommInitAll) when the strategy is built; each replica thread then drives its own
-// communicator on its device's stream. Before launching, the replicas meet on the host (a
-// barrier with a deadline that names a missing replica), so a replica that failed or never
-// came cannot leave the others' NCCL kernels waiting on the GPU forever.
+// (ncclCommInitAll in one process; ncclCommInitRank over a unique id across processes) when
+// the strategy is built; each replica thread then drives its own communicator on its
+// device's stream. Before launching, the local replicas meet on the host (a barrier with a
+// deadline that names a missing replica), so a replica that failed or never came cannot
+// leave the others' NCCL kernels waiting on the GPU forever. Across processes a peer can
+// still die mid-collective: there every collective is waited for on the host under the
+// deadline, and the communicator is aborted when it expires.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstring>
 #include <memory>
+#include <thread>
 
 #include "device/cuda/cuda_status.h"
 #include "strategy/gpu_collectives.h"
@@ -41,23 +46,53 @@ class NcclAllReduce : public CrossDeviceOps {
                 std::chrono::milliseconds timeout)
       : devices_(std::move(devices)),
         names_(names),
+        timeout_(timeout),
         barrier_(std::move(names), timeout, /*spin=*/true),
-        comms_(devices_.size(), nullptr) {}
+        comms_(devices_.size(), nullptr),
+        aborted_(devices_.size(), false) {}
 
   ~NcclAllReduce() override {
     for (size_t r = 0; r < comms_.size(); ++r) {
-      if (comms_[r] == nullptr) continue;
+      if (comms_[r] == nullptr || aborted_[r]) continue;
       ScopedCudaDevice device(devices_[r]->physical().index);
       ncclCommDestroy(comms_[r]);
     }
   }
 
+  // One process: a communicator over this process's devices.
   Status Init() {
     std::vector<int> ordinals;
     for (Device* device : devices_) ordinals.push_back(device->physical().index);
     TOWER_NCCL_RETURN_IF_ERROR(
         ncclCommInitAll(comms_.data(), static_cast<int>(comms_.size()), ordinals.data()),
         "the NCCL communicators");
+    return OkStatus();
+  }
+
+  // Several processes: this process's devices are ranks first_rank... of world_ranks.
+  Status InitAcrossProcesses(const std::string& unique_id, int first_rank, int world_ranks) {
+    ncclUniqueId id;
+    if (unique_id.size() != sizeof(id.internal)) {
+      return InvalidArgumentError("NCCL unique id of " + std::to_string(unique_id.size()) +
+                                  " bytes; expected " + std::to_string(sizeof(id.internal)));
+    }
+    std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+    across_processes_ = true;
+    // Several ranks from one thread: inside a group, as NCCL requires.
+    TOWER_NCCL_RETURN_IF_ERROR(ncclGroupStart(), "the NCCL communicators");
+    for (size_t r = 0; r < devices_.size(); ++r) {
+      const cudaError_t set = cudaSetDevice(devices_[r]->physical().index);
+      if (set != cudaSuccess) {
+        ncclGroupEnd();
+        return InternalError(names_[r] + ": cudaSetDevice: " + cudaGetErrorString(set));
+      }
+      TOWER_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comms_[r], world_ranks, id,
+                                                  first_rank + static_cast<int>(r)),
+                                 names_[r]);
+    }
+    TOWER_NCCL_RETURN_IF_ERROR(ncclGroupEnd(), "the NCCL communicators (rank " +
+                                                   std::to_string(first_rank) + " of " +
+                                                   std::to_string(world_ranks) + ")");
     return OkStatus();
   }
 
@@ -74,7 +109,11 @@ class NcclAllReduce : public CrossDeviceOps {
 
  private:
   Status Collective(int replica, Span<Tensor* const> tensors, bool broadcast) {
-    if (devices_.size() == 1) return OkStatus();
+    if (devices_.size() == 1 && !across_processes_) return OkStatus();
+    if (aborted_[replica]) {
+      return FailedPreconditionError(names_[replica] + ": the NCCL communicator was aborted "
+                                     "after an earlier failure; build a new strategy");
+    }
     for (size_t t = 0; t < tensors.size(); ++t) {
       if (tensors[t]->dtype() != DType::kFloat32 || tensors[t]->device() != devices_[replica]) {
         const Status bad = InvalidArgumentError(
@@ -107,22 +146,54 @@ class NcclAllReduce : public CrossDeviceOps {
       }
     }
     TOWER_NCCL_RETURN_IF_ERROR(ncclGroupEnd(), where);
+    if (across_processes_) return WaitWithDeadline(replica, stream, broadcast);
     return OkStatus();
+  }
+
+  // Polls the collective's completion and NCCL's asynchronous error state until the
+  // deadline; a peer process that died or stalled makes this replica abort its communicator
+  // instead of waiting forever.
+  Status WaitWithDeadline(int replica, cudaStream_t stream, bool broadcast) {
+    const std::string& where = names_[replica];
+    const char* what = broadcast ? "broadcast" : "all-reduce";
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (true) {
+      const cudaError_t done = cudaStreamQuery(stream);
+      if (done == cudaSuccess) return OkStatus();
+      if (done != cudaErrorNotReady) {
+        return InternalError(where + ": NCCL " + what + " failed: " + cudaGetErrorString(done));
+      }
+      ncclResult_t async = ncclSuccess;
+      TOWER_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(comms_[replica], &async), where);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        ncclCommAbort(comms_[replica]);
+        aborted_[replica] = true;
+        return NcclError(async, "NCCL cross-process collective", __FILE__, __LINE__, where);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        ncclCommAbort(comms_[replica]);
+        aborted_[replica] = true;
+        return DeadlineExceededError(
+            where + ": the NCCL " + what + " across processes did not complete within " +
+            std::to_string(timeout_.count()) + " ms: a worker died or stalled (see the other "
+            "workers' errors); the communicator was aborted");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
 
   const std::vector<Device*> devices_;
   const std::vector<std::string> names_;
+  const std::chrono::milliseconds timeout_;
   ReplicaBarrier barrier_;
   std::vector<ncclComm_t> comms_;
+  bool across_processes_ = false;
+  // Per replica, touched only by that replica's thread (and the destructor).
+  std::vector<bool> aborted_;
 };
 
-}  // namespace
-
-bool GpuCollectivesBuilt() { return true; }
-
-StatusOr<std::unique_ptr<CrossDeviceOps>> MakeNcclAllReduce(
-    const std::vector<Device*>& devices, const std::vector<std::string>& replica_names,
-    std::chrono::milliseconds timeout) {
+// NCCL cannot put two ranks of one communicator on one GPU.
+Status CheckDistinctCards(const std::vector<Device*>& devices) {
   for (size_t i = 0; i < devices.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (devices[i]->physical().uuid == devices[j]->physical().uuid) {
@@ -133,8 +204,35 @@ StatusOr<std::unique_ptr<CrossDeviceOps>> MakeNcclAllReduce(
       }
     }
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+bool GpuCollectivesBuilt() { return true; }
+
+StatusOr<std::unique_ptr<CrossDeviceOps>> MakeNcclAllReduce(
+    const std::vector<Device*>& devices, const std::vector<std::string>& replica_names,
+    std::chrono::milliseconds timeout) {
+  TOWER_RETURN_IF_ERROR(CheckDistinctCards(devices));
   auto ops = std::make_unique<NcclAllReduce>(devices, replica_names, timeout);
   TOWER_RETURN_IF_ERROR(ops->Init());
+  return std::unique_ptr<CrossDeviceOps>(std::move(ops));
+}
+
+StatusOr<std::string> NewNcclUniqueId() {
+  ncclUniqueId id;
+  TOWER_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id), "the NCCL unique id");
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+StatusOr<std::unique_ptr<CrossDeviceOps>> MakeNcclAllReduceAcrossProcesses(
+    const std::vector<Device*>& devices, const std::vector<std::string>& replica_names,
+    std::chrono::milliseconds timeout, const std::string& unique_id, int first_rank,
+    int world_ranks) {
+  TOWER_RETURN_IF_ERROR(CheckDistinctCards(devices));
+  auto ops = std::make_unique<NcclAllReduce>(devices, replica_names, timeout);
+  TOWER_RETURN_IF_ERROR(ops->InitAcrossProcesses(unique_id, first_rank, world_ranks));
   return std::unique_ptr<CrossDeviceOps>(std::move(ops));
 }
 

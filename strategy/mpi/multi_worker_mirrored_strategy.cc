@@ -1,6 +1,9 @@
 #include "strategy/mpi/multi_worker_mirrored_strategy.h"
 
+#include <algorithm>
+
 #include "device/context.h"
+#include "strategy/gpu_collectives.h"
 #include "strategy/mpi/cross_process_all_reduce.h"
 #include "util/logging.h"
 #include "util/strings.h"
@@ -18,6 +21,85 @@ std::pair<std::string, std::string> FirstDifference(const std::string& a, const 
     if (left != right) return {left, right};
   }
   return {a, b};
+}
+
+std::string Hex(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : bytes) {
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  return hex;
+}
+
+std::string Unhex(const std::string& hex) {
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
+  return bytes;
+}
+
+// GPUs on every worker, each on a card of its own across the whole job: one NCCL
+// communicator over all of them carries the reduction (the "NCCL on GPUs"), instead
+// of local reduction + MPI on the host. Every worker makes the same collective calls and the
+// same decision (from gathered facts), so none is left waiting. nullptr: use the host path.
+StatusOr<std::unique_ptr<CrossDeviceOps>> NcclAcrossProcesses(
+    MpiWorld* world, const std::vector<Device*>& devices, const std::vector<std::string>& names,
+    const MirroredStrategyOptions& options) {
+  const bool wanted = options.cross_device_ops == CrossDeviceOpsKind::kAuto ||
+                      options.cross_device_ops == CrossDeviceOpsKind::kNccl;
+  if (!GpuCollectivesBuilt() || !wanted) return std::unique_ptr<CrossDeviceOps>();
+  std::vector<std::string> cards;
+  bool all_gpus = true;
+  for (Device* device : devices) {
+    all_gpus = all_gpus && device->is_gpu();
+    cards.push_back(device->physical().uuid);
+  }
+  TOWER_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                         world->AllGather(all_gpus ? Join(cards, ",") : "cpu",
+                                          options.collective_timeout, "comparing GPUs for NCCL"));
+  std::vector<std::string> seen;
+  std::string why_not;
+  for (int r = 0; r < world->size() && why_not.empty(); ++r) {
+    if (all[r] == "cpu") {
+      why_not = world->Describe(r) + " has replicas that are not GPUs";
+      break;
+    }
+    for (const std::string& card : Split(all[r], ',')) {
+      if (std::find(seen.begin(), seen.end(), card) != seen.end()) {
+        why_not = "card " + card + " holds two replicas (" + world->Describe(r) + ")";
+        break;
+      }
+      seen.push_back(card);
+    }
+  }
+  if (!why_not.empty()) {
+    if (options.cross_device_ops == CrossDeviceOpsKind::kNccl) {
+      return InvalidArgumentError("cross-device ops nccl across processes: " + why_not);
+    }
+    TOWER_LOG(INFO) << "Across processes: MPI on the host (not NCCL: " << why_not << ")";
+    return std::unique_ptr<CrossDeviceOps>();
+  }
+  // Rank 0 makes the communicator's id and everyone gets it (or rank 0's error).
+  std::string mine;
+  if (world->rank() == 0) {
+    StatusOr<std::string> id = NewNcclUniqueId();
+    mine = id.ok() ? Hex(*id) : "error: " + id.status().message();
+  }
+  TOWER_ASSIGN_OR_RETURN(std::vector<std::string> ids,
+                         world->AllGather(mine, options.collective_timeout,
+                                          "sharing the NCCL unique id"));
+  if (StartsWith(ids[0], "error: ")) {
+    return InternalError(world->Describe(0) + " could not make the NCCL id: " + ids[0].substr(7));
+  }
+  const int local = static_cast<int>(devices.size());
+  TOWER_LOG(INFO) << "Across processes: one NCCL communicator over " << world->size() * local
+                  << " GPUs";
+  return MakeNcclAllReduceAcrossProcesses(devices, names, options.collective_timeout,
+                                          Unhex(ids[0]), world->rank() * local,
+                                          world->size() * local);
 }
 
 }  // namespace
@@ -47,8 +129,16 @@ StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirroredStrate
   }
   std::unique_ptr<CrossDeviceOps> ops = std::move(setup.ops);
   if (world->size() > 1) {
-    ops = std::make_unique<CrossProcessAllReduce>(std::move(ops), world, setup.names,
-                                                  options.collective_timeout, setup.spin);
+    TOWER_ASSIGN_OR_RETURN(std::unique_ptr<CrossDeviceOps> nccl,
+                           NcclAcrossProcesses(world, setup.devices, setup.names, options));
+    if (nccl != nullptr) {
+      ops = std::move(nccl);
+      setup.choice = {CrossDeviceOpsKind::kNccl,
+                      "one NCCL communicator over every worker's GPUs (each on its own card)"};
+    } else {
+      ops = std::make_unique<CrossProcessAllReduce>(std::move(ops), world, setup.names,
+                                                    options.collective_timeout, setup.spin);
+    }
   }
   const int64_t bucket_bytes = setup.bucket_bytes;
   std::unique_ptr<MultiWorkerMirroredStrategy> strategy(new MultiWorkerMirroredStrategy(
