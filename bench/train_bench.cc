@@ -136,11 +136,12 @@ Status Run(Options options) {
   auto steps = [&](int64_t count) -> Status {
     for (int64_t s = 0; s < count; ++s) {
       TOWER_ASSIGN_OR_RETURN(last_loss, model.TrainStep(batches[next]));
-      if (++next == batches.size()) next = 0;
+      next = (next + 1) % batches.size();
     }
     return OkStatus();
   };
-  TOWER_ASSIGN_OR_RETURN(first_loss, model.TrainStep(batches[next++ % batches.size()]));
+  TOWER_ASSIGN_OR_RETURN(first_loss, model.TrainStep(batches[0]));
+  next = 1 % batches.size();
   TOWER_RETURN_IF_ERROR(steps(options.warmup));
   std::vector<double> rates;
   for (int64_t rep = 0; rep < options.repeats; ++rep) {

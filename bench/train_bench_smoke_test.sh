@@ -4,8 +4,9 @@
 set -euo pipefail
 bench="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-tower}/bench/train_bench"
 [[ -x "$bench" ]] || bench="$(dirname "$0")/train_bench"
-for args in "--workload=linreg --replicas=1 --steps=50" "--workload=linreg --replicas=2 --steps=50" \
-            "--workload=mlp --replicas=2 --steps=3 --lr=0.001"; do
+for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
+            "--workload=linreg --replicas=2 --steps=50 --batches=1" \
+            "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1"; do
   out="$("$bench" $args --repeats=1 --warmup=2 --check-loss)"
   echo "$out"
   grep -q '^workload=.* replicas=.* steps_per_s=.* samples_per_s=.* gflops=' <<<"$out"

@@ -1,0 +1,161 @@
+#!/bin/bash
+# Runs Tower's benchmarks and their PyTorch / OpenBLAS / MPI peers side by side on this
+# machine, then prints the table of ratios for every target of issue 7 (docs/BENCHMARKS.md).
+#
+#   bench/compare.sh                      # everything, ~5 minutes on 2 cores
+#   bench/compare.sh --sweep              # plus the parameter / batch sweep of the step cost
+#   bench/compare.sh --plots=docs         # and write the plots (SVG) there
+#   bench/compare.sh --out=/tmp/run1      # where the raw outputs go (default: a new temp dir)
+#   bench/compare.sh --report-only --out=/tmp/run1 --plots=docs   # re-analyse a run
+#
+# Each program takes the median of 3 timed windows after warm-up. Before each measurement
+# the script waits (up to WAIT_MAX seconds, default 600) until the other processes on the
+# machine use less than BUSY_MAX percent of the CPUs (default 20) over 2 seconds: figures
+# taken while someone compiles are worthless on 2 cores.
+#
+# Installs python3-torch and libopenblas0-pthread with apt-get when PyTorch is missing (as
+# root; otherwise prints the command). The PyTorch peers get their best configuration: the
+# OpenBLAS core type that gives the fastest SGEMM here (the environment may force a slower
+# one), and for the single-process peer the fastest of PyTorch × OpenBLAS thread counts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=""
+PLOTS=""
+SWEEP=0
+REPORT_ONLY=0
+REPLICAS="1 2 4"
+for arg in "$@"; do
+  case "$arg" in
+    --out=*) OUT="${arg#--out=}" ;;
+    --plots=*) PLOTS="${arg#--plots=}" ;;
+    --sweep) SWEEP=1 ;;
+    --report-only) REPORT_ONLY=1 ;;
+    --replicas=*) REPLICAS="${arg#--replicas=}" ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+PY=/usr/bin/python3
+BUSY_MAX="${BUSY_MAX:-20}"
+WAIT_MAX="${WAIT_MAX:-600}"
+[[ -n "$OUT" ]] || OUT="$(mktemp -d /tmp/tower-bench.XXXXXX)"
+mkdir -p "$OUT"
+REPORT_ARGS=("$OUT")
+[[ -n "$PLOTS" ]] && REPORT_ARGS+=(--plots="$PLOTS")
+
+if [[ "$REPORT_ONLY" == 1 ]]; then
+  exec "$PY" bench/report.py "${REPORT_ARGS[@]}"
+fi
+
+# ---- Peers' packages.
+if ! "$PY" -c "import torch" 2>/dev/null || ! ls /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas*.so* >/dev/null 2>&1; then
+  if [[ "$(id -u)" == 0 ]]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch libopenblas0-pthread >/dev/null
+  else
+    echo "PyTorch is missing: sudo apt-get install -y python3-torch libopenblas0-pthread" >&2
+    exit 1
+  fi
+fi
+
+# ---- Tower's programs, copied out of bazel-bin so that a concurrent build cannot swap them.
+./bazelw build //bench:train_bench //bench:allreduce_bench //bench:gemm_roofline >&2
+BIN="$OUT/bin"
+mkdir -p "$BIN"
+cp -f bazel-bin/bench/train_bench bazel-bin/bench/allreduce_bench bazel-bin/bench/gemm_roofline "$BIN/"
+HAVE_MPI=0
+if command -v mpicc >/dev/null && mpicc -O2 -o "$BIN/mpi_allreduce" bench/peers/mpi_allreduce.c 2>/dev/null; then
+  HAVE_MPI=1
+fi
+
+# ---- Waiting for a quiet machine.
+busy_percent() {  # CPU use of the whole machine over 2 s, percent
+  local a b
+  a=($(head -1 /proc/stat)); sleep 2; b=($(head -1 /proc/stat))
+  local idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
+  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
+}
+wait_quiet() {
+  local waited=0 busy
+  while true; do
+    busy=$(busy_percent)
+    if (( busy <= BUSY_MAX )) || (( waited >= WAIT_MAX )); then break; fi
+    sleep 5; waited=$(( waited + 7 ))
+  done
+  echo "# busy=${busy}% waited=${waited}s load=$(cut -d' ' -f1-3 /proc/loadavg) $(date +%T)"
+}
+run() {  # run FILE CMD...: waits for quiet, runs CMD, output to $OUT/FILE and the terminal
+  local file="$1"; shift
+  { wait_quiet; "$@" 2>/dev/null; } | tee "$OUT/$file" | grep -v '^# busy' >&2 || true
+}
+
+{
+  echo "date=$(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "cpu=$(lscpu | sed -n 's/^Model name: *//p')"
+  echo "cores=$(nproc)"
+  echo "kernel=$(uname -r)"
+  echo "torch=$("$PY" -c 'import torch; print(torch.__version__)')"
+  echo "openblas=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo none)"
+  echo "compiler=$(clang --version | head -1)"
+  echo "commit=$(git rev-parse --short HEAD)$(git diff --quiet -- bench ops strategy device model || echo +dirty)"
+} > "$OUT/machine.txt"
+cat "$OUT/machine.txt" >&2
+
+# ---- The peer's best OpenBLAS core type (the environment may force Haswell on an AVX-512
+# machine, which halves its SGEMM rate).
+best_core=""; best_rate=0
+for core in "${OPENBLAS_CORETYPE:-}" SkylakeX Zen Haswell; do
+  rate=$(OPENBLAS_CORETYPE="$core" OPENBLAS_NUM_THREADS=1 "$PY" bench/peers/torch_gemm.py --threads=1 --iters=10 2>/dev/null |
+         sed -n 's/^torch_sgemm .*gflops=\([0-9.]*\).*/\1/p')
+  echo "# OPENBLAS_CORETYPE='${core}': ${rate:-?} GFLOP/s (1 thread)" >&2
+  if [[ -n "$rate" ]] && "$PY" -c "import sys; sys.exit(0 if $rate > $best_rate else 1)"; then
+    best_core="$core"; best_rate="$rate"
+  fi
+done
+export OPENBLAS_CORETYPE="$best_core"
+echo "openblas_coretype=${best_core}" >> "$OUT/machine.txt"
+
+echo "== SGEMM rooflines" >&2
+run gemm_tower.txt "$BIN/gemm_roofline"
+for t in 1 2; do
+  run "gemm_torch_t$t.txt" env OPENBLAS_NUM_THREADS=$t "$PY" bench/peers/torch_gemm.py --threads=$t
+done
+
+echo "== Training throughput" >&2
+for w in linreg mlp; do
+  for n in $REPLICAS; do
+    run "train_tower_${w}_$n.txt" "$BIN/train_bench" --workload=$w --replicas=$n
+  done
+  run "train_torch_$w.txt" "$PY" bench/peers/torch_train.py --workload=$w
+  for n in $REPLICAS; do
+    [[ "$n" == 1 ]] && continue
+    run "train_ddp_${w}_$n.txt" "$PY" bench/peers/torch_ddp.py --workload=$w --replicas=$n
+  done
+done
+
+echo "== All-reduce" >&2
+for n in $REPLICAS; do
+  [[ "$n" == 1 ]] && continue
+  run "allreduce_tower_$n.txt" "$BIN/allreduce_bench" --replicas=$n
+  run "allreduce_gloo_$n.txt" "$PY" bench/peers/torch_allreduce.py --replicas=$n
+  if [[ "$HAVE_MPI" == 1 ]]; then
+    run "allreduce_mpi_$n.txt" mpirun --allow-run-as-root --oversubscribe --bind-to none -np $n "$BIN/mpi_allreduce"
+  fi
+done
+
+if [[ "$SWEEP" == 1 ]]; then
+  echo "== Step cost sweep (mlp, 2 replicas)" >&2
+  for h in 128 256 512 1024 2048; do
+    run "sweep_hidden_$h.txt" "$BIN/train_bench" --workload=mlp --replicas=2 --hidden=$h --steps=100
+  done
+  for b in 64 128 256 512 1024 2048; do
+    run "sweep_batch_$b.txt" "$BIN/train_bench" --workload=mlp --replicas=2 --global-batch=$b --steps=60
+  done
+  for b in 16 64 256 1024 4096 16384; do
+    run "sweep_linreg_batch_$b.txt" "$BIN/train_bench" --workload=linreg --replicas=2 --global-batch=$b --steps=5000
+  done
+fi
+
+echo "== Report (raw outputs in $OUT)" >&2
+"$PY" bench/report.py "${REPORT_ARGS[@]}"

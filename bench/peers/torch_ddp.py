@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""PyTorch DistributedDataParallel (gloo) peer: N processes on 127.0.0.1, each given global
+batch / N rows per step, one intra-op thread each (N processes share the machine's cores).
+
+  /usr/bin/python3 bench/peers/torch_ddp.py --workload=linreg --replicas=2
+
+Rank 0 prints `torch_ddp workload=... replicas=N steps_per_s=... samples_per_s=...` (global
+samples), median of --repeats windows, each window started and ended at a barrier.
+"""
+import argparse
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from common import WORKLOADS, make_batches, make_model, params_of, report, set_threads, timed_windows
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker(rank, a, port):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    set_threads(a.threads, a.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=a.replicas)
+    spec = WORKLOADS[a.workload]
+    batch = a.global_batch or spec["batch"]
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(make_model(a.workload))
+    opt = torch.optim.SGD(model.parameters(), lr=spec["lr"])
+    loss_fn = torch.nn.MSELoss()
+    batches = make_batches(a.workload, batch // a.replicas, seed=rank)
+    steps = a.steps or (100 if a.workload == "mlp" else 2000)
+    warmup = a.warmup if a.warmup >= 0 else max(steps // 10, 5)
+
+    def step(i):
+        x, y = batches[i % len(batches)]
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    rates = timed_windows(step, steps, warmup, a.repeats, sync=dist.barrier)
+    if rank == 0:
+        report("torch_ddp", a.workload, a.replicas, rates, batch, params_of(model),
+               f"backend=gloo threads_per_process={a.threads}")
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--workload", default="linreg", choices=sorted(WORKLOADS))
+    p.add_argument("--replicas", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--global-batch", type=int, default=0)
+    a = p.parse_args()
+    mp.spawn(worker, args=(a, free_port()), nprocs=a.replicas, join=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+"""PyTorch single-process peer of bench/train_bench: the same workload, model, data and step
+(forward, MSE, backward, SGD), timed after warm-up; median of --repeats windows.
+
+  /usr/bin/python3 bench/peers/torch_train.py --workload=mlp --threads=1,2 --blas-threads=1,2
+
+Prints one line per thread setting:
+  torch_single workload=mlp replicas=1 steps_per_s=... samples_per_s=... gflops=...
+and, with several settings (PyTorch intra-op threads x OpenBLAS threads), a
+`torch_single_best` line for the fastest: the peer gets its best configuration.
+"""
+import argparse
+import statistics
+
+import torch
+
+from common import (WORKLOADS, blas_info, make_batches, make_model, params_of, report,
+                    set_threads, timed_windows)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--workload", default="linreg", choices=sorted(WORKLOADS))
+    p.add_argument("--threads", default="1,2", help="intra-op thread settings to try")
+    p.add_argument("--blas-threads", default="1,2", help="OpenBLAS thread settings to try")
+    p.add_argument("--steps", type=int, default=0, help="timed steps per window")
+    p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--global-batch", type=int, default=0)
+    p.add_argument("--hidden", type=int, default=0)
+    p.add_argument("--depth", type=int, default=0)
+    a = p.parse_args()
+    spec = WORKLOADS[a.workload]
+    batch = a.global_batch or spec["batch"]
+    steps = a.steps or (200 if a.workload == "mlp" else 5000)
+    warmup = a.warmup if a.warmup >= 0 else max(steps // 10, 5)
+    best = None
+    settings = [(int(t), int(b)) for t in a.threads.split(",") for b in a.blas_threads.split(",")]
+    for threads, blas in settings:
+        set_threads(threads, blas)
+        torch.manual_seed(0)
+        model = make_model(a.workload, a.hidden, a.depth)
+        opt = torch.optim.SGD(model.parameters(), lr=spec["lr"])
+        loss_fn = torch.nn.MSELoss()
+        batches = make_batches(a.workload, batch)
+
+        def step(i):
+            x, y = batches[i % len(batches)]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+
+        rates = timed_windows(step, steps, warmup, a.repeats)
+        report("torch_single", a.workload, 1, rates, batch, params_of(model),
+               f"threads={threads} blas_threads={blas}")
+        if best is None or statistics.median(rates) > statistics.median(best[1]):
+            best = (f"threads={threads} blas_threads={blas}", rates, params_of(model))
+    if len(settings) > 1:
+        report("torch_single_best", a.workload, 1, best[1], batch, best[2],
+               best[0] + " blas=" + blas_info())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+#!/usr/bin/python3
+"""Reads the raw outputs of bench/compare.sh and prints the table of ratios for every target of
+issue 7 (markdown), the measured figures behind them, and (with --plots=DIR) writes the plots:
+throughput vs replicas, all-reduce bandwidth vs size, and the step-cost sweep.
+
+  /usr/bin/python3 bench/report.py /tmp/tower-bench.XXXX [--plots=docs]
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+MB = 1 << 20
+
+
+def fields(line):
+    return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+
+
+def read_lines(path, prefix):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [fields(l) for l in f if l.startswith(prefix)]
+
+
+def first(path, prefix):
+    lines = read_lines(path, prefix)
+    return lines[0] if lines else None
+
+
+def table_rows(path):
+    """Rows of a bandwidth table: {bytes: {column: value}}; header from the line starting 'bytes'."""
+    rows, header = {}, None
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if not parts or line.startswith("#"):
+                continue
+            if parts[0] == "bytes":
+                header = parts
+                continue
+            if header and parts[0].isdigit():
+                rows[int(parts[0])] = {h: float(v) for h, v in zip(header[1:], parts[1:])}
+    return rows
+
+
+def load(d):
+    r = {"machine": {}}
+    if os.path.exists(f"{d}/machine.txt"):
+        with open(f"{d}/machine.txt") as f:
+            r["machine"] = dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l)
+    gemm = {}
+    path = f"{d}/gemm_tower.txt"
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"eigen_sgemm size=\d+ threads=(\d+) gflops=([\d.]+)(.*)", line)
+                if m:
+                    key = "eigen_t" + m.group(1) + ("_split" if "split" in m.group(3) else "")
+                    gemm[key] = float(m.group(2))
+                m = re.match(r"eigen_sgemm mlp_shapes .* forward=([\d.]+) weight_grad=([\d.]+) "
+                             r"input_grad=([\d.]+)", line)
+                if m:
+                    gemm["eigen_mlp_shapes_t1"] = [float(x) for x in m.groups()]
+    for t in (1, 2):
+        g = first(f"{d}/gemm_torch_t{t}.txt", "torch_sgemm")
+        if g:
+            gemm[f"openblas_t{t}"] = float(g["gflops"])
+    r["gemm"] = gemm
+    train = {}
+    for path in glob.glob(f"{d}/train_tower_*.txt"):
+        line = first(path, "workload=")
+        if line:
+            train[("tower", line["workload"], int(line["replicas"]))] = line
+    for w in ("linreg", "mlp"):
+        best = first(f"{d}/train_torch_{w}.txt", "torch_single_best")
+        if best:
+            train[("torch_single", w, 1)] = best
+        for line in read_lines(f"{d}/train_torch_{w}.txt", "torch_single "):
+            train[("torch_single_" + line["threads"] + "x" + line["blas_threads"], w, 1)] = line
+        for path in glob.glob(f"{d}/train_ddp_{w}_*.txt"):
+            line = first(path, "torch_ddp")
+            if line:
+                train[("torch_ddp", w, int(line["replicas"]))] = line
+    r["train"] = train
+    ar = {}
+    for kind in ("tower", "gloo", "mpi"):
+        for path in glob.glob(f"{d}/allreduce_{kind}_*.txt"):
+            n = int(re.search(r"_(\d+)\.txt$", path).group(1))
+            ar[(kind, n)] = table_rows(path)
+    r["allreduce"] = ar
+    sweep = {}
+    for path in glob.glob(f"{d}/sweep_*.txt"):
+        line = first(path, "workload=")
+        if line:
+            kind = re.search(r"sweep_(.*)_\d+\.txt$", path).group(1)
+            sweep.setdefault(kind, []).append(line)
+    r["sweep"] = sweep
+    return r
+
+
+def f(x, digits=1):
+    if x is None:
+        return "—"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def verdict(ok):
+    return "**met**" if ok else "**missed**"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("dir")
+    p.add_argument("--plots", default="")
+    a = p.parse_args()
+    r = load(a.dir)
+    T, G, AR = r["train"], r["gemm"], r["allreduce"]
+
+    def get(kind, w, n, key):
+        line = T.get((kind, w, n))
+        return float(line[key]) if line and key in line else None
+
+    rows = []  # (figure, measured, target, ratio text, ok)
+
+    def ratio(a_, b_):
+        return a_ / b_ if a_ is not None and b_ else None
+
+    # linreg
+    t2 = get("tower", "linreg", 2, "steps_per_s")
+    t1 = get("tower", "linreg", 1, "steps_per_s")
+    s = get("torch_single", "linreg", 1, "steps_per_s")
+    d2 = get("torch_ddp", "linreg", 2, "steps_per_s")
+    x = ratio(t2, d2)
+    rows.append(("`linreg`, 2 replicas, steps/s vs DDP-gloo (2 proc)",
+                 f"Tower {f(t2)} · DDP {f(d2)}", "≥ 50×", x, x is not None and x >= 50))
+    x = ratio(t2, s)
+    rows.append(("`linreg`, 2 replicas, steps/s vs PyTorch single", f"Tower {f(t2)} · PyTorch {f(s)}",
+                 "≥ 1×", x, x is not None and x >= 1))
+    x = ratio(t1, s)
+    rows.append(("`linreg`, 1 replica, steps/s vs PyTorch single", f"Tower {f(t1)} · PyTorch {f(s)}",
+                 "≥ 2×", x, x is not None and x >= 2))
+    # mlp
+    m2 = get("tower", "mlp", 2, "samples_per_s")
+    ms = get("torch_single", "mlp", 1, "samples_per_s")
+    md = get("torch_ddp", "mlp", 2, "samples_per_s")
+    x = ratio(m2, md)
+    rows.append(("`mlp`, 2 replicas, samples/s vs DDP-gloo (2 proc)", f"Tower {f(m2)} · DDP {f(md)}",
+                 "≥ 2×", x, x is not None and x >= 2))
+    x = ratio(m2, ms)
+    best = T.get(("torch_single", "mlp", 1), {})
+    rows.append(("`mlp`, 2 replicas, samples/s vs PyTorch single (best threads: "
+                 f"{best.get('threads', '?')} torch × {best.get('blas_threads', '?')} BLAS)",
+                 f"Tower {f(m2)} · PyTorch {f(ms)}", "≥ 1.5×", x, x is not None and x >= 1.5))
+    mg = get("tower", "mlp", 2, "gflops")
+    roof_candidates = {k: v for k, v in G.items() if k in ("eigen_t2", "eigen_t2_split", "openblas_t2")}
+    roof = max(roof_candidates.values()) if roof_candidates else None
+    roof_name = max(roof_candidates, key=roof_candidates.get) if roof_candidates else "?"
+    x = ratio(mg, roof)
+    rows.append(("`mlp`, 2 replicas, GFLOP/s vs 2-thread SGEMM roofline",
+                 f"Tower {f(mg)} · roofline {f(roof)} ({roof_name})", "≥ 60%",
+                 x, x is not None and x >= 0.6))
+    # all-reduce
+    for n in (2, 4):
+        tw = AR.get(("tower", n), {})
+        gl = AR.get(("gloo", n), {})
+        for size in (16 * MB, 32 * MB, 64 * MB):
+            row = tw.get(size)
+            if not row:
+                continue
+            bus, mem = row["busbw_GB/s"], row["memcpy_GB/s"]
+            x = bus / mem
+            rows.append((f"in-process all-reduce, {n} replicas, {size // MB} MB: busbw vs memcpy",
+                         f"{f(bus, 2)} · memcpy {f(mem, 2)} GB/s", "≥ 50%", x, x >= 0.5))
+            g = gl.get(size)
+            if g:
+                x = bus / g["busbw_GB/s"]
+                rows.append((f"in-process all-reduce, {n} replicas, {size // MB} MB: busbw vs gloo",
+                             f"{f(bus, 2)} · gloo {f(g['busbw_GB/s'], 2)} GB/s", "≥ 5×", x, x >= 5))
+        row = tw.get(4096)
+        if row:
+            lat = row["latency_us"]
+            rows.append((f"in-process all-reduce, {n} replicas, 4 KB latency", f"{f(lat, 2)} µs",
+                         "≤ 10 µs", None, lat <= 10))
+    mr = get("tower", "mlp", 2, "mem_ratio")
+    line = T.get(("tower", "mlp", 2), {})
+    if mr is not None:
+        rows.append(("peak memory, `mlp`, 2 replicas (per replica) vs params+grads+activations+state",
+                     f"{int(line['peak_mem_bytes']) / MB:.2f} MiB · {int(line['needed_bytes']) / MB:.2f} MiB",
+                     "≤ 1.5×", mr, mr <= 1.5))
+
+    m = r["machine"]
+    out = []
+    out.append(f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; {m.get('date', '?')}; "
+               f"PyTorch {m.get('torch', '?')}, OpenBLAS {m.get('openblas', '?')} "
+               f"(OPENBLAS_CORETYPE={m.get('openblas_coretype') or 'auto'}); commit {m.get('commit', '?')}")
+    out.append("")
+    out.append("| figure | measured | target | ratio | verdict |")
+    out.append("|---|---|---|---|---|")
+    for fig, meas, target, x, ok in rows:
+        rt = "—" if x is None else (f"{x * 100:.0f}%" if "%" in target else f"{x:.2f}×")
+        out.append(f"| {fig} | {meas} | {target} | {rt} | {verdict(ok)} |")
+    out.append("")
+    out.append("Training throughput (median of 3 windows):")
+    out.append("")
+    out.append("| run | workload | replicas | steps/s | samples/s | GFLOP/s |")
+    out.append("|---|---|---|---|---|---|")
+    for key in sorted(T, key=lambda k: (k[1], k[0], k[2])):
+        kind, w, n = key
+        line = T[key]
+        label = kind
+        if kind == "torch_single":
+            label = f"torch_single best ({line.get('threads')} torch × {line.get('blas_threads')} BLAS threads)"
+        elif kind.startswith("torch_single_"):
+            label = f"torch_single {line.get('threads')} torch × {line.get('blas_threads')} BLAS threads"
+        out.append(f"| {label} | {w} | {n} | {f(float(line['steps_per_s']))} | "
+                   f"{f(float(line['samples_per_s']))} | {f(float(line['gflops']), 2)} |")
+    out.append("")
+    out.append("SGEMM 1024³ (GFLOP/s): " + ", ".join(
+        f"{k} {v if not isinstance(v, list) else '/'.join(str(x) for x in v)}" for k, v in sorted(G.items())))
+    out.append("")
+    for n in sorted({k[1] for k in AR}):
+        tw, gl, mp = AR.get(("tower", n), {}), AR.get(("gloo", n), {}), AR.get(("mpi", n), {})
+        if not tw:
+            continue
+        out.append(f"All-reduce, {n} replicas (busbw GB/s; latency µs):")
+        out.append("")
+        out.append("| bytes | Tower latency | Tower busbw | memcpy (same threads) | gloo latency | gloo busbw | MPI latency | MPI busbw |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for size in sorted(tw):
+            t, g, mm = tw[size], gl.get(size, {}), mp.get(size, {})
+            out.append(f"| {size} | {f(t['latency_us'], 2)} | {f(t['busbw_GB/s'], 2)} | "
+                       f"{f(t['memcpy_GB/s'], 2)} | {f(g.get('latency_us'), 1)} | {f(g.get('busbw_GB/s'), 3)} | "
+                       f"{f(mm.get('latency_us'), 1)} | {f(mm.get('busbw_GB/s'), 3)} |")
+        out.append("")
+    for kind, lines in sorted(r["sweep"].items()):
+        out.append(f"Sweep `{kind}` (2 replicas):")
+        out.append("")
+        out.append("| params | global batch | µs/step | ns per (param × sample) | GFLOP/s |")
+        out.append("|---|---|---|---|---|")
+        for line in sorted(lines, key=lambda l: (int(l["params"]), int(l["global_batch"]))):
+            us = 1e6 / float(line["steps_per_s"])
+            per = us * 1e3 / (int(line["params"]) * int(line["global_batch"]))
+            out.append(f"| {int(line['params']):,} | {line['global_batch']} | {us:.1f} | {per:.4f} | "
+                       f"{float(line['gflops']):.1f} |")
+        out.append("")
+    text = "\n".join(out)
+    print(text)
+    with open(os.path.join(a.dir, "report.md"), "w") as fh:
+        fh.write(text + "\n")
+    with open(os.path.join(a.dir, "results.json"), "w") as fh:
+        json.dump({"machine": m, "gemm": G,
+                   "train": {"/".join(map(str, k)): v for k, v in T.items()},
+                   "allreduce": {f"{k[0]}/{k[1]}": v for k, v in AR.items()},
+                   "targets": [dict(figure=fg, measured=me, target=tg, ratio=x, met=ok)
+                               for fg, me, tg, x, ok in rows]}, fh, indent=1)
+    if a.plots:
+        plot(r, a.plots)
+
+
+def plot(r, d):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing: no plots (apt-get install python3-matplotlib)", file=sys.stderr)
+        return
+    os.makedirs(d, exist_ok=True)
+    T, AR = r["train"], r["allreduce"]
+    date = r["machine"].get("date", "")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, (w, key, label) in zip(axes, [("linreg", "steps_per_s", "steps/s"),
+                                          ("mlp", "samples_per_s", "samples/s")]):
+        tower = sorted((n, float(v[key])) for (k, ww, n), v in T.items() if k == "tower" and ww == w)
+        ddp = sorted((n, float(v[key])) for (k, ww, n), v in T.items() if k == "torch_ddp" and ww == w)
+        single = T.get(("torch_single", w, 1))
+        if tower:
+            ax.plot(*zip(*tower), "o-", label="Tower (logical CPU replicas)")
+        if ddp:
+            ax.plot(*zip(*ddp), "s-", label="PyTorch DDP gloo (processes)")
+        if single:
+            ax.axhline(float(single[key]), color="gray", ls="--",
+                       label=f"PyTorch single process (best threads)")
+        ax.set_xticks([1, 2, 4])
+        ax.set_xlabel("replicas / processes")
+        ax.set_ylabel(label)
+        if w == "linreg":
+            ax.set_yscale("log")
+        ax.set_title(f"{w}: global batch {'64' if w == 'linreg' else '256'}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Training throughput vs replicas ({date}, 2 cores)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "throughput_vs_replicas.svg"))
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    styles = {"tower": "o-", "gloo": "s-", "mpi": "^-"}
+    names = {"tower": "Tower in-process", "gloo": "PyTorch gloo", "mpi": "MPI_Allreduce (Open MPI)"}
+    for (kind, n), rows in sorted(AR.items()):
+        if not rows:
+            continue
+        xs = sorted(rows)
+        ax.plot(xs, [rows[x]["busbw_GB/s"] for x in xs], styles[kind], label=f"{names[kind]}, {n} replicas",
+                alpha=1.0 if n == 2 else 0.6)
+        if kind == "tower":
+            ax.plot(xs, [rows[x]["memcpy_GB/s"] for x in xs], ":", label=f"memcpy, {n} threads (roofline)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("bytes per replica")
+    ax.set_ylabel("busbw, GB/s (algbw · 2(n−1)/n)")
+    ax.set_title(f"All-reduce bandwidth vs size ({date}, 2 cores)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "allreduce_bandwidth.svg"))
+    plt.close(fig)
+
+    S = r["sweep"]
+    if S:
+        fig, axes = plt.subplots(1, len(S), figsize=(5 * len(S), 4))
+        if len(S) == 1:
+            axes = [axes]
+        for ax, (kind, lines) in zip(axes, sorted(S.items())):
+            xkey = "params" if "hidden" in kind else "global_batch"
+            pts = sorted((int(l[xkey]), 1e6 / float(l["steps_per_s"])) for l in lines)
+            ax.plot(*zip(*pts), "o-", label="measured")
+            # least-squares line through the points: per-step cost = a + b·x
+            xs, ys = zip(*pts)
+            mx, my = statistics.mean(xs), statistics.mean(ys)
+            b = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x in xs)
+            a0 = my - b * mx
+            ax.plot(xs, [a0 + b * x for x in xs], "--", color="gray", label=f"fit {a0:.0f} µs + {b:.3g}·x")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("parameters" if xkey == "params" else "global batch")
+            ax.set_ylabel("µs per step")
+            ax.set_title(f"sweep: {kind} (2 replicas)")
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(d, "step_cost_sweep.svg"))
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
