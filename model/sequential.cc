@@ -246,7 +246,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       // After the all-reduce every replica holds the same sums, so all of them stop at the
       // same step with the same message (none is left waiting in a collective). Checked in
       // the order they were computed: the loss, then the gradients from the last layer back.
-      const std::string step = "step " + std::to_string(optimizer_->iterations() + 1);
+      const std::string step = "global step " + std::to_string(optimizer_->iterations() + 1);
       TOWER_RETURN_IF_ERROR(CheckFinite(loss, "the loss", step));
       for (size_t i = layers_.size(); training && i-- > 0;) {
         const std::vector<Variable*> variables = layers_[i]->variables();

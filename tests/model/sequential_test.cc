@@ -380,7 +380,7 @@ TEST(SequentialTest, CheckNumericsNamesTheFirstNonFiniteLossOrGradient) {
   StatusOr<History> history = model->Fit(huge.Batch(1), options);
   ASSERT_FALSE(history.ok());
   EXPECT_THAT(history.status().message(),
-              HasSubstr("check-numerics: step 1: the gradient of layers.0.kernel (layer "
+              HasSubstr("check-numerics: global step 1: the gradient of layers.0.kernel (layer "
                         "Dense(1)) has Inf at element 0 of [1, 1]"));
   EXPECT_THAT(history.status().message(), HasSubstr("epoch 1, step 1"));
   EXPECT_EQ(*model->trainable_variables()[0]->Read(), std::vector<float>{1e-20f})
@@ -392,7 +392,7 @@ TEST(SequentialTest, CheckNumericsNamesTheFirstNonFiniteLossOrGradient) {
   history = model->Fit(nan.Batch(1), options);
   ASSERT_FALSE(history.ok());
   EXPECT_THAT(history.status().message(),
-              HasSubstr("check-numerics: step 2: the loss has NaN"));
+              HasSubstr("check-numerics: global step 2: the loss has NaN"));
 }
 
 TEST(SequentialTest, FitPositionRoundTripsThroughMetadataExactly) {

@@ -163,6 +163,19 @@ TEST(TrainCommandTest, TheSameCommandTwiceGivesTheSameBits) {
   }
 }
 
+TEST(TrainCommandTest, CheckNumericsStopsAtTheFirstInfNamingIt) {
+  const std::string save = Path("diverged.safetensors");
+  ProgramOutput out = Train("--data=synthetic:linreg:rows=64 --lr=1e20 --epochs=5 "
+                            "--global-batch=8 --verbose=0 --check-numerics --save=" + save);
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("error: epoch 1, step 2: check-numerics: global step 2: the "
+                                  "loss has Inf"));
+  EXPECT_FALSE(Exists(save));
+  // Without the guard the run "succeeds" with Inf/NaN weights.
+  EXPECT_EQ(Train("--data=synthetic:linreg:rows=64 --lr=1e20 --epochs=5 --global-batch=8 "
+                  "--verbose=0").exit_code, 0);
+}
+
 TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
   const std::string csv = Path("good.csv");
   WriteCsv(csv);
