@@ -59,10 +59,13 @@ if ! "$PY" -c "import torch" 2>/dev/null || ! ls /usr/lib/x86_64-linux-gnu/openb
 fi
 
 # ---- Tower's programs, copied out of bazel-bin so that a concurrent build cannot swap them.
+# (`bazel info bazel-bin`, not the bazel-bin link: another build with other flags, e.g.
+# --config=fuzz, may have repointed the link.)
 ./bazelw build //bench:train_bench //bench:allreduce_bench //bench:gemm_roofline >&2
+BAZEL_BIN="$(./bazelw info bazel-bin 2>/dev/null)"
 BIN="$OUT/bin"
 mkdir -p "$BIN"
-cp -f bazel-bin/bench/train_bench bazel-bin/bench/allreduce_bench bazel-bin/bench/gemm_roofline "$BIN/"
+for b in train_bench allreduce_bench gemm_roofline; do cp -f "$BAZEL_BIN/bench/$b" "$BIN/"; done
 HAVE_MPI=0
 if command -v mpicc >/dev/null && mpicc -O2 -o "$BIN/mpi_allreduce" bench/peers/mpi_allreduce.c 2>/dev/null; then
   HAVE_MPI=1

@@ -89,12 +89,19 @@ def load(d):
             if line:
                 train[("torch_ddp", w, int(line["replicas"]))] = line
     r["train"] = train
-    ar = {}
+    ar, roof = {}, {}
     for kind in ("tower", "gloo", "mpi"):
         for path in glob.glob(f"{d}/allreduce_{kind}_*.txt"):
             n = int(re.search(r"_(\d+)\.txt$", path).group(1))
             ar[(kind, n)] = table_rows(path)
+            if kind == "tower":
+                with open(path) as fh:
+                    m = re.search(r"memcpy (\d+) MB: 1 thread ([\d.]+) GB/s, (\d+) threads ([\d.]+) GB/s",
+                                  fh.read())
+                if m:
+                    roof[n] = dict(mb=int(m.group(1)), t1=float(m.group(2)), tn=float(m.group(4)))
     r["allreduce"] = ar
+    r["memcpy"] = roof
     sweep = {}
     for path in glob.glob(f"{d}/sweep_*.txt"):
         line = first(path, "workload=")
@@ -123,7 +130,7 @@ def main():
     p.add_argument("--plots", default="")
     a = p.parse_args()
     r = load(a.dir)
-    T, G, AR = r["train"], r["gemm"], r["allreduce"]
+    T, G, AR, MC = r["train"], r["gemm"], r["allreduce"], r["memcpy"]
 
     def get(kind, w, n, key):
         line = T.get((kind, w, n))
@@ -176,10 +183,11 @@ def main():
             row = tw.get(size)
             if not row:
                 continue
-            bus, mem = row["busbw_GB/s"], row["memcpy_GB/s"]
-            x = bus / mem
+            bus, mem = row["busbw_GB/s"], MC.get(n, {}).get("tn")
+            x = ratio(bus, mem)
             rows.append((f"in-process all-reduce, {n} replicas, {size // MB} MB: busbw vs memcpy",
-                         f"{f(bus, 2)} · memcpy {f(mem, 2)} GB/s", "≥ 50%", x, x >= 0.5))
+                         f"{f(bus, 2)} · memcpy {f(mem, 2)} GB/s ({n} threads, "
+                         f"{MC.get(n, {}).get('mb', '?')} MB)", "≥ 50%", x, x is not None and x >= 0.5))
             g = gl.get(size)
             if g:
                 x = bus / g["busbw_GB/s"]
@@ -231,14 +239,18 @@ def main():
         tw, gl, mp = AR.get(("tower", n), {}), AR.get(("gloo", n), {}), AR.get(("mpi", n), {})
         if not tw:
             continue
-        out.append(f"All-reduce, {n} replicas (busbw GB/s; latency µs):")
+        mc = MC.get(n, {})
+        out.append(f"All-reduce, {n} replicas (busbw GB/s; latency µs). Roofline: memcpy of "
+                   f"{mc.get('mb', '?')} MB, {n} threads {f(mc.get('tn'), 2)} GB/s "
+                   f"(1 thread {f(mc.get('t1'), 2)} GB/s):")
         out.append("")
-        out.append("| bytes | Tower latency | Tower busbw | memcpy (same threads) | gloo latency | gloo busbw | MPI latency | MPI busbw |")
-        out.append("|---|---|---|---|---|---|---|---|")
+        out.append("| bytes | Tower latency | Tower busbw | busbw / memcpy | memcpy of this size (same threads) | gloo latency | gloo busbw | MPI latency | MPI busbw |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
         for size in sorted(tw):
             t, g, mm = tw[size], gl.get(size, {}), mp.get(size, {})
             out.append(f"| {size} | {f(t['latency_us'], 2)} | {f(t['busbw_GB/s'], 2)} | "
-                       f"{f(t['memcpy_GB/s'], 2)} | {f(g.get('latency_us'), 1)} | {f(g.get('busbw_GB/s'), 3)} | "
+                       f"{f(t.get('bus/memcpy'), 2)} | {f(t.get('memcpy_size_GB/s'), 2)} | "
+                       f"{f(g.get('latency_us'), 1)} | {f(g.get('busbw_GB/s'), 3)} | "
                        f"{f(mm.get('latency_us'), 1)} | {f(mm.get('busbw_GB/s'), 3)} |")
         out.append("")
     for kind, lines in sorted(r["sweep"].items()):
@@ -312,8 +324,10 @@ def plot(r, d):
         xs = sorted(rows)
         ax.plot(xs, [rows[x]["busbw_GB/s"] for x in xs], styles[kind], label=f"{names[kind]}, {n} replicas",
                 alpha=1.0 if n == 2 else 0.6)
-        if kind == "tower":
-            ax.plot(xs, [rows[x]["memcpy_GB/s"] for x in xs], ":", label=f"memcpy, {n} threads (roofline)")
+        mc = r["memcpy"].get(n)
+        if kind == "tower" and mc:
+            ax.axhline(mc["tn"], ls=":", color=ax.lines[-1].get_color(),
+                       label=f"memcpy {mc['mb']} MB, {n} threads (roofline)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("bytes per replica")
