@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """SGEMM roofline through PyTorch (its CPU BLAS: OpenBLAS with libopenblas0-pthread) and
-numpy: a 1024^3 float32 product with 1 and 2 threads, GFLOP/s, median of 3 windows.
+numpy: a 1024^3 float32 product with 1 and 2 OpenBLAS threads, GFLOP/s, median of 3 windows.
 
   /usr/bin/python3 bench/peers/torch_gemm.py
 """
@@ -9,6 +9,8 @@ import statistics
 import time
 
 import torch
+
+from common import set_threads
 
 
 def rate(fn, flops, iters, repeats=3):
@@ -33,7 +35,9 @@ def main():
     x, y = torch.rand(n, n), torch.rand(n, n)
     out = torch.empty(n, n)
     for threads in [int(t) for t in a.threads.split(",")]:
-        torch.set_num_threads(threads)
+        # torch.mm runs in OpenBLAS, on OpenBLAS's own threads; PyTorch's OpenMP threads would
+        # only spin beside them, so PyTorch keeps one.
+        set_threads(1, threads)
         g = rate(lambda: torch.mm(x, y, out=out), flops, a.iters)
         print(f"torch_sgemm size={n} threads={threads} gflops={g:.1f}", flush=True)
     try:  # numpy's BLAS (the same OpenBLAS), with its default threads
