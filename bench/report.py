@@ -128,6 +128,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("dir")
     p.add_argument("--plots", default="")
+    p.add_argument("--plot-format", default="svg", help="svg or png")
     a = p.parse_args()
     r = load(a.dir)
     T, G, AR, MC = r["train"], r["gemm"], r["allreduce"], r["memcpy"]
@@ -275,10 +276,10 @@ def main():
                    "targets": [dict(figure=fg, measured=me, target=tg, ratio=x, met=ok)
                                for fg, me, tg, x, ok in rows]}, fh, indent=1)
     if a.plots:
-        plot(r, a.plots)
+        plot(r, a.plots, a.plot_format)
 
 
-def plot(r, d):
+def plot(r, d, fmt="svg"):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -312,7 +313,7 @@ def plot(r, d):
         ax.legend(fontsize=8)
     fig.suptitle(f"Training throughput vs replicas ({date}, 2 cores)")
     fig.tight_layout()
-    fig.savefig(os.path.join(d, "throughput_vs_replicas.svg"))
+    fig.savefig(os.path.join(d, "throughput_vs_replicas." + fmt))
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -336,7 +337,7 @@ def plot(r, d):
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(d, "allreduce_bandwidth.svg"))
+    fig.savefig(os.path.join(d, "allreduce_bandwidth." + fmt))
     plt.close(fig)
 
     S = r["sweep"]
@@ -348,21 +349,21 @@ def plot(r, d):
             xkey = "params" if "hidden" in kind else "global_batch"
             pts = sorted((int(l[xkey]), 1e6 / float(l["steps_per_s"])) for l in lines)
             ax.plot(*zip(*pts), "o-", label="measured")
-            # least-squares line through the points: per-step cost = a + b·x
+            # Least-squares line a + b·x on linear axes: per-step cost grows linearly when
+            # the points follow it (a: the fixed cost of a step, b: the cost per unit).
             xs, ys = zip(*pts)
             mx, my = statistics.mean(xs), statistics.mean(ys)
             b = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x in xs)
             a0 = my - b * mx
-            ax.plot(xs, [a0 + b * x for x in xs], "--", color="gray", label=f"fit {a0:.0f} µs + {b:.3g}·x")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
+            ax.plot(xs, [a0 + b * x for x in xs], "--", color="gray",
+                    label=f"least squares: {a0:.1f} µs + {b:.3g} µs·x")
             ax.set_xlabel("parameters" if xkey == "params" else "global batch")
             ax.set_ylabel("µs per step")
             ax.set_title(f"sweep: {kind} (2 replicas)")
             ax.grid(alpha=0.3, which="both")
             ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(os.path.join(d, "step_cost_sweep.svg"))
+        fig.savefig(os.path.join(d, "step_cost_sweep." + fmt))
         plt.close(fig)
 
 
