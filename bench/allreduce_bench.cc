@@ -25,6 +25,7 @@
 #include "ops/tensor.h"
 #include "strategy/mirrored_strategy.h"
 #include "tools/device_flags.h"
+#include "bench/bench_util.h"
 #include "util/flags.h"
 
 namespace tower {
@@ -43,11 +44,7 @@ struct Options {
   DeviceFlags device;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::Median;
 
 double SingleThreadMemcpy(size_t bytes, int repeats) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
@@ -191,19 +188,5 @@ int main(int argc, char** argv) {
   parser.AddString("cross-device-ops", &options.cross_device_ops,
                    "auto, in-process, nccl, same-card or to-cpu");
   tower::AddDeviceFlags(&parser, &options.device);
-  tower::Status status = parser.Parse(argc, argv, 1);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", status.message().c_str());
-    return 2;
-  }
-  if (parser.help_requested()) {
-    std::printf("%s", parser.Usage().c_str());
-    return 0;
-  }
-  status = tower::Run(options);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", status.message().c_str());
-    return 1;
-  }
-  return 0;
+  return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options); });
 }

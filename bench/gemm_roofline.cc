@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "util/flags.h"
 
 namespace {
@@ -27,11 +28,7 @@ namespace {
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using tower::bench::Median;
 
 // GFLOP/s of `threads` threads each running `work(thread)` (flops_per_call each) `iters`
 // times, median of `repeats` windows.

@@ -25,6 +25,7 @@
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
 #include "tools/device_flags.h"
+#include "bench/bench_util.h"
 #include "util/flags.h"
 #include "util/strings.h"
 
@@ -54,11 +55,7 @@ std::string Fmt(const char* format, double value) {
   return text;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::Median;
 
 Status Run(Options options) {
   const bool mlp = options.workload == "mlp";
@@ -73,6 +70,9 @@ Status Run(Options options) {
   if (options.warmup < 0) options.warmup = std::max<int64_t>(options.steps / 10, 5);
   if (options.repeats < 1 || options.batches < 1) {
     return InvalidArgumentError("--repeats and --batches must be at least 1");
+  }
+  if (!(options.bucket_mb * (1 << 20) >= 1 && options.bucket_mb <= 1 << 20)) {
+    return InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB)");
   }
 
   // ---- Devices and strategy (as `tower train` makes them).
@@ -216,19 +216,5 @@ int main(int argc, char** argv) {
   parser.AddDouble("bucket-mb", &options.bucket_mb, "gradient bucket size, MB");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");
   tower::AddDeviceFlags(&parser, &options.device);
-  tower::Status status = parser.Parse(argc, argv, 1);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", status.message().c_str());
-    return 2;
-  }
-  if (parser.help_requested()) {
-    std::printf("%s", parser.Usage().c_str());
-    return 0;
-  }
-  status = tower::Run(options);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", status.message().c_str());
-    return 1;
-  }
-  return 0;
+  return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options); });
 }

@@ -11,3 +11,13 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
   echo "$out"
   grep -q '^workload=.* replicas=.* steps_per_s=.* samples_per_s=.* gflops=' <<<"$out"
 done
+# Bad flags: one error line, a non-zero exit, nothing on stdout.
+err="${TEST_TMPDIR:-/tmp}/train_bench_err.$$"
+for args in "--workload=cnn" "--bucket-mb=0" "--replicas=x"; do
+  if out="$("$bench" $args 2>"$err")"; then
+    echo "train_bench $args should have failed"; exit 1
+  fi
+  [[ -z "$out" && "$(wc -l <"$err")" -eq 1 ]] || {
+    echo "train_bench $args: expected one error line:"; cat "$err"; exit 1; }
+done
+rm -f "$err"

@@ -448,10 +448,13 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
       for (const auto& callback : options.callbacks) {
         TOWER_RETURN_IF_ERROR(callback->OnBatchEnd(*this, optimizer_->iterations(), logs));
       }
-      last_position = position(epoch, step, loss_sum, rows);
-      if (options.backup_every_steps > 0 && total_steps % options.backup_every_steps == 0) {
-        TOWER_RETURN_IF_ERROR(SaveBackup(options.backup_path, *last_position)
-                                  .WithContext("backup at step " + std::to_string(total_steps)));
+      if (!options.backup_path.empty()) {
+        last_position = position(epoch, step, loss_sum, rows);
+        if (options.backup_every_steps > 0 && total_steps % options.backup_every_steps == 0) {
+          TOWER_RETURN_IF_ERROR(
+              SaveBackup(options.backup_path, *last_position)
+                  .WithContext("backup at step " + std::to_string(total_steps)));
+        }
       }
       if (stop_training_) break;
     }
@@ -471,7 +474,7 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
     if (options.max_steps > 0 && total_steps >= options.max_steps) break;
   }
   // The final position too: resuming a finished run trains no more.
-  if (!options.backup_path.empty() && last_position.has_value()) {
+  if (last_position.has_value()) {
     TOWER_RETURN_IF_ERROR(SaveBackup(options.backup_path, *last_position)
                               .WithContext("final backup"));
   }

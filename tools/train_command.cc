@@ -166,6 +166,21 @@ Status CheckWritable(const std::string& flag, const std::string& path) {
   return OkStatus();
 }
 
+// What a run trains (data, model, optimizer, batching, seed): a backup written by a run with
+// another signature is not resumed. Replica counts may change between runs.
+std::string RunSignature(const TrainFlags& flags, const std::string& layers, double lr) {
+  return Join(std::vector<std::string>{
+                  "data=" + flags.data, "target=" + flags.target, "layers=" + layers,
+                  "loss=" + flags.loss, "optimizer=" + flags.optimizer,
+                  "lr=" + std::to_string(lr), "momentum=" + std::to_string(flags.momentum),
+                  "nesterov=" + std::to_string(flags.nesterov),
+                  "global-batch=" + std::to_string(flags.global_batch),
+                  "shuffle=" + std::to_string(flags.shuffle),
+                  "drop-remainder=" + std::to_string(flags.drop_remainder),
+                  "seed=" + std::to_string(flags.seed), "metrics=" + flags.metrics},
+              " ");
+}
+
 int Usage(std::ostream& err, const Status& status) {
   err << "error: " << status.message() << "\n";
   return 2;
@@ -224,6 +239,17 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   if (flags.global_batch <= 0) return Usage(err, InvalidArgumentError("--global-batch must be positive"));
   if (flags.verbose < 0 || flags.verbose > 2) return Usage(err, InvalidArgumentError("--verbose is 0, 1 or 2"));
+  // Negated comparisons so NaN is rejected too; the upper bounds keep the conversions to
+  // integer bytes and milliseconds in range.
+  if (!(flags.bucket_mb * (1 << 20) >= 1 && flags.bucket_mb <= 1 << 20)) {
+    return Usage(err, InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB), "
+                                           "got " + std::to_string(flags.bucket_mb)));
+  }
+  if (!(flags.collective_timeout_s >= 0.001 && flags.collective_timeout_s <= 7 * 86400)) {
+    return Usage(err, InvalidArgumentError("--collective-timeout must be between 0.001 and "
+                                           "604800 seconds, got " +
+                                           std::to_string(flags.collective_timeout_s)));
+  }
   if (flags.backup_every <= 0) {
     return Usage(err, InvalidArgumentError("--backup-every must be a positive number of steps"));
   }
@@ -273,17 +299,6 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   Context& context = Context::Global();
   status = ApplyDeviceFlags(flags.device, context);
   if (!status.ok()) return Usage(err, status);
-  // Negated comparisons so NaN is rejected too; the upper bounds keep the conversions to
-  // integer bytes and milliseconds in range.
-  if (!(flags.bucket_mb * (1 << 20) >= 1 && flags.bucket_mb <= 1 << 20)) {
-    return Usage(err, InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB), "
-                                           "got " + std::to_string(flags.bucket_mb)));
-  }
-  if (!(flags.collective_timeout_s >= 0.001 && flags.collective_timeout_s <= 7 * 86400)) {
-    return Usage(err, InvalidArgumentError("--collective-timeout must be between 0.001 and "
-                                           "604800 seconds, got " +
-                                           std::to_string(flags.collective_timeout_s)));
-  }
   MirroredStrategyOptions strategy_options;
   strategy_options.cross_device_ops = *cross_device_ops;
   strategy_options.bucket_bytes = static_cast<int64_t>(flags.bucket_mb * (1 << 20));
@@ -326,16 +341,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   model.set_check_numerics(flags.check_numerics);
   const bool chief = strategy == nullptr || strategy->is_chief();
-  // What this run trains: a backup written by a run with other values is not resumed.
-  const std::string signature = Join(std::vector<std::string>{"data=" + flags.data, "target=" + flags.target,
-       "layers=" + (flags.layers.empty() ? defaults.layers : flags.layers), "loss=" + flags.loss,
-       "optimizer=" + flags.optimizer, "lr=" + std::to_string(lr),
-       "momentum=" + std::to_string(flags.momentum), "nesterov=" + std::to_string(flags.nesterov),
-       "global-batch=" + std::to_string(flags.global_batch),
-       "shuffle=" + std::to_string(flags.shuffle),
-       "drop-remainder=" + std::to_string(flags.drop_remainder),
-       "seed=" + std::to_string(flags.seed), "metrics=" + flags.metrics},
-      " ");
+  const std::string signature =
+      RunSignature(flags, flags.layers.empty() ? defaults.layers : flags.layers, lr);
   std::optional<FitPosition> resume;
   if (flags.resume && std::ifstream(flags.backup).good()) {
     StatusOr<FitPosition> position = model.RestoreBackup(flags.backup, signature);

@@ -451,6 +451,18 @@ TEST(SequentialTest, BackupAndResumeContinueExactlyWhereTheRunStopped) {
   EXPECT_EQ(position->step_in_epoch, 4);
   EXPECT_EQ(position->total_steps, 14);
   EXPECT_FALSE(resumed->RestoreBackup(backup, "another run").ok());
+  // A position the data cannot reach (the data changed) and one for other metrics: refused.
+  FitOptions beyond = options;
+  beyond.resume = *position;
+  beyond.resume->step_in_epoch = 50;
+  EXPECT_THAT(make()->Fit(dataset, beyond).status().message(),
+              HasSubstr("the data ended after 10 batches of epoch 2, before the resume "
+                        "position (step 50)"));
+  FitOptions other_metrics = options;
+  other_metrics.resume = *position;
+  other_metrics.resume->metrics.clear();
+  EXPECT_THAT(make()->Fit(dataset, other_metrics).status().message(),
+              HasSubstr("the resume position has 0 metric totals for 1 metrics"));
   FitOptions rest = options;
   rest.resume = *position;
   StatusOr<History> history = resumed->Fit(dataset, rest);
