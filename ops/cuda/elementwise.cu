@@ -1,6 +1,7 @@
 // Elementwise kernels (math and activation ops, Fill, the MSE gradient): one thread per
 // element in grid-stride loops. Memory-bound; the arithmetic rounds as the CPU kernels do
 // (products that feed a sum are rounded with __fmul_rn rather than fused).
+#include "device/cuda/kernel_launch.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launchers.h"
 
@@ -23,15 +24,13 @@ template <typename Op>
 cudaError_t Binary(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream,
                    Op op) {
   if (n == 0) return cudaSuccess;
-  BinaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(a, b, out, n, op);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(BinaryKernel<Op>, BlocksFor(n), kThreads, 0, stream, a, b, out, n, op);
 }
 
 template <typename Op>
 cudaError_t Unary(const float* x, float* out, int64_t n, cudaStream_t stream, Op op) {
   if (n == 0) return cudaSuccess;
-  UnaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, out, n, op);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(UnaryKernel<Op>, BlocksFor(n), kThreads, 0, stream, x, out, n, op);
 }
 
 struct AddOp {
@@ -138,8 +137,8 @@ cudaError_t LaunchAddN(const float* const* inputs, int64_t count, float* out, in
     const int64_t left = count - begin;
     batch.count = static_cast<int>(left < kAddNPerLaunch ? left : kAddNPerLaunch);
     for (int k = 0; k < batch.count; ++k) batch.pointers[k] = inputs[begin + k];
-    AddNKernel<<<BlocksFor(n), kThreads, 0, stream>>>(batch, /*accumulate=*/begin > 0, out, n);
-    const cudaError_t error = cudaGetLastError();
+    const cudaError_t error = TOWER_LAUNCH_KERNEL(AddNKernel, BlocksFor(n), kThreads, 0, stream,
+                                                  batch, /*accumulate=*/begin > 0, out, n);
     if (error != cudaSuccess) return error;
   }
   return cudaSuccess;
@@ -149,14 +148,12 @@ cudaError_t LaunchBiasAdd(const float* x, const float* bias, float* out, int64_t
                           cudaStream_t stream) {
   const int64_t n = rows * c;
   if (n == 0) return cudaSuccess;
-  BiasAddKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, bias, out, n, c);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(BiasAddKernel, BlocksFor(n), kThreads, 0, stream, x, bias, out, n, c);
 }
 
 cudaError_t LaunchFill(float* out, float value, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  FillKernel<<<BlocksFor(n), kThreads, 0, stream>>>(out, value, n);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(FillKernel, BlocksFor(n), kThreads, 0, stream, out, value, n);
 }
 
 cudaError_t LaunchRelu(const float* x, float* y, int64_t n, cudaStream_t stream) {

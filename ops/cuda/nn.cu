@@ -6,6 +6,7 @@
 // many columns would go faster with a block per row.
 #include <cmath>
 
+#include "device/cuda/kernel_launch.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launchers.h"
 
@@ -107,33 +108,30 @@ unsigned WarpBlocksFor(int64_t rows) { return BlocksFor(rows, kWarpsPerBlock); }
 cudaError_t LaunchSoftmax(const float* logits, float* y, int64_t n, int64_t c,
                           cudaStream_t stream) {
   if (n == 0 || c == 0) return cudaSuccess;
-  SoftmaxKernel<<<WarpBlocksFor(n), kThreads, 0, stream>>>(logits, y, n, c);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(SoftmaxKernel, WarpBlocksFor(n), kThreads, 0, stream, logits, y, n, c);
 }
 
 cudaError_t LaunchSoftmaxGrad(const float* dy, const float* y, float* dx, int64_t n, int64_t c,
                               cudaStream_t stream) {
   if (n == 0 || c == 0) return cudaSuccess;
-  SoftmaxGradKernel<<<WarpBlocksFor(n), kThreads, 0, stream>>>(dy, y, dx, n, c);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(SoftmaxGradKernel, WarpBlocksFor(n), kThreads, 0, stream, dy, y, dx, n,
+                             c);
 }
 
 cudaError_t LaunchCrossEntropyRowLosses(const float* logits, const int32_t* labels, int64_t n,
                                         int64_t c, double* row_loss, RowIndex* first_bad_row,
                                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  CrossEntropyRowLossesKernel<<<WarpBlocksFor(n), kThreads, 0, stream>>>(logits, labels, n, c,
-                                                                         row_loss, first_bad_row);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(CrossEntropyRowLossesKernel, WarpBlocksFor(n), kThreads, 0, stream,
+                             logits, labels, n, c, row_loss, first_bad_row);
 }
 
 cudaError_t LaunchCrossEntropyGrad(const float* logits, const int32_t* labels, int64_t n, int64_t c,
                                    float scale, float* grad, RowIndex* first_bad_row,
                                    cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  CrossEntropyGradKernel<<<WarpBlocksFor(n), kThreads, 0, stream>>>(logits, labels, n, c, scale,
-                                                                    grad, first_bad_row);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(CrossEntropyGradKernel, WarpBlocksFor(n), kThreads, 0, stream, logits,
+                             labels, n, c, scale, grad, first_bad_row);
 }
 
 }  // namespace tower::gpu

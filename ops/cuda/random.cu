@@ -1,6 +1,7 @@
 // RandomUniform / RandomNormal: element i is philox::Uniform / philox::Normal(seed, i) from
 // ops/philox.h, the very functions the CPU kernels call. They use only exactly rounded
 // operations (explicit fma, no library log/cos), so the values are bitwise the CPU's.
+#include "device/cuda/kernel_launch.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launchers.h"
 #include "ops/philox.h"
@@ -25,15 +26,15 @@ __global__ void RandomNormalKernel(uint64_t seed, float mean, float stddev, floa
 cudaError_t LaunchRandomUniform(uint64_t seed, float lo, float hi, float* out, int64_t n,
                                 cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  RandomUniformKernel<<<BlocksFor(n), kThreads, 0, stream>>>(seed, lo, hi, out, n);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(RandomUniformKernel, BlocksFor(n), kThreads, 0, stream, seed, lo, hi,
+                             out, n);
 }
 
 cudaError_t LaunchRandomNormal(uint64_t seed, float mean, float stddev, float* out, int64_t n,
                                cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  RandomNormalKernel<<<BlocksFor(n), kThreads, 0, stream>>>(seed, mean, stddev, out, n);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(RandomNormalKernel, BlocksFor(n), kThreads, 0, stream, seed, mean,
+                             stddev, out, n);
 }
 
 }  // namespace tower::gpu

@@ -2,6 +2,7 @@
 // the losses. Accumulated in double like the CPU kernels, in two passes with a fixed order
 // (a block's threads in a tree, then the blocks' partial sums in index order): no atomics,
 // and the grid depends only on the shape, so results are bitwise reproducible.
+#include "device/cuda/kernel_launch.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launchers.h"
 
@@ -63,12 +64,13 @@ cudaError_t SumAll(Load load, int64_t n, double multiplier, double divisor, doub
                    float* out, cudaStream_t stream) {
   const int64_t blocks = SumAllBlocks(n);
   if (blocks > 0) {
-    PartialSumsKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(load, n, workspace);
-    const cudaError_t error = cudaGetLastError();
+    const cudaError_t error =
+        TOWER_LAUNCH_KERNEL(PartialSumsKernel<Load>, static_cast<unsigned>(blocks), kThreads, 0,
+                            stream, load, n, workspace);
     if (error != cudaSuccess) return error;
   }
-  FinishSumKernel<<<1, kThreads, 0, stream>>>(workspace, blocks, multiplier, divisor, out);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(FinishSumKernel, 1, kThreads, 0, stream, workspace, blocks, multiplier,
+                             divisor, out);
 }
 
 // ---- x[rows, cols] -> [cols] -------------------------------------------------------------
@@ -157,13 +159,11 @@ cudaError_t LaunchSumRows(const float* x, int64_t rows, int64_t cols, double div
   const int64_t chunks = SumRowsChunks(rows, cols);
   const dim3 grid(static_cast<unsigned>((cols + kTileCols - 1) / kTileCols),
                   static_cast<unsigned>(chunks));
-  ColumnSumsKernel<<<grid, dim3(kTileCols, kTileRows), 0, stream>>>(x, rows, cols, divisor,
-                                                                    workspace, out);
-  cudaError_t error = cudaGetLastError();
+  cudaError_t error = TOWER_LAUNCH_KERNEL(ColumnSumsKernel, grid, dim3(kTileCols, kTileRows), 0,
+                                          stream, x, rows, cols, divisor, workspace, out);
   if (error != cudaSuccess || chunks == 1) return error;
-  FinishColumnSumsKernel<<<BlocksFor(cols), kThreads, 0, stream>>>(workspace, chunks, cols, divisor,
-                                                                   out);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(FinishColumnSumsKernel, BlocksFor(cols), kThreads, 0, stream,
+                             workspace, chunks, cols, divisor, out);
 }
 
 }  // namespace tower::gpu

@@ -4,6 +4,7 @@
 // stay identical. Adam's too, but for the square root: sqrtf here is correctly rounded, while
 // Eigen's vectorised sqrt (EIGEN_FAST_MATH, AVX) is rsqrt plus a Newton step, off by an ulp
 // at times.
+#include "device/cuda/kernel_launch.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launchers.h"
 
@@ -44,17 +45,16 @@ __global__ void AdamKernel(float* var, float* m, float* v, const float* grad, fl
 cudaError_t LaunchApplySgd(float* var, const float* grad, float learning_rate, int64_t n,
                            cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  SgdKernel<<<BlocksFor(n), kThreads, 0, stream>>>(var, grad, learning_rate, n);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(SgdKernel, BlocksFor(n), kThreads, 0, stream, var, grad, learning_rate,
+                             n);
 }
 
 cudaError_t LaunchApplySgdMomentum(float* var, float* velocity, const float* grad,
                                    float learning_rate, float momentum, bool nesterov, int64_t n,
                                    cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  SgdMomentumKernel<<<BlocksFor(n), kThreads, 0, stream>>>(var, velocity, grad, learning_rate,
-                                                           momentum, nesterov, n);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(SgdMomentumKernel, BlocksFor(n), kThreads, 0, stream, var, velocity,
+                             grad, learning_rate, momentum, nesterov, n);
 }
 
 cudaError_t LaunchApplyAdam(float* var, float* m, float* v, const float* grad, float alpha,
@@ -62,9 +62,8 @@ cudaError_t LaunchApplyAdam(float* var, float* m, float* v, const float* grad, f
                             cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   // 1 − β in float, as the CPU kernel computes it.
-  AdamKernel<<<BlocksFor(n), kThreads, 0, stream>>>(var, m, v, grad, alpha, 1.0f - beta1,
-                                                    1.0f - beta2, epsilon, n);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(AdamKernel, BlocksFor(n), kThreads, 0, stream, var, m, v, grad, alpha,
+                             1.0f - beta1, 1.0f - beta2, epsilon, n);
 }
 
 }  // namespace tower::gpu

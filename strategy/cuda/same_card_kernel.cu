@@ -1,5 +1,7 @@
 #include "strategy/cuda/same_card_kernel.h"
 
+#include "device/cuda/kernel_launch.h"
+
 namespace tower::cuda {
 namespace {
 
@@ -23,8 +25,7 @@ cudaError_t LaunchSameCardSum(const ReplicaBuffers& buffers, int n, int64_t coun
   constexpr int kThreads = 256;
   const int64_t blocks = (count + kThreads - 1) / kThreads;
   const int grid = static_cast<int>(blocks < 4096 ? blocks : 4096);
-  SameCardSumKernel<<<grid, kThreads, 0, stream>>>(buffers, n, count);
-  return cudaGetLastError();
+  return TOWER_LAUNCH_KERNEL(SameCardSumKernel, grid, kThreads, 0, stream, buffers, n, count);
 }
 
 }  // namespace tower::cuda

@@ -1,0 +1,34 @@
+// The emulation's own view, for tests: what a real GPU would show only through a profiler
+// or nvidia-smi (contexts created, memory in use, copies staged through the host), and
+// fault injection that tests switch on at run time (the environment variables of
+// cudaemu/README.md do the same for whole processes).
+#ifndef CUDAEMU_TESTING_H_
+#define CUDAEMU_TESTING_H_
+
+#include <cstdint>
+
+namespace cudaemu::testing {
+
+// Times device `device`'s primary context was created in this process (0 or 1 unless
+// cudaDeviceReset destroyed it).
+int PrimaryContextsCreated(int device);
+// Bytes of `device` in use by allocations (cudaMalloc and library-internal buffers).
+uint64_t DeviceBytesInUse(int device);
+// Live cudaMalloc allocations on `device`.
+int64_t LiveAllocations(int device);
+// Copies that went through host memory: cudaMemcpyPeerAsync without peer access enabled,
+// and cudaMemcpyAsync from or to pageable (not cudaMallocHost) host memory.
+int64_t StagedPeerCopies();
+int64_t PageableAsyncCopies();
+// Kernel launches so far (every launch, successful or not).
+int64_t KernelLaunches();
+
+// The `nth` cudaMalloc from now (1 = the next) fails with cudaErrorMemoryAllocation.
+void FailAllocation(int64_t nth);
+// The `nth` kernel launch from now faults: the kernel does not run and the context gets the
+// sticky error cudaErrorLaunchFailure.
+void FailLaunch(int64_t nth);
+
+}  // namespace cudaemu::testing
+
+#endif  // CUDAEMU_TESTING_H_
