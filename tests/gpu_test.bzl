@@ -1,20 +1,51 @@
-"""gpu_test: a cc_test of CUDA code, built only with --config=cuda (incompatible, hence
-skipped, otherwise) and tagged `gpu`, so a GPU machine can run exactly these:
+"""GPU tests.
+
+gpu_test: a cc_test of CUDA code, built with --config=cuda (the real toolkit) or
+--config=cudaemu (the host emulation; then it runs here), incompatible, hence skipped,
+otherwise, and tagged `gpu`, so a GPU machine can run exactly these:
     bazel test --config=cuda --test_tag_filters=gpu //tests/...
-Its test cases skip (GTEST_SKIP) on a machine without a GPU."""
+Without a GPU its cases skip, unless TOWER_REQUIRE_GPU=1 (tests/testing/gpu.h).
+
+cudaemu_test: a test that also looks through the emulation (cudaemu/testing.h: contexts
+created, communicators, handles) or injects its faults; built only with --config=cudaemu.
+"""
 
 load("//:copts.bzl", "TOWER_COPTS")
 
-def gpu_test(name, srcs, deps, size = "medium"):
+def gpu_test(name, srcs, deps, size = "medium", env = {}, tags = [], **kwargs):
     native.cc_test(
         name = name,
         size = size,
         srcs = srcs,
         copts = TOWER_COPTS,
-        tags = ["gpu"],
+        env = env,
+        tags = ["gpu"] + tags,
         target_compatible_with = select({
             "//:cuda": [],
             "//conditions:default": ["//:incompatible"],
         }),
-        deps = deps + ["@gtest//:gtest_main"],
+        deps = deps + [
+            "//tests/testing:gpu",
+            "@gtest//:gtest_main",
+        ],
+        **kwargs
+    )
+
+def cudaemu_test(name, srcs, deps, size = "medium", env = {}, tags = [], **kwargs):
+    native.cc_test(
+        name = name,
+        size = size,
+        srcs = srcs,
+        copts = TOWER_COPTS,
+        env = env,
+        tags = ["gpu", "cudaemu"] + tags,
+        target_compatible_with = select({
+            "//:cudaemu": [],
+            "//conditions:default": ["//:incompatible"],
+        }),
+        deps = deps + [
+            "//cudaemu/runtime:core",
+            "@gtest//:gtest_main",
+        ],
+        **kwargs
     )

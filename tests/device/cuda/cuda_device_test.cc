@@ -11,6 +11,7 @@
 #include "device/context.h"
 #include "device/cpu_platform.h"
 #include "device/gpu_platform.h"
+#include "tests/testing/gpu.h"
 
 namespace tower {
 namespace {
@@ -33,7 +34,7 @@ class CudaDeviceTest : public ::testing::Test {
     ASSERT_TRUE(GpuPlatformCompiledIn());
     context_ = RealContext();
     if (context_->ListPhysicalDevices("GPU").empty()) {
-      GTEST_SKIP() << "no GPU: " << context_->GetPlatform("GPU")->status();
+      TOWER_SKIP_WITHOUT_GPU(context_->GetPlatform("GPU")->status());
     }
   }
   uint64_t FreeBytes(int gpu) {

@@ -28,6 +28,7 @@
 #include "ops/random_ops.h"
 #include "ops/reference/reference_ops.h"
 #include "ops/training_ops.h"
+#include "tests/testing/gpu.h"
 
 namespace tower {
 namespace {
@@ -86,7 +87,7 @@ class OpsGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (Context::Global().ListPhysicalDevices("GPU").empty()) {
-      GTEST_SKIP() << "no GPU on this machine";
+      TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
     }
     StatusOr<Device*> gpu = Context::Global().FindDevice("/GPU:0");
     ASSERT_TRUE(gpu.ok()) << gpu.status();

@@ -15,6 +15,7 @@
 #include "model/sequential.h"
 #include "strategy/gpu_collectives.h"
 #include "strategy/mirrored_strategy.h"
+#include "tests/testing/gpu.h"
 
 namespace tower {
 namespace {
@@ -83,7 +84,7 @@ std::vector<std::string> Names(int n) {
 TEST(GpuStrategyTest, SameCardAllReduceOverVirtualGpus) {
   for (int n : {2, 4}) {
     auto context = RealContext(n);
-    if (context == nullptr) GTEST_SKIP() << "no GPU on this machine";
+    if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
     std::vector<Device*> gpus = *context->Devices("GPU");
     gpus.resize(n);  // card 0's logical GPUs
     auto ops = MakeSameCardAllReduce(gpus, Names(n), std::chrono::seconds(60), false);
@@ -94,7 +95,7 @@ TEST(GpuStrategyTest, SameCardAllReduceOverVirtualGpus) {
 
 TEST(GpuStrategyTest, NcclAcrossCards) {
   auto context = RealContext(0);
-  if (context == nullptr) GTEST_SKIP() << "no GPU on this machine";
+  if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   std::vector<Device*> gpus = *context->Devices("GPU");
   if (gpus.size() < 2) GTEST_SKIP() << "NCCL needs two cards; this machine has one";
   auto ops = MakeNcclAllReduce(gpus, Names(static_cast<int>(gpus.size())),
@@ -105,7 +106,7 @@ TEST(GpuStrategyTest, NcclAcrossCards) {
 
 TEST(GpuStrategyTest, NcclRefusesTwoRanksOnOneCard) {
   auto context = RealContext(2);
-  if (context == nullptr) GTEST_SKIP() << "no GPU on this machine";
+  if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   std::vector<Device*> gpus = *context->Devices("GPU");
   gpus.resize(2);
   auto ops = MakeNcclAllReduce(gpus, Names(2), std::chrono::seconds(60));
@@ -147,7 +148,7 @@ std::vector<std::vector<float>> Train(int replicas) {
 }
 
 TEST(GpuStrategyTest, VirtualGpusTrainLikeOneGpuOnTheGlobalBatch) {
-  if (RealContext(0) == nullptr) GTEST_SKIP() << "no GPU on this machine";
+  if (RealContext(0) == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   const auto single = Train(0);
   for (int replicas : {2, 4}) {
     const auto distributed = Train(replicas);

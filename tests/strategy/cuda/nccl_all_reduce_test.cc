@@ -1,0 +1,215 @@
+// The NCCL all-reduce paths under the CUDA emulation, where faults can be made to happen:
+// a peer that is late, stalls, never joins setup or never reaches a collective. Each test is
+// one way the NCCL code must not fail: a stale cudaErrorNotReady blamed on the next kernel,
+// two replicas aborting at once, a setup that waits forever, a collective that can never
+// finish holding the next copy to the host, and a communicator made for a single GPU.
+//
+// "Processes" are threads here: the cross-process path only needs ranks that share a unique
+// id, and the emulation's NCCL joins them in one process as it would across processes.
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cudaemu/nccl_testing.h"
+#include "device/context.h"
+#include "device/cpu_platform.h"
+#include "device/gpu_platform.h"
+#include "ops/nn_ops.h"
+#include "strategy/gpu_collectives.h"
+#include "strategy/mirrored_strategy.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using std::chrono::milliseconds;
+
+std::unique_ptr<Context> Gpus() {
+  std::vector<std::unique_ptr<Platform>> platforms;
+  platforms.push_back(CreateCpuPlatform());
+  platforms.push_back(CreateGpuPlatform());
+  auto context = std::make_unique<Context>(std::move(platforms));
+  TOWER_CHECK_OK(context->EnsureInitialized());
+  return context;
+}
+
+Tensor Filled(Device* device, int64_t n, float value) {
+  return *Tensor::FromHost(device, Shape{n}, std::vector<float>(static_cast<size_t>(n), value));
+}
+
+// Runs `fn` on a thread of its own and waits up to `limit` for it. A hang is reported and
+// ends the test binary: the stuck thread cannot be joined, and a hung test must fail, not
+// block the suite.
+template <typename T>
+T WithinOrDie(milliseconds limit, const char* what, std::function<T()> fn) {
+  auto done = std::make_shared<std::promise<T>>();
+  std::future<T> result = done->get_future();
+  std::thread([done, fn] { done->set_value(fn()); }).detach();
+  if (result.wait_for(limit) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: %s did not return within %lld ms (it hangs)\n", what,
+                 static_cast<long long>(limit.count()));
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  return result.get();
+}
+
+struct Worker {
+  std::unique_ptr<CrossDeviceOps> ops;
+  Status status;
+};
+
+// Builds the cross-process ops of `workers` "processes" at once (setup waits for every rank):
+// worker w owns devices[w] and ranks first_rank[w]...
+std::vector<Worker> MakeWorkers(const std::vector<std::vector<Device*>>& devices,
+                                milliseconds timeout) {
+  const std::string id = *NewNcclUniqueId();
+  int world = 0;
+  for (const auto& local : devices) world += static_cast<int>(local.size());
+  std::vector<Worker> workers(devices.size());
+  std::vector<std::thread> threads;
+  int first = 0;
+  for (size_t w = 0; w < devices.size(); ++w) {
+    threads.emplace_back([&, w, first] {
+      std::vector<std::string> names;
+      for (size_t r = 0; r < devices[w].size(); ++r) {
+        names.push_back("worker " + std::to_string(w) + " replica " + std::to_string(r));
+      }
+      StatusOr<std::unique_ptr<CrossDeviceOps>> ops =
+          MakeNcclAllReduceAcrossProcesses(devices[w], names, timeout, id, first, world);
+      workers[w].status = ops.status();
+      if (ops.ok()) workers[w].ops = std::move(*ops);
+    });
+    first += static_cast<int>(devices[w].size());
+  }
+  for (auto& thread : threads) thread.join();
+  return workers;
+}
+
+TEST(NcclAcrossProcessesTest, AKernelAfterACollectiveThatHadToWaitSucceeds) {
+  auto context = Gpus();
+  std::vector<Device*> gpus = *context->Devices("GPU");
+  std::vector<Worker> workers = MakeWorkers({{gpus[0]}, {gpus[1]}}, milliseconds(10000));
+  ASSERT_TRUE(workers[0].status.ok()) << workers[0].status;
+  ASSERT_TRUE(workers[1].status.ok()) << workers[1].status;
+  Tensor a = Filled(gpus[0], 1024, 1.0f);
+  Tensor b = Filled(gpus[1], 1024, 2.0f);
+  Status late_status;
+  std::thread late([&] {
+    std::this_thread::sleep_for(milliseconds(200));  // worker 0 polls its stream meanwhile
+    Tensor* mine[] = {&b};
+    late_status = workers[1].ops->AllReduceSum(0, mine);
+  });
+  Tensor* mine[] = {&a};
+  const Status status = workers[0].ops->AllReduceSum(0, mine);
+  late.join();
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_TRUE(late_status.ok()) << late_status;
+  // The next kernel of this thread (ReluGrad in backward, the optimizer's update) must not
+  // report the cudaErrorNotReady that polling the stream left as the thread's last error.
+  StatusOr<Tensor> relu = ops::Relu(a);
+  ASSERT_TRUE(relu.ok()) << relu.status();
+  EXPECT_EQ(*relu->ToHost(), std::vector<float>(1024, 3.0f));
+}
+
+TEST(NcclAcrossProcessesTest, TwoReplicasTimingOutTogetherEachAbortTheirCommunicatorOnce) {
+  // Worker 0 holds ranks 0 and 1; worker 1 (rank 2) never comes to the collective, so both of
+  // worker 0's replicas reach the deadline at the same time and abort concurrently.
+  auto context = Gpus();
+  std::vector<Device*> gpus = *context->Devices("GPU");
+  ASSERT_EQ(gpus.size(), 3u);
+  const int64_t aborted_before = cudaemu::testing::NcclCommunicatorsAborted();
+  const int64_t live_before = cudaemu::testing::NcclLiveCommunicators();
+  std::vector<Worker> workers = MakeWorkers({{gpus[0], gpus[1]}, {gpus[2]}}, milliseconds(300));
+  ASSERT_TRUE(workers[0].status.ok()) << workers[0].status;
+  ASSERT_TRUE(workers[1].status.ok()) << workers[1].status;
+  Tensor t0 = Filled(gpus[0], 256, 1.0f);
+  Tensor t1 = Filled(gpus[1], 256, 1.0f);
+  Status s0, s1;
+  std::thread other([&] {
+    Tensor* mine[] = {&t1};
+    s1 = workers[0].ops->AllReduceSum(1, mine);
+  });
+  Tensor* mine[] = {&t0};
+  s0 = workers[0].ops->AllReduceSum(0, mine);
+  other.join();
+  EXPECT_TRUE(IsDeadlineExceeded(s0)) << s0;
+  EXPECT_TRUE(IsDeadlineExceeded(s1)) << s1;
+  EXPECT_EQ(cudaemu::testing::NcclCommunicatorsAborted() - aborted_before, 2);
+  // Later collectives say the communicator is gone rather than using it.
+  const Status again = workers[0].ops->AllReduceSum(0, mine);
+  EXPECT_FALSE(again.ok());
+  workers[0].ops.reset();  // destroys nothing twice
+  EXPECT_EQ(cudaemu::testing::NcclLiveCommunicators(), live_before + 1);  // worker 1's
+  workers[1].ops.reset();
+  EXPECT_EQ(cudaemu::testing::NcclLiveCommunicators(), live_before);
+}
+
+TEST(NcclAcrossProcessesTest, SetupEndsAtTheDeadlineWhenAWorkerNeverJoins) {
+  auto context = Gpus();
+  std::vector<Device*> gpus = *context->Devices("GPU");
+  const int64_t live_before = cudaemu::testing::NcclLiveCommunicators();
+  const std::string id = *NewNcclUniqueId();
+  // Rank 1 of 2 died between receiving the NCCL id and joining.
+  const Status status = WithinOrDie<Status>(milliseconds(20000), "NCCL setup", [&] {
+    return MakeNcclAllReduceAcrossProcesses({gpus[0]}, {"worker 0 replica 0"},
+                                            milliseconds(500), id, 0, 2)
+        .status();
+  });
+  EXPECT_TRUE(IsDeadlineExceeded(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("500 ms"));
+  EXPECT_EQ(cudaemu::testing::NcclLiveCommunicators(), live_before) << "a communicator leaked";
+}
+
+TEST(NcclSingleProcessTest, AbortReleasesAReplicaWhoseCollectiveCanNeverFinish) {
+  auto context = Gpus();
+  std::vector<Device*> gpus = *context->Devices("GPU");
+  gpus.resize(2);
+  // Rank 1 never delivers its first collective: as if replica 1 failed between the barrier
+  // and its launch.
+  cudaemu::testing::SetNcclStall(1, "collective:1");
+  StatusOr<std::unique_ptr<CrossDeviceOps>> ops =
+      MakeNcclAllReduce(gpus, {"replica 0", "replica 1"}, milliseconds(2000));
+  cudaemu::testing::ClearNcclFaults();
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  Tensor t0 = Filled(gpus[0], 64, 1.0f);
+  Tensor t1 = Filled(gpus[1], 64, 2.0f);
+  std::thread replica1([&] {
+    Tensor* mine[] = {&t1};
+    (void)(*ops)->AllReduceSum(1, mine);
+  });
+  Tensor* mine[] = {&t0};
+  (void)(*ops)->AllReduceSum(0, mine);
+  replica1.join();
+  // Replica 1 fails later in its step; the strategy aborts the collectives.
+  (*ops)->Abort(InternalError("replica 1 failed"));
+  // Replica 0's next copy to the host must not wait forever for the collective.
+  WithinOrDie<bool>(milliseconds(20000), "the copy to the host after an abort", [&] {
+    (void)t0.ToHost();
+    return true;
+  });
+  (*ops)->Reset();
+  const Status again = (*ops)->AllReduceSum(0, mine);
+  EXPECT_FALSE(again.ok());
+  EXPECT_THAT(again.message(), HasSubstr("aborted"));
+}
+
+TEST(NcclSingleProcessTest, OneGpuGetsNoCommunicator) {
+  auto context = Gpus();
+  const int64_t created_before = cudaemu::testing::NcclCommunicatorsCreated();
+  MirroredStrategyOptions options;
+  options.context = context.get();
+  options.devices = {"/GPU:0"};
+  StatusOr<std::unique_ptr<MirroredStrategy>> strategy = MirroredStrategy::Create(options);
+  ASSERT_TRUE(strategy.ok()) << strategy.status();
+  EXPECT_NE((*strategy)->cross_device_ops_choice().kind, CrossDeviceOpsKind::kNccl);
+  EXPECT_EQ(cudaemu::testing::NcclCommunicatorsCreated(), created_before)
+      << "one GPU has nothing to reduce with, yet got an NCCL communicator";
+}
+
+}  // namespace
+}  // namespace tower
