@@ -23,6 +23,17 @@ std::string Device::short_name() const { return device_type() + ":" + std::to_st
 bool Device::is_cpu() const { return device_type() == kDeviceTypeCpu; }
 bool Device::is_gpu() const { return device_type() == kDeviceTypeGpu; }
 
+StatusOr<Device::Resource*> Device::GetOrCreateResource(
+    std::string_view key, const std::function<StatusOr<std::unique_ptr<Resource>>()>& make) {
+  std::lock_guard<std::mutex> lock(resources_mu_);
+  auto it = resources_.find(key);
+  if (it != resources_.end()) return it->second.get();
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<Resource> made, make());
+  Resource* resource = made.get();
+  resources_.emplace(std::string(key), std::move(made));
+  return resource;
+}
+
 bool Device::SharesPhysicalDeviceWith(const Device& other) const {
   if (device_type() != other.device_type()) return false;
   if (!physical_.uuid.empty() || !other.physical_.uuid.empty()) {

@@ -3,8 +3,12 @@
 #ifndef TOWER_DEVICE_DEVICE_H_
 #define TOWER_DEVICE_DEVICE_H_
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 
 #include "device/bfc_allocator.h"
 #include "device/config_types.h"
@@ -43,6 +47,16 @@ class Device {
   bool memory_growth() const { return allocator_->options().allow_growth; }
   uint64_t memory_limit_bytes() const { return allocator_->options().limit_bytes; }
 
+  // State a kernel library keeps per device (ops/cuda: the cuBLAS handle and its workspace),
+  // one slot per library named by `key`: made by `make` on first use, destroyed with the
+  // device, before its stream and allocator (a workspace goes back to the allocator).
+  class Resource {
+   public:
+    virtual ~Resource() = default;
+  };
+  StatusOr<Resource*> GetOrCreateResource(
+      std::string_view key, const std::function<StatusOr<std::unique_ptr<Resource>>()>& make);
+
   LogicalDevice logical_device() const { return LogicalDevice{full_name_, device_type()}; }
   // Same physical device (same card, decided by UUID for GPUs).
   bool SharesPhysicalDeviceWith(const Device& other) const;
@@ -56,6 +70,9 @@ class Device {
   const std::string platform_name_;
   const std::unique_ptr<BfcAllocator> allocator_;
   const std::unique_ptr<DeviceStream> stream_;
+  // Declared last: destroyed first.
+  std::mutex resources_mu_;
+  std::map<std::string, std::unique_ptr<Resource>, std::less<>> resources_;
 };
 
 }  // namespace tower

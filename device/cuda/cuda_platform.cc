@@ -42,7 +42,7 @@ class CudaMemorySource : public MemorySource {
     void* ptr = nullptr;
     const cudaError_t error = cudaMalloc(&ptr, bytes);
     if (error != cudaSuccess) {
-      cudaGetLastError();  // cudaMalloc failures are not sticky; clear the last error
+      IgnoreCudaError(error);  // cudaMalloc failures are not sticky
       return CudaError(error, "cudaMalloc(&ptr, " + std::to_string(bytes) + ")", __FILE__,
                        __LINE__, Describe());
     }
@@ -51,7 +51,7 @@ class CudaMemorySource : public MemorySource {
 
   void Free(void* region, size_t bytes) override {
     ScopedCudaDevice device(ordinal_);
-    cudaFree(region);
+    IgnoreCudaError(cudaFree(region));
   }
 
   std::string Describe() const override {
@@ -76,7 +76,7 @@ class CudaPlatform : public Platform {
     int count = 0;
     const cudaError_t error = cudaGetDeviceCount(&count);
     if (error != cudaSuccess) {
-      cudaGetLastError();
+      IgnoreCudaError(error);
       status_ = UnavailableError(std::string("no usable GPU: cudaGetDeviceCount: ") +
                                  cudaGetErrorString(error) + " (" + cudaGetErrorName(error) +
                                  ")");

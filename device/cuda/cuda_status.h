@@ -17,8 +17,18 @@ namespace tower {
 Status CudaError(cudaError_t error, std::string_view statement, const char* file, int line,
                  std::string_view device);
 
+// For a CUDA call whose error is deliberately ignored (cleanup in a destructor, a stream query
+// that says cudaErrorNotReady): clears it from the thread's last error, where the runtime
+// records it, so that the next launch's cudaGetLastError() does not report it as its own.
+void IgnoreCudaError(cudaError_t error);
+
 // Makes `ordinal` the calling thread's current CUDA device and restores the previous one
 // when it goes out of scope (CUDA's current device is per thread, and callers own it).
+//
+// A thread that has no CUDA context yet (it never chose a device) is left on `ordinal`:
+// its "previous device" is only cudaGetDevice's default 0, and since CUDA 12 switching to
+// it would create a context on GPU 0 — memory taken there by every process of a
+// one-GPU-per-process job, and a failure when GPU 0 is in EXCLUSIVE_PROCESS mode.
 class ScopedCudaDevice {
  public:
   explicit ScopedCudaDevice(int ordinal);
@@ -29,7 +39,7 @@ class ScopedCudaDevice {
   const Status& status() const { return status_; }
 
  private:
-  int previous_ = -1;
+  int previous_ = -1;  // the device to restore, or -1: none
   Status status_;
 };
 

@@ -1,24 +1,30 @@
 #include "device/cuda/cuda_stream.h"
 
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+
 #include "device/cuda/cuda_status.h"
 
 namespace tower {
 namespace {
 
-// Makes `waiter` wait for the work queued on `signaller` so far, without blocking the host.
-Status StreamWait(cudaStream_t waiter, cudaStream_t signaller, int signaller_ordinal) {
-  ScopedCudaDevice device(signaller_ordinal);
-  TOWER_RETURN_IF_ERROR(device.status());
-  cudaEvent_t event;
-  const std::string where = "GPU " + std::to_string(signaller_ordinal);
-  TOWER_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), where);
-  cudaError_t error = cudaEventRecord(event, signaller);
-  if (error == cudaSuccess) error = cudaStreamWaitEvent(waiter, event, 0);
-  cudaEventDestroy(event);  // released once it has completed
-  if (error != cudaSuccess) {
-    return CudaError(error, "cudaEventRecord/cudaStreamWaitEvent", __FILE__, __LINE__, where);
-  }
-  return OkStatus();
+// Enables direct access from `device`'s copies to `peer`'s memory, once per pair in the
+// process (cudaDeviceEnablePeerAccess is per context and fails when repeated). Without it
+// cudaMemcpyPeerAsync stages through host memory. Unsupported pairs stay staged.
+void EnablePeerAccessOnce(int device, int peer) {
+  static std::mutex mu;
+  static std::set<std::pair<int, int>>* const tried = new std::set<std::pair<int, int>>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (device == peer || !tried->insert({device, peer}).second) return;
+  int can_access = 0;
+  const cudaError_t asked = cudaDeviceCanAccessPeer(&can_access, device, peer);
+  IgnoreCudaError(asked);
+  if (asked != cudaSuccess || !can_access) return;
+  ScopedCudaDevice current(device);
+  // Already enabled (by the user's own code) is as good; any other failure leaves it staged.
+  IgnoreCudaError(cudaDeviceEnablePeerAccess(peer, 0));
 }
 
 }  // namespace
@@ -26,25 +32,71 @@ Status StreamWait(cudaStream_t waiter, cudaStream_t signaller, int signaller_ord
 StatusOr<std::unique_ptr<CudaStream>> CudaStream::Create(int ordinal) {
   ScopedCudaDevice device(ordinal);
   TOWER_RETURN_IF_ERROR(device.status());
+  const std::string where = "GPU " + std::to_string(ordinal);
   cudaStream_t stream;
-  TOWER_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-                             "GPU " + std::to_string(ordinal));
-  return std::unique_ptr<CudaStream>(new CudaStream(ordinal, stream));
+  TOWER_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), where);
+  cudaEvent_t signal;
+  const cudaError_t made = cudaEventCreateWithFlags(&signal, cudaEventDisableTiming);
+  if (made != cudaSuccess) {
+    IgnoreCudaError(cudaStreamDestroy(stream));
+    return CudaError(made, "cudaEventCreateWithFlags", __FILE__, __LINE__, where);
+  }
+  return std::unique_ptr<CudaStream>(new CudaStream(ordinal, stream, signal));
 }
 
 CudaStream::~CudaStream() {
   ScopedCudaDevice device(ordinal_);
-  cudaStreamSynchronize(stream_);
-  cudaStreamDestroy(stream_);
+  IgnoreCudaError(cudaStreamSynchronize(stream_));
+  IgnoreCudaError(cudaEventDestroy(signal_));
+  for (cudaEvent_t event : staging_free_) {
+    if (event != nullptr) IgnoreCudaError(cudaEventDestroy(event));
+  }
+  if (staging_ != nullptr) IgnoreCudaError(cudaFreeHost(staging_));
+  IgnoreCudaError(cudaStreamDestroy(stream_));
+}
+
+Status CudaStream::SignalTo(cudaStream_t waiter) {
+  ScopedCudaDevice device(ordinal_);
+  TOWER_RETURN_IF_ERROR(device.status());
+  TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(signal_, stream_), Where());
+  TOWER_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(waiter, signal_, 0), Where());
+  return OkStatus();
+}
+
+Status CudaStream::EnsureStaging() {
+  if (staging_ != nullptr) return OkStatus();
+  void* buffer = nullptr;
+  TOWER_CUDA_RETURN_IF_ERROR(cudaMallocHost(&buffer, kStagingBytes), Where());
+  staging_ = static_cast<char*>(buffer);
+  for (cudaEvent_t& event : staging_free_) {
+    TOWER_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                               Where());
+  }
+  return OkStatus();
 }
 
 Status CudaStream::CopyFromHost(void* device_dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return OkStatus();
   ScopedCudaDevice device(ordinal_);
-  // From pageable memory cudaMemcpyAsync returns once the data is staged: the host buffer
-  // may be reused at once, as the interface promises.
-  TOWER_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), Where());
+  TOWER_RETURN_IF_ERROR(device.status());
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  TOWER_RETURN_IF_ERROR(EnsureStaging());
+  constexpr size_t kHalf = kStagingBytes / 2;
+  const auto* src = static_cast<const char*>(host_src);
+  auto* dst = static_cast<char*>(device_dst);
+  for (size_t done = 0; done < bytes;) {
+    const size_t chunk = std::min(kHalf, bytes - done);
+    const int half = next_half_;
+    next_half_ = 1 - next_half_;
+    // The copy that last read this half must be done before it is overwritten.
+    TOWER_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging_free_[half]), Where());
+    char* staged = staging_ + half * kHalf;
+    std::memcpy(staged, src + done, chunk);
+    TOWER_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst + done, staged, chunk, cudaMemcpyHostToDevice, stream_), Where());
+    TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging_free_[half], stream_), Where());
+    done += chunk;
+  }
   return OkStatus();
 }
 
@@ -70,15 +122,16 @@ Status CudaStream::CopyFromPeer(void* dst, DeviceStream& src_stream, const void*
   if (bytes == 0) return OkStatus();
   if (src_stream.host_addressable()) return CopyFromHost(dst, src, bytes);
   auto& peer = static_cast<CudaStream&>(src_stream);
+  EnablePeerAccessOnce(ordinal_, peer.ordinal_);
   // Order: the source's pending work, then the copy on this stream, then anything later on
   // the source stream (which may reuse `src` once it is freed).
-  TOWER_RETURN_IF_ERROR(StreamWait(stream_, peer.stream_, peer.ordinal_));
+  TOWER_RETURN_IF_ERROR(peer.SignalTo(stream_));
   {
     ScopedCudaDevice device(ordinal_);
     TOWER_CUDA_RETURN_IF_ERROR(
         cudaMemcpyPeerAsync(dst, ordinal_, src, peer.ordinal_, bytes, stream_), Where());
   }
-  return StreamWait(peer.stream_, stream_, ordinal_);
+  return SignalTo(peer.stream_);
 }
 
 Status CudaStream::Zero(void* dst, size_t bytes) {

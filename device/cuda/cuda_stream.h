@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "device/stream.h"
@@ -18,9 +19,13 @@ class CudaStream : public DeviceStream {
   ~CudaStream() override;
 
   bool host_addressable() const override { return false; }
+  // Through a pinned staging buffer: the copy is queued without waiting, and the host buffer
+  // may be reused at once (from pageable memory the runtime would copy synchronously).
   Status CopyFromHost(void* device_dst, const void* host_src, size_t bytes) override;
   Status CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
   Status CopyWithinDevice(void* dst, const void* src, size_t bytes) override;
+  // GPU to GPU directly where peer access can be enabled (once per pair of cards), instead of
+  // through host memory.
   Status CopyFromPeer(void* dst, DeviceStream& src_stream, const void* src,
                       size_t bytes) override;
   Status Zero(void* dst, size_t bytes) override;
@@ -31,11 +36,24 @@ class CudaStream : public DeviceStream {
   cudaStream_t stream() const { return stream_; }
 
  private:
-  CudaStream(int ordinal, cudaStream_t stream) : ordinal_(ordinal), stream_(stream) {}
+  // Pinned host memory for uploads, in two halves used in turn; an event per half says when
+  // the copy that last read it is done.
+  static constexpr size_t kStagingBytes = size_t{8} << 20;
+
+  CudaStream(int ordinal, cudaStream_t stream, cudaEvent_t signal)
+      : ordinal_(ordinal), stream_(stream), signal_(signal) {}
   std::string Where() const { return "GPU " + std::to_string(ordinal_); }
+  // Makes `waiter`'s later work wait for the work queued on this stream so far.
+  Status SignalTo(cudaStream_t waiter);
+  Status EnsureStaging();
 
   const int ordinal_;
   const cudaStream_t stream_;
+  const cudaEvent_t signal_;  // re-recorded by SignalTo (a wait takes the state at the call)
+  std::mutex staging_mu_;     // uploads from several threads take turns on the buffer
+  char* staging_ = nullptr;
+  cudaEvent_t staging_free_[2] = {nullptr, nullptr};
+  int next_half_ = 0;
 };
 
 }  // namespace tower

@@ -18,11 +18,16 @@
   kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__)
 #endif
 
-// Evaluates to the launch's error (cudaGetLastError after the launch).
-#define TOWER_LAUNCH_KERNEL(...)                 \
-  ([&]() -> cudaError_t {                        \
-    TOWER_KERNEL_CALL(__VA_ARGS__);              \
-    return cudaGetLastError();                   \
+// Evaluates to this launch's own error. The launch reports through the thread's last error,
+// which may still hold an earlier, unrelated one (a stream query's cudaErrorNotReady, a
+// cleanup call's failure): that one is cleared first, so it is never blamed on this kernel.
+// It was returned by the call that made it; a sticky error survives the clear (the runtime
+// keeps reporting it) and fails the launch, as it must.
+#define TOWER_LAUNCH_KERNEL(...)    \
+  ([&]() -> cudaError_t {           \
+    (void)cudaGetLastError();       \
+    TOWER_KERNEL_CALL(__VA_ARGS__); \
+    return cudaGetLastError();      \
   }())
 
 #endif  // TOWER_DEVICE_CUDA_KERNEL_LAUNCH_H_

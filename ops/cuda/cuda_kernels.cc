@@ -8,12 +8,11 @@
 
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "device/cuda/cuda_status.h"
+#include "ops/cuda/cublas_handle.h"
 #include "ops/cuda/cublas_status.h"
 #include "ops/cuda/launchers.h"
 #include "ops/kernel.h"
@@ -61,58 +60,6 @@ StatusOr<Tensor> ScratchDoubles(const KernelContext& ctx, int64_t count) {
 
 double* Doubles(const Tensor& scratch) { return static_cast<double*>(scratch.raw_data()); }
 
-// ---- cuBLAS --------------------------------------------------------------------------------
-
-// One cuBLAS handle per logical device, created on first use (with that device's ordinal
-// current, which the handle is bound to) and kept for the life of the process. Per logical
-// device rather than per card: every call binds the handle to the device's stream first, and
-// two logical devices of one card sharing a handle would race on that binding. The calls of
-// one logical device all bind the same stream, so they may share its handle from any thread.
-class CublasHandles {
- public:
-  static CublasHandles& Global() {
-    static CublasHandles* const handles = new CublasHandles();  // never destroyed
-    return *handles;
-  }
-
-  // The handle of `device`, whose ordinal must be the current CUDA device.
-  StatusOr<cublasHandle_t> For(const Device& device) {
-    const int ordinal = device.physical().index;
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = handles_.find(&device);
-    if (it != handles_.end() && it->second.ordinal == ordinal) return it->second.handle;
-    cublasHandle_t handle;
-    TOWER_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle), device.full_name());
-    // True FP32 products: no TF32 tensor-op math, whatever the library's default becomes.
-    const cublasStatus_t status = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
-    if (status != CUBLAS_STATUS_SUCCESS) {
-      cublasDestroy(handle);
-      return CublasError(status, "cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH)", __FILE__,
-                         __LINE__, device.full_name());
-    }
-    if (it == handles_.end()) {
-      handles_.emplace(&device, Entry{ordinal, handle});
-    } else {
-      // A new device at the address of a destroyed one (contexts come and go in tests),
-      // on another GPU: the old handle belongs to that GPU.
-      {
-        ScopedCudaDevice old_device(it->second.ordinal);
-        cublasDestroy(it->second.handle);
-      }
-      it->second = Entry{ordinal, handle};
-    }
-    return handle;
-  }
-
- private:
-  struct Entry {
-    int ordinal;
-    cublasHandle_t handle;
-  };
-  std::mutex mu_;
-  std::unordered_map<const Device*, Entry> handles_;
-};
-
 // ---- math ----------------------------------------------------------------------------------
 
 Status MatMul(const KernelContext& ctx) {
@@ -130,9 +77,8 @@ Status MatMul(const KernelContext& ctx) {
     TOWER_GPU_RETURN_IF_ERROR(ctx, cudaMemsetAsync(c.raw_data(), 0, c.bytes(), stream));
     return OkStatus();
   }
-  TOWER_ASSIGN_OR_RETURN(cublasHandle_t handle, CublasHandles::Global().For(*ctx.device));
+  TOWER_ASSIGN_OR_RETURN(cublasHandle_t handle, CublasHandleFor(*ctx.device));
   const std::string& where = ctx.device->full_name();
-  TOWER_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, stream), where);
   // cuBLAS is column-major, and a row-major buffer read column-major is the transpose. So
   // row-major C[m, n] = op(A)·op(B) is column-major Cᵀ[n, m] = op(B)ᵀ·op(A)ᵀ: B comes
   // first, each operand keeps its own transpose flag, and each leading dimension is the row
