@@ -70,6 +70,12 @@ StatusOr<CrossDeviceOpsChoice> ChooseCrossDeviceOps(const std::vector<ReplicaDev
 
   switch (requested) {
     case CrossDeviceOpsKind::kAuto:
+      if (devices.size() == 1) {
+        // Nothing to reduce: no NCCL communicator of one rank (setup cost and failure modes
+        // for nothing), no kernel. The in-process path returns at once for one replica.
+        return CrossDeviceOpsChoice{CrossDeviceOpsKind::kInProcess,
+                                    "one replica: nothing to reduce between devices"};
+      }
       if (layout.all_host) {
         return CrossDeviceOpsChoice{CrossDeviceOpsKind::kInProcess,
                                     n + " replicas in host memory: summed in place by the "

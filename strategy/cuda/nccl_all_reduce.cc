@@ -1,16 +1,27 @@
 // NCCL all-reduce for GPUs on distinct cards. Communicators are created once
 // (ncclCommInitAll in one process; ncclCommInitRank over a unique id across processes) when
 // the strategy is built; each replica thread then drives its own communicator on its
-// device's stream. Before launching, the local replicas meet on the host (a barrier with a
-// deadline that names a missing replica), so a replica that failed or never came cannot
-// leave the others' NCCL kernels waiting on the GPU forever. Across processes a peer can
-// still die mid-collective: there every collective is waited for on the host under the
-// deadline, and the communicator is aborted when it expires.
+// device's stream.
+//
+// Nothing may wait forever:
+// - Before launching, the local replicas meet on the host (a barrier with a deadline that
+//   names a missing replica), so no NCCL kernel starts unless every local replica came.
+// - Across processes a peer can die at any time: setup is non-blocking and polled under the
+//   deadline, and every collective is waited for on the host under the deadline. On expiry,
+//   or on an asynchronous NCCL error, the communicators are aborted.
+// - In one process, a replica can fail after the barrier without launching its part: the
+//   others' kernels would then wait on the GPU forever, and so would the next copy to the
+//   host. When the strategy aborts (a replica failed), a collective still in flight after
+//   the deadline makes this abort the communicators, which releases those kernels.
+// An aborted communicator is never used again (ncclCommAbort frees it): later collectives
+// fail, saying to build a new strategy. Aborting is shared by all replica threads and the
+// failing one, so it happens once, under a lock per replica.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "device/cuda/cuda_status.h"
@@ -20,24 +31,26 @@
 namespace tower {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 Status NcclError(ncclResult_t result, const char* statement, const char* file, int line,
-                 const std::string& where) {
+                 const std::string& where, ncclComm_t comm = nullptr) {
   std::string message = std::string(statement) + " failed at " + file + ":" +
                         std::to_string(line) + " on " + where + ": " +
                         ncclGetErrorString(result);
-  const char* last = ncclGetLastError(nullptr);
+  const char* last = ncclGetLastError(comm);
   if (last != nullptr && last[0] != '\0') message += " (" + std::string(last) + ")";
   return result == ncclInvalidArgument || result == ncclInvalidUsage
              ? InvalidArgumentError(message)
              : InternalError(message);
 }
 
-#define TOWER_NCCL_RETURN_IF_ERROR(statement, where)                                   \
-  do {                                                                                 \
-    const ncclResult_t tower_nccl_result_ = (statement);                               \
-    if (tower_nccl_result_ != ncclSuccess) {                                           \
-      return NcclError(tower_nccl_result_, #statement, __FILE__, __LINE__, where);     \
-    }                                                                                  \
+#define TOWER_NCCL_RETURN_IF_ERROR(statement, where)                               \
+  do {                                                                             \
+    const ncclResult_t tower_nccl_result_ = (statement);                           \
+    if (tower_nccl_result_ != ncclSuccess) {                                       \
+      return NcclError(tower_nccl_result_, #statement, __FILE__, __LINE__, where); \
+    }                                                                              \
   } while (0)
 
 class NcclAllReduce : public CrossDeviceOps {
@@ -48,28 +61,41 @@ class NcclAllReduce : public CrossDeviceOps {
         names_(names),
         timeout_(timeout),
         barrier_(std::move(names), timeout, /*spin=*/true),
-        comms_(devices_.size(), nullptr),
-        aborted_(devices_.size(), false) {}
+        ranks_(devices_.size()) {}
 
   ~NcclAllReduce() override {
-    for (size_t r = 0; r < comms_.size(); ++r) {
-      if (comms_[r] == nullptr || aborted_[r]) continue;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      Rank& rank = ranks_[r];
       ScopedCudaDevice device(devices_[r]->physical().index);
-      ncclCommDestroy(comms_[r]);
+      std::lock_guard<std::mutex> lock(rank.mu);
+      if (rank.comm != nullptr) ncclCommDestroy(rank.comm);  // never an aborted one
+      if (rank.launched != nullptr) IgnoreCudaError(cudaEventDestroy(rank.launched));
     }
   }
 
   // One process: a communicator over this process's devices.
   Status Init() {
     std::vector<int> ordinals;
+    std::vector<ncclComm_t> comms(ranks_.size(), nullptr);
     for (Device* device : devices_) ordinals.push_back(device->physical().index);
-    TOWER_NCCL_RETURN_IF_ERROR(
-        ncclCommInitAll(comms_.data(), static_cast<int>(comms_.size()), ordinals.data()),
-        "the NCCL communicators");
+    if (devices_.size() > 1) {
+      TOWER_NCCL_RETURN_IF_ERROR(
+          ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data()),
+          "the NCCL communicators");
+    }
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ranks_[r].comm = comms[r];
+      ScopedCudaDevice device(ordinals[r]);
+      TOWER_RETURN_IF_ERROR(device.status());
+      TOWER_CUDA_RETURN_IF_ERROR(
+          cudaEventCreateWithFlags(&ranks_[r].launched, cudaEventDisableTiming), names_[r]);
+    }
     return OkStatus();
   }
 
-  // Several processes: this process's devices are ranks first_rank... of world_ranks.
+  // Several processes: this process's devices are ranks first_rank... of world_ranks. Setup
+  // is non-blocking and polled under the deadline: a worker that died between sharing the id
+  // and joining must not hang the others here.
   Status InitAcrossProcesses(const std::string& unique_id, int first_rank, int world_ranks) {
     ncclUniqueId id;
     if (unique_id.size() != sizeof(id.internal)) {
@@ -78,22 +104,42 @@ class NcclAllReduce : public CrossDeviceOps {
     }
     std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
     across_processes_ = true;
-    // Several ranks from one thread: inside a group, as NCCL requires.
-    TOWER_NCCL_RETURN_IF_ERROR(ncclGroupStart(), "the NCCL communicators");
-    for (size_t r = 0; r < devices_.size(); ++r) {
-      const cudaError_t set = cudaSetDevice(devices_[r]->physical().index);
-      if (set != cudaSuccess) {
-        ncclGroupEnd();
-        return InternalError(names_[r] + ": cudaSetDevice: " + cudaGetErrorString(set));
+    const std::string job = "rank " + std::to_string(first_rank) + " of " +
+                            std::to_string(world_ranks) + " NCCL ranks";
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    // Several ranks from one thread: inside a group, as NCCL requires. The group is always
+    // closed, and whatever was made is aborted on failure.
+    TOWER_NCCL_RETURN_IF_ERROR(ncclGroupStart(), "the NCCL communicators (" + job + ")");
+    Status failure;
+    for (size_t r = 0; r < ranks_.size() && failure.ok(); ++r) {
+      ScopedCudaDevice device(devices_[r]->physical().index);
+      failure = device.status();
+      if (!failure.ok()) break;
+      const ncclResult_t result =
+          ncclCommInitRankConfig(&ranks_[r].comm, world_ranks, id,
+                                 first_rank + static_cast<int>(r), &config);
+      if (result != ncclSuccess && result != ncclInProgress) {
+        failure = NcclError(result, "ncclCommInitRankConfig", __FILE__, __LINE__, names_[r]);
       }
-      TOWER_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comms_[r], world_ranks, id,
-                                                  first_rank + static_cast<int>(r)),
-                                 names_[r]);
     }
-    TOWER_NCCL_RETURN_IF_ERROR(ncclGroupEnd(), "the NCCL communicators (rank " +
-                                                   std::to_string(first_rank) + " of " +
-                                                   std::to_string(world_ranks) + ")");
-    return OkStatus();
+    const ncclResult_t closed = ncclGroupEnd();
+    if (failure.ok() && closed != ncclSuccess && closed != ncclInProgress) {
+      failure = NcclError(closed, "ncclGroupEnd", __FILE__, __LINE__, job);
+    }
+    if (failure.ok()) failure = WaitForSetup(job);
+    if (failure.ok()) {
+      for (size_t r = 0; r < ranks_.size() && failure.ok(); ++r) {
+        ScopedCudaDevice device(devices_[r]->physical().index);
+        const cudaError_t made = cudaEventCreateWithFlags(&ranks_[r].launched,
+                                                          cudaEventDisableTiming);
+        if (made != cudaSuccess) {
+          failure = CudaError(made, "cudaEventCreateWithFlags", __FILE__, __LINE__, names_[r]);
+        }
+      }
+    }
+    if (!failure.ok()) AbortCommunicators(failure);
+    return failure;
   }
 
   std::string name() const override { return "nccl"; }
@@ -104,16 +150,89 @@ class NcclAllReduce : public CrossDeviceOps {
   Status Broadcast(int replica, Span<Tensor* const> tensors) override {
     return Collective(replica, tensors, /*broadcast=*/true);
   }
-  void Abort(const Status& reason) override { barrier_.Abort(reason); }
+
+  // An asynchronous NCCL error (a peer's failure seen by the library) fails the step here.
+  Status FinishReductions(int replica) override {
+    if (devices_.size() == 1 && !across_processes_) return OkStatus();
+    return CheckAsyncError(replica);
+  }
+
+  void Abort(const Status& reason) override {
+    barrier_.Abort(reason);
+    if (!InFlightCollectivesFinish()) {
+      AbortCommunicators(InternalError("a collective could not finish after: " +
+                                       reason.ToString()));
+    }
+  }
+
   void Reset() override { barrier_.Reset(); }
 
  private:
+  struct Rank {
+    std::mutex mu;                  // held while this rank's communicator is used or aborted
+    ncclComm_t comm = nullptr;      // nullptr once aborted (or never made)
+    cudaEvent_t launched = nullptr; // recorded after each collective launch
+  };
+
+  // Why the communicators are gone, or OK.
+  Status Aborted() {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    return abort_reason_;
+  }
+
+  // Aborts every communicator of this process once, from whichever thread gets here first.
+  void AbortCommunicators(const Status& reason) {
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (!abort_reason_.ok()) return;
+      abort_reason_ = FailedPreconditionError(
+          "the NCCL communicators were aborted after an earlier failure (" + reason.ToString() +
+          "); build a new strategy");
+    }
+    barrier_.Abort(reason);
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      Rank& rank = ranks_[r];
+      ScopedCudaDevice device(devices_[r]->physical().index);
+      std::lock_guard<std::mutex> lock(rank.mu);
+      if (rank.comm != nullptr) ncclCommAbort(rank.comm);
+      rank.comm = nullptr;
+    }
+  }
+
+  // Waits up to the deadline for every replica's last launched collective; false if one
+  // cannot finish (a peer never launched its part).
+  bool InFlightCollectivesFinish() {
+    if (devices_.size() == 1 && !across_processes_) return true;
+    const auto deadline = Clock::now() + timeout_;
+    for (Rank& rank : ranks_) {
+      if (rank.launched == nullptr) continue;
+      while (true) {
+        const cudaError_t done = cudaEventQuery(rank.launched);
+        if (done != cudaErrorNotReady) {
+          IgnoreCudaError(done);
+          break;
+        }
+        IgnoreCudaError(done);
+        if (Clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return true;
+  }
+
+  Status CheckAsyncError(int replica) {
+    Rank& rank = ranks_[replica];
+    std::lock_guard<std::mutex> lock(rank.mu);
+    if (rank.comm == nullptr) return Aborted();
+    ncclResult_t async = ncclSuccess;
+    TOWER_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(rank.comm, &async), names_[replica]);
+    if (async == ncclSuccess || async == ncclInProgress) return OkStatus();
+    return NcclError(async, "an NCCL collective", __FILE__, __LINE__, names_[replica], rank.comm);
+  }
+
   Status Collective(int replica, Span<Tensor* const> tensors, bool broadcast) {
     if (devices_.size() == 1 && !across_processes_) return OkStatus();
-    if (aborted_[replica]) {
-      return FailedPreconditionError(names_[replica] + ": the NCCL communicator was aborted "
-                                     "after an earlier failure; build a new strategy");
-    }
+    TOWER_RETURN_IF_ERROR(Aborted().WithContext(names_[replica]));
     for (size_t t = 0; t < tensors.size(); ++t) {
       if (tensors[t]->dtype() != DType::kFloat32 || tensors[t]->device() != devices_[replica]) {
         const Status bad = InvalidArgumentError(
@@ -123,73 +242,125 @@ class NcclAllReduce : public CrossDeviceOps {
         return bad;
       }
     }
+    const Status async = CheckAsyncError(replica);
+    if (!async.ok()) {
+      AbortCommunicators(async);
+      return async;
+    }
     // Everyone is here (or the deadline names who is not) before any NCCL kernel starts.
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
     ScopedCudaDevice device(devices_[replica]->physical().index);
     TOWER_RETURN_IF_ERROR(device.status());
     const cudaStream_t stream =
         static_cast<cudaStream_t>(devices_[replica]->stream().native_handle());
-    const std::string& where = names_[replica];
-    // One group per call: NCCL fuses the tensors' collectives.
-    TOWER_NCCL_RETURN_IF_ERROR(ncclGroupStart(), where);
-    for (Tensor* tensor : tensors) {
-      const size_t count = static_cast<size_t>(tensor->num_elements());
-      if (count == 0) continue;
-      if (broadcast) {
-        TOWER_NCCL_RETURN_IF_ERROR(ncclBroadcast(tensor->raw_data(), tensor->raw_data(), count,
-                                                 ncclFloat, 0, comms_[replica], stream),
-                                   where);
-      } else {
-        TOWER_NCCL_RETURN_IF_ERROR(ncclAllReduce(tensor->raw_data(), tensor->raw_data(), count,
-                                                 ncclFloat, ncclSum, comms_[replica], stream),
-                                   where);
-      }
-    }
-    TOWER_NCCL_RETURN_IF_ERROR(ncclGroupEnd(), where);
+    TOWER_RETURN_IF_ERROR(Launch(replica, tensors, broadcast, stream));
     if (across_processes_) return WaitWithDeadline(replica, stream, broadcast);
     return OkStatus();
   }
 
+  // One group per call: NCCL fuses the tensors' collectives. Then the `launched` event.
+  Status Launch(int replica, Span<Tensor* const> tensors, bool broadcast, cudaStream_t stream) {
+    Rank& rank = ranks_[replica];
+    const std::string& where = names_[replica];
+    std::lock_guard<std::mutex> lock(rank.mu);
+    if (rank.comm == nullptr) return Aborted();
+    TOWER_NCCL_RETURN_IF_ERROR(ncclGroupStart(), where);
+    Status failure;
+    for (Tensor* tensor : tensors) {
+      const size_t count = static_cast<size_t>(tensor->num_elements());
+      if (count == 0) continue;
+      const ncclResult_t result =
+          broadcast ? ncclBroadcast(tensor->raw_data(), tensor->raw_data(), count, ncclFloat, 0,
+                                    rank.comm, stream)
+                    : ncclAllReduce(tensor->raw_data(), tensor->raw_data(), count, ncclFloat,
+                                    ncclSum, rank.comm, stream);
+      if (result != ncclSuccess) {
+        failure = NcclError(result, broadcast ? "ncclBroadcast" : "ncclAllReduce", __FILE__,
+                            __LINE__, where, rank.comm);
+        break;
+      }
+    }
+    const ncclResult_t closed = ncclGroupEnd();  // always closes the group
+    if (failure.ok() && closed != ncclSuccess) {
+      failure = NcclError(closed, "ncclGroupEnd", __FILE__, __LINE__, where, rank.comm);
+    }
+    if (failure.ok()) {
+      const cudaError_t recorded = cudaEventRecord(rank.launched, stream);
+      if (recorded != cudaSuccess) {
+        failure = CudaError(recorded, "cudaEventRecord(launched)", __FILE__, __LINE__, where);
+      }
+    }
+    return failure;
+  }
+
   // Polls the collective's completion and NCCL's asynchronous error state until the
-  // deadline; a peer process that died or stalled makes this replica abort its communicator
+  // deadline; a peer process that died or stalled makes this abort the communicators
   // instead of waiting forever.
   Status WaitWithDeadline(int replica, cudaStream_t stream, bool broadcast) {
     const std::string& where = names_[replica];
     const char* what = broadcast ? "broadcast" : "all-reduce";
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const auto deadline = Clock::now() + timeout_;
     while (true) {
       const cudaError_t done = cudaStreamQuery(stream);
-      if (done == cudaSuccess) return OkStatus();
+      // A collective released by another replica's abort completes with undefined data.
+      if (done == cudaSuccess) return Aborted().WithContext(where);
+      // The runtime records cudaErrorNotReady as the thread's last error: cleared here, or
+      // the next kernel of this thread would report it as its own failure.
+      IgnoreCudaError(done);
       if (done != cudaErrorNotReady) {
-        return InternalError(where + ": NCCL " + what + " failed: " + cudaGetErrorString(done));
+        return CudaError(done, "cudaStreamQuery (NCCL collective)", __FILE__, __LINE__, where);
       }
-      ncclResult_t async = ncclSuccess;
-      TOWER_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(comms_[replica], &async), where);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        ncclCommAbort(comms_[replica]);
-        aborted_[replica] = true;
-        return NcclError(async, "NCCL cross-process collective", __FILE__, __LINE__, where);
+      const Status async = CheckAsyncError(replica);
+      if (!async.ok()) {
+        AbortCommunicators(async);
+        return async;
       }
-      if (std::chrono::steady_clock::now() > deadline) {
-        ncclCommAbort(comms_[replica]);
-        aborted_[replica] = true;
-        return DeadlineExceededError(
+      if (Clock::now() > deadline) {
+        const Status expired = DeadlineExceededError(
             where + ": the NCCL " + what + " across processes did not complete within " +
             std::to_string(timeout_.count()) + " ms: a worker died or stalled (see the other "
-            "workers' errors); the communicator was aborted");
+            "workers' errors); the communicators were aborted");
+        AbortCommunicators(expired);
+        return expired;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+  }
+
+  // Polls non-blocking setup until every communicator is ready, under the deadline.
+  Status WaitForSetup(const std::string& job) {
+    const auto deadline = Clock::now() + timeout_;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      while (true) {
+        ncclResult_t state = ncclInProgress;
+        const ncclResult_t asked = ncclCommGetAsyncError(ranks_[r].comm, &state);
+        if (asked != ncclSuccess) {
+          return NcclError(asked, "ncclCommGetAsyncError", __FILE__, __LINE__, names_[r]);
+        }
+        if (state == ncclSuccess) break;
+        if (state != ncclInProgress) {
+          return NcclError(state, "NCCL setup", __FILE__, __LINE__, names_[r], ranks_[r].comm);
+        }
+        if (Clock::now() > deadline) {
+          return DeadlineExceededError(
+              "NCCL setup across processes (" + job + ") did not complete within " +
+              std::to_string(timeout_.count()) + " ms: a worker never joined (it died or "
+              "stalled after the NCCL id was shared; see the other workers' errors)");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return OkStatus();
   }
 
   const std::vector<Device*> devices_;
   const std::vector<std::string> names_;
   const std::chrono::milliseconds timeout_;
   ReplicaBarrier barrier_;
-  std::vector<ncclComm_t> comms_;
+  std::vector<Rank> ranks_;  // per local replica
   bool across_processes_ = false;
-  // Per replica, touched only by that replica's thread (and the destructor).
-  std::vector<bool> aborted_;
+  std::mutex abort_mu_;
+  Status abort_reason_;  // guarded by abort_mu_
 };
 
 // NCCL cannot put two ranks of one communicator on one GPU.

@@ -31,9 +31,9 @@ class SameCardAllReduce : public CrossDeviceOps {
   ~SameCardAllReduce() override {
     ScopedCudaDevice device(ordinal());
     for (cudaEvent_t event : ready_) {
-      if (event != nullptr) cudaEventDestroy(event);
+      if (event != nullptr) IgnoreCudaError(cudaEventDestroy(event));
     }
-    if (done_ != nullptr) cudaEventDestroy(done_);
+    if (done_ != nullptr) IgnoreCudaError(cudaEventDestroy(done_));
   }
 
   Status Init() {

@@ -31,8 +31,10 @@ TEST(CrossDeviceOpsSelectionTest, TheTable) {
             CrossDeviceOpsKind::kToCpu);
   // Without CUDA collectives in the binary, GPUs reduce on the CPU.
   EXPECT_EQ(Pick({Gpu(0, "GPU-a"), Gpu(1, "GPU-b")}, false), CrossDeviceOpsKind::kToCpu);
-  // One GPU: nothing to reduce, NCCL trivially (no peers).
-  EXPECT_EQ(Pick({Gpu(0, "GPU-a")}), CrossDeviceOpsKind::kNccl);
+  // One replica: nothing to reduce; no one-rank NCCL communicator for one GPU.
+  EXPECT_EQ(Pick({Gpu(0, "GPU-a")}), CrossDeviceOpsKind::kInProcess);
+  EXPECT_EQ(Pick({Gpu(0, "GPU-a")}, false), CrossDeviceOpsKind::kInProcess);
+  EXPECT_EQ(Pick({Cpu(0)}), CrossDeviceOpsKind::kInProcess);
 }
 
 TEST(CrossDeviceOpsSelectionTest, SharedCardIsDecidedByUuidNotByCount) {

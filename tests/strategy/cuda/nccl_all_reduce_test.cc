@@ -137,8 +137,11 @@ TEST(NcclAcrossProcessesTest, TwoReplicasTimingOutTogetherEachAbortTheirCommunic
   Tensor* mine[] = {&t0};
   s0 = workers[0].ops->AllReduceSum(0, mine);
   other.join();
-  EXPECT_TRUE(IsDeadlineExceeded(s0)) << s0;
-  EXPECT_TRUE(IsDeadlineExceeded(s1)) << s1;
+  // Whichever replica aborted first reports the deadline; the other, that the communicators
+  // were aborted because of it.
+  EXPECT_TRUE(IsDeadlineExceeded(s0) || IsDeadlineExceeded(s1)) << s0 << "\n" << s1;
+  EXPECT_THAT(s0.message(), HasSubstr("did not complete within 300 ms"));
+  EXPECT_THAT(s1.message(), HasSubstr("did not complete within 300 ms"));
   EXPECT_EQ(cudaemu::testing::NcclCommunicatorsAborted() - aborted_before, 2);
   // Later collectives say the communicator is gone rather than using it.
   const Status again = workers[0].ops->AllReduceSum(0, mine);

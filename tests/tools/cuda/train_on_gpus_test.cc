@@ -1,0 +1,78 @@
+// `tower train` on GPUs: four virtual GPUs carved out of one card train like that card alone
+// on the global batch, through the same-card reduction (chosen and logged); and the memory
+// flags take effect on the card (a limit too small for the model is a clear error).
+#include <cmath>
+#include <cstdlib>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/checkpoint/safetensors.h"
+#include "tests/testing/gpu.h"
+#include "tests/testing/run_program.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ProgramOutput;
+
+std::string Path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+ProgramOutput Tower(const std::string& args) { return testing::RunProgram("tools/tower", args); }
+
+std::vector<float> Weights(const std::string& path, const std::string& name) {
+  StatusOr<checkpoint::File> file = checkpoint::Load(path);
+  TOWER_CHECK_OK(file.status());
+  return *checkpoint::ToFloats(*file->Find(name));
+}
+
+class TrainOnGpusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ProgramOutput devices = Tower("devices");
+    if (devices.text.find("GPU:0") == std::string::npos) {
+      TOWER_SKIP_WITHOUT_GPU(devices.text);
+    }
+  }
+};
+
+TEST_F(TrainOnGpusTest, FourVirtualGpusOnOneCardTrainLikeTheCard) {
+  const std::string one = Path("gpu1.safetensors");
+  const std::string four = Path("gpu4.safetensors");
+  const std::string common = "train --data=synthetic:mlp:rows=512 --layers=32:tanh,16:relu,1 "
+                             "--steps=24 --global-batch=30 --verbose=1 --save=";
+  ProgramOutput single = Tower(common + one + " --replicas=1");
+  ASSERT_EQ(single.exit_code, 0) << single.text;
+  EXPECT_THAT(single.text, HasSubstr("device:GPU:0"));
+  ProgramOutput out = Tower(common + four + " --replicas=4 --virtual-gpus=4");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("Cross-device ops: same-card"));
+  double num = 0, den = 0;
+  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
+                           "layers.2.kernel", "layers.2.bias"}) {
+    const std::vector<float> a = Weights(four, name);
+    const std::vector<float> b = Weights(one, name);
+    ASSERT_EQ(a.size(), b.size()) << name;
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      den += double{b[i]} * b[i];
+    }
+  }
+  EXPECT_LE(std::sqrt(num / den), 1e-5);  // false for NaN
+}
+
+TEST_F(TrainOnGpusTest, AMemoryLimitTooSmallForTheModelIsAClearError) {
+  // 1 MiB per virtual GPU cannot hold a 4096-wide layer's weights (64 MiB).
+  ProgramOutput out = Tower("train --data=synthetic:mlp:rows=64 --layers=4096:relu,1 --steps=1 "
+                            "--replicas=2 --virtual-gpus=2 --memory-limit=1 --verbose=0");
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("error:"));
+  EXPECT_THAT(out.text, HasSubstr("GPU:"));
+}
+
+}  // namespace
+}  // namespace tower
