@@ -227,6 +227,10 @@ class NcclAllReduce : public CrossDeviceOps {
     ncclResult_t async = ncclSuccess;
     TOWER_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(rank.comm, &async), names_[replica]);
     if (async == ncclSuccess || async == ncclInProgress) return OkStatus();
+    // A local replica's abort (recorded before any communicator is aborted) shows here as a
+    // peer's error: report its cause instead.
+    const Status aborted = Aborted();
+    if (!aborted.ok()) return aborted;
     return NcclError(async, "an NCCL collective", __FILE__, __LINE__, names_[replica], rank.comm);
   }
 
@@ -310,8 +314,13 @@ class NcclAllReduce : public CrossDeviceOps {
       if (done != cudaErrorNotReady) {
         return CudaError(done, "cudaStreamQuery (NCCL collective)", __FILE__, __LINE__, where);
       }
-      const Status async = CheckAsyncError(replica);
+      Status async = CheckAsyncError(replica);
       if (!async.ok()) {
+        // NCCL names ranks; say which worker holds them (every worker has the same number of
+        // local replicas, checked when the strategy was made).
+        const std::string n = std::to_string(ranks_.size());
+        async = Status(async.code(), async.message() + " (NCCL rank k is worker k / " + n +
+                                         ", replica k % " + n + ")");
         AbortCommunicators(async);
         return async;
       }

@@ -1,0 +1,98 @@
+// Two processes × two GPUs under mpirun, on emulated GPUs: each worker sees two GPUs of its
+// own (CUDA_VISIBLE_DEVICES per process, as one would give them on a 4-GPU machine), so the
+// strategy makes one NCCL communicator over all four, across processes. It must train like
+// one GPU on the global batch; a worker killed during setup or during a collective must end
+// the job within the deadline, and one killed mid-collective is named by the survivors.
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/checkpoint/safetensors.h"
+#include "tests/testing/run_program.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ProgramOutput;
+
+std::string Dir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp ? tmp : "/tmp";
+}
+
+const std::string kTrain =
+    " train --data=synthetic:mlp:rows=600 --layers=32:tanh,16:relu,1 --steps=20 "
+    "--global-batch=30 --verbose=0 --collective-timeout=5";
+
+// Worker 0 on GPUs 0 and 1, worker 1 on GPUs 2 and 3; `env` is passed to both.
+ProgramOutput TwoWorkers(const std::string& args, const std::string& env = "") {
+  const std::string tower = testing::Runfile("tools/tower");
+  std::string command = env + " timeout 60 mpirun --allow-run-as-root --oversubscribe "
+                        "--bind-to none -x CUDAEMU_GPUS";
+  if (!env.empty()) command += " -x " + env.substr(0, env.find('='));
+  command += " -np 1 -x CUDA_VISIBLE_DEVICES=0,1 " + tower + kTrain + " --replicas=2" + args +
+             " : -np 1 -x CUDA_VISIBLE_DEVICES=2,3 " + tower + kTrain + " --replicas=2" + args;
+  return testing::RunCommand(command);
+}
+
+std::vector<float> Weights(const std::string& path, const std::string& name) {
+  StatusOr<checkpoint::File> file = checkpoint::Load(path);
+  TOWER_CHECK_OK(file.status());
+  return *checkpoint::ToFloats(*file->Find(name));
+}
+
+TEST(MpiGpuTest, TwoProcessesTimesTwoGpusOverNcclTrainLikeOneGpu) {
+  const std::string multi = Dir() + "/multi.safetensors";
+  const std::string single = Dir() + "/single.safetensors";
+  ProgramOutput out = TwoWorkers(" --save=" + multi);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("Across processes: one NCCL communicator over 4 GPUs"));
+  EXPECT_THAT(out.text, HasSubstr("4 replicas in sync"));
+  ProgramOutput one =
+      testing::RunCommand(testing::Runfile("tools/tower") + kTrain + " --replicas=1 --save=" + single);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  double num = 0, den = 0;
+  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
+                           "layers.2.kernel", "layers.2.bias"}) {
+    const std::vector<float> a = Weights(multi, name);
+    const std::vector<float> b = Weights(single, name);
+    ASSERT_EQ(a.size(), b.size()) << name;
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      den += double{b[i]} * b[i];
+    }
+  }
+  EXPECT_LE(std::sqrt(num / den), 1e-5);  // false for NaN
+}
+
+TEST(MpiGpuTest, AWorkerKilledMidCollectiveIsNamedByTheSurvivors) {
+  const auto start = std::chrono::steady_clock::now();
+  // NCCL rank 2 (worker 1's first GPU) dies in its third collective.
+  ProgramOutput out = TwoWorkers("", "CUDAEMU_NCCL_DIE=2:collective:3");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
+  // Worker 0's own report, from the NCCL error: the lost rank and which worker holds it.
+  EXPECT_THAT(out.text, HasSubstr("error: "));
+  EXPECT_THAT(out.text, HasSubstr("closed its connection"));
+  EXPECT_THAT(out.text, HasSubstr("NCCL rank k is worker k / 2"));
+}
+
+TEST(MpiGpuTest, AWorkerKilledDuringSetupEndsTheJob) {
+  const auto start = std::chrono::steady_clock::now();
+  ProgramOutput out = TwoWorkers("", "CUDAEMU_NCCL_DIE=2:init");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
+  // mpirun sees the death and ends the job; when it is slower than the setup deadline,
+  // worker 0 says so itself.
+  EXPECT_THAT(out.text, ::testing::AnyOf(HasSubstr("did not complete within 5000 ms"),
+                                         HasSubstr("exited on signal 9")));
+}
+
+}  // namespace
+}  // namespace tower
