@@ -140,8 +140,8 @@ ncclResult_t GroupError(ncclResult_t result) {
 
 // ---- initialisation --------------------------------------------------------------------------
 
-ncclResult_t InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank,
-                      bool blocking, const char* function) {
+ncclResult_t InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank, bool blocking,
+                      const char* function) {
   if (comm == nullptr) return Error(ncclInvalidArgument, std::string(function) + ": comm is NULL");
   *comm = nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks) {
@@ -157,8 +157,8 @@ ncclResult_t InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int 
   int device = 0;
   const cudaError_t cuda = internal::CurrentContext(&device);
   if (cuda != cudaSuccess) {
-    return Error(ncclUnhandledCudaError, std::string(function) + ": the current device: " +
-                                             cudaGetErrorString(cuda));
+    return Error(ncclUnhandledCudaError,
+                 std::string(function) + ": the current device: " + cudaGetErrorString(cuda));
   }
   auto member = std::make_shared<Member>(rank, nranks, device, std::move(rendezvous));
   StartJoin(member);
@@ -173,9 +173,12 @@ ncclResult_t InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int 
     ncclResult_t error;
     std::string reason;
     switch (StateLocked(*member, &error, &reason)) {
-      case Phase::kJoining: return ncclInProgress;
-      case Phase::kReady: return ncclSuccess;
-      default: return Error(error, reason);
+      case Phase::kJoining:
+        return ncclInProgress;
+      case Phase::kReady:
+        return ncclSuccess;
+      default:
+        return Error(error, reason);
     }
   }
   ncclResult_t error;
@@ -194,8 +197,8 @@ bool Reduces(Collective collective) {
   return collective == kAllReduce || collective == kReduce || collective == kReduceScatter;
 }
 
-ncclResult_t CheckBuffer(const char* function, const char* name, const void* buffer,
-                         size_t bytes, const Member& member) {
+ncclResult_t CheckBuffer(const char* function, const char* name, const void* buffer, size_t bytes,
+                         const Member& member) {
   if (bytes == 0) return ncclSuccess;
   const int owner = internal::DeviceOf(buffer, bytes);
   if (owner == member.device) return ncclSuccess;
@@ -227,48 +230,45 @@ ncclResult_t ResolveStreamOf(const Member& member, cudaStream_t handle, const ch
     cuda = internal::ResolveStream(handle, stream);
   }
   if (cuda != cudaSuccess) {
-    return Error(ncclInvalidArgument,
-                 std::string(function) + ": stream " + Pointer(handle) + ": " +
-                     cudaGetErrorString(cuda));
+    return Error(ncclInvalidArgument, std::string(function) + ": stream " + Pointer(handle) + ": " +
+                                          cudaGetErrorString(cuda));
   }
   if ((*stream)->device() != member.device) {
-    return Error(ncclInvalidArgument,
-                 std::string(function) + ": stream " + Pointer(handle) + " belongs to CUDA device " +
-                     std::to_string((*stream)->device()) + " but rank " +
-                     std::to_string(member.rank) + " is on CUDA device " +
-                     std::to_string(member.device));
+    return Error(ncclInvalidArgument, std::string(function) + ": stream " + Pointer(handle) +
+                                          " belongs to CUDA device " +
+                                          std::to_string((*stream)->device()) + " but rank " +
+                                          std::to_string(member.rank) + " is on CUDA device " +
+                                          std::to_string(member.device));
   }
   return ncclSuccess;
 }
 
 ncclResult_t CollectiveCall(const char* function, Collective collective, const void* send,
-                            void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                            int root, ncclComm_t comm, cudaStream_t stream_handle) {
+                            void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                            ncclComm_t comm, cudaStream_t stream_handle) {
   std::shared_ptr<Member> member;
   if (ncclResult_t r = Find(comm, function, &member); r != ncclSuccess) return GroupError(r);
   const size_t element = TypeSize(type);
   if (element == 0) {
     return GroupError(Error(ncclInvalidArgument, std::string(function) + ": datatype " +
-                                                     std::to_string(static_cast<int>(type)) +
-                                                     " (" + TypeName(type) + ") is not supported"));
+                                                     std::to_string(static_cast<int>(type)) + " (" +
+                                                     TypeName(type) + ") is not supported"));
   }
   if (Reduces(collective) && !ValidOp(op)) {
     return GroupError(Error(ncclInvalidArgument, std::string(function) + ": reduction op " +
                                                      std::to_string(static_cast<int>(op)) +
                                                      " is not supported"));
   }
-  if ((collective == kBroadcast || collective == kReduce) &&
-      (root < 0 || root >= member->nranks)) {
+  if ((collective == kBroadcast || collective == kReduce) && (root < 0 || root >= member->nranks)) {
     return GroupError(Error(ncclInvalidArgument, std::string(function) + ": root " +
                                                      std::to_string(root) + " of nranks " +
                                                      std::to_string(member->nranks)));
   }
-  const size_t limit = std::numeric_limits<size_t>::max() / 4 / element /
-                       static_cast<size_t>(member->nranks);
+  const size_t limit =
+      std::numeric_limits<size_t>::max() / 4 / element / static_cast<size_t>(member->nranks);
   if (count > limit) {
-    return GroupError(Error(ncclInvalidArgument,
-                            std::string(function) + ": count " + std::to_string(count) +
-                                " is too large"));
+    return GroupError(Error(ncclInvalidArgument, std::string(function) + ": count " +
+                                                     std::to_string(count) + " is too large"));
   }
   {
     std::lock_guard<std::mutex> lock(Mu());
@@ -276,12 +276,14 @@ ncclResult_t CollectiveCall(const char* function, Collective collective, const v
     std::string reason;
     const Phase phase = StateLocked(*member, &error, &reason);
     if (phase == Phase::kJoining) {
-      return GroupError(Error(ncclInvalidUsage,
-                              std::string(function) + ": the communicator is still joining "
-                              "(wait until ncclCommGetAsyncError says ncclSuccess)"));
+      return GroupError(
+          Error(ncclInvalidUsage, std::string(function) +
+                                      ": the communicator is still joining "
+                                      "(wait until ncclCommGetAsyncError says ncclSuccess)"));
     }
     if (phase == Phase::kFailed) {
-      return GroupError(Error(error, std::string(function) + ": the communicator failed: " + reason));
+      return GroupError(
+          Error(error, std::string(function) + ": the communicator failed: " + reason));
     }
   }
   if (count == 0) return ncclSuccess;
@@ -291,9 +293,9 @@ ncclResult_t CollectiveCall(const char* function, Collective collective, const v
   header.op = Reduces(collective) ? op : ncclSum;
   header.root = (collective == kBroadcast || collective == kReduce) ? root : 0;
   header.count = count;
-  if (ncclResult_t r = CheckBuffer(function, "sendbuff", send,
-                                   ContributionBytes(header, member->rank, member->nranks),
-                                   *member);
+  if (ncclResult_t r =
+          CheckBuffer(function, "sendbuff", send,
+                      ContributionBytes(header, member->rank, member->nranks), *member);
       r != ncclSuccess) {
     return GroupError(r);
   }
@@ -370,15 +372,15 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   int devices = 0;
   const cudaError_t counted = cudaGetDeviceCount(&devices);
   if (counted != cudaSuccess) {
-    return Error(ncclUnhandledCudaError,
-                 std::string("ncclCommInitAll: cudaGetDeviceCount: ") + cudaGetErrorString(counted));
+    return Error(ncclUnhandledCudaError, std::string("ncclCommInitAll: cudaGetDeviceCount: ") +
+                                             cudaGetErrorString(counted));
   }
   std::vector<int> list(static_cast<size_t>(ndev));
   for (int i = 0; i < ndev; ++i) {
     list[i] = devlist != nullptr ? devlist[i] : i;
     if (list[i] < 0 || list[i] >= devices) {
-      return Error(ncclInvalidArgument, "ncclCommInitAll: devlist[" + std::to_string(i) + "] = " +
-                                            std::to_string(list[i]) + " but there are " +
+      return Error(ncclInvalidArgument, "ncclCommInitAll: devlist[" + std::to_string(i) +
+                                            "] = " + std::to_string(list[i]) + " but there are " +
                                             std::to_string(devices) + " CUDA devices");
     }
     const cudaError_t context = cudaemu::internal::EnsureContext(list[i]);
@@ -441,15 +443,24 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -503,15 +514,14 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream) {
-  return CollectiveCall("ncclReduce", kReduce, sendbuff, recvbuff, count, datatype, op, root,
-                        comm, stream);
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return CollectiveCall("ncclReduce", kReduce, sendbuff, recvbuff, count, datatype, op, root, comm,
+                        stream);
 }
 
-ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
   return CollectiveCall("ncclBcast", kBroadcast, buff, buff, count, datatype, ncclSum, root, comm,
                         stream);
 }
@@ -557,8 +567,10 @@ ncclResult_t ncclGroupEnd(void) {
   Group group = std::move(current);
   current = Group();
   if (group.error != ncclSuccess) {
-    return Error(group.error, "ncclGroupEnd: a call of the group failed, so none of its "
-                              "collectives ran: " + group.error_text);
+    return Error(group.error,
+                 "ncclGroupEnd: a call of the group failed, so none of its "
+                 "collectives ran: " +
+                     group.error_text);
   }
   ncclResult_t failure = ncclSuccess;
   std::string reason;
@@ -607,8 +619,10 @@ void SetFault(bool stall, int rank, const char* where) {
   if (rank >= 0) {
     fault.rank = rank;
     if (!ParseWhere(where, &fault)) {
-      std::fprintf(stderr, "cudaemu NCCL: ignoring the fault \"%s\": expected init or "
-                   "collective:N\n", where);
+      std::fprintf(stderr,
+                   "cudaemu NCCL: ignoring the fault \"%s\": expected init or "
+                   "collective:N\n",
+                   where);
       fault = Fault();
     }
   }

@@ -34,12 +34,18 @@ namespace {
 
 const char* CollectiveName(int32_t collective) {
   switch (collective) {
-    case kAllReduce: return "ncclAllReduce";
-    case kBroadcast: return "ncclBroadcast";
-    case kReduce: return "ncclReduce";
-    case kAllGather: return "ncclAllGather";
-    case kReduceScatter: return "ncclReduceScatter";
-    default: return "an unknown collective";
+    case kAllReduce:
+      return "ncclAllReduce";
+    case kBroadcast:
+      return "ncclBroadcast";
+    case kReduce:
+      return "ncclReduce";
+    case kAllGather:
+      return "ncclAllGather";
+    case kReduceScatter:
+      return "ncclReduceScatter";
+    default:
+      return "an unknown collective";
   }
 }
 
@@ -63,7 +69,8 @@ std::string Describe(const CollHeader& header) {
   std::string text = std::string(CollectiveName(header.collective)) + "(count " +
                      std::to_string(header.count) + ", " +
                      TypeName(static_cast<ncclDataType_t>(header.type));
-  if (Reduces(header.collective)) text += std::string(", ") + OpName(static_cast<ncclRedOp_t>(header.op));
+  if (Reduces(header.collective))
+    text += std::string(", ") + OpName(static_cast<ncclRedOp_t>(header.op));
   if (header.collective == kBroadcast || header.collective == kReduce) {
     text += ", root " + std::to_string(header.root);
   }
@@ -73,9 +80,12 @@ std::string Describe(const CollHeader& header) {
 size_t ContributionBytes(const CollHeader& header, int rank, int nranks) {
   const size_t bytes = header.count * ElementBytes(header);
   switch (header.collective) {
-    case kBroadcast: return rank == header.root ? bytes : 0;
-    case kReduceScatter: return bytes * static_cast<size_t>(nranks);
-    default: return bytes;
+    case kBroadcast:
+      return rank == header.root ? bytes : 0;
+    case kReduceScatter:
+      return bytes * static_cast<size_t>(nranks);
+    default:
+      return bytes;
   }
 }
 
@@ -342,7 +352,8 @@ std::vector<char> Compute(Round& round, int nranks) {
     case kAllGather: {
       std::vector<char> result;
       result.reserve(ResultBytes(h, nranks));
-      for (const auto& input : round.inputs) result.insert(result.end(), input.begin(), input.end());
+      for (const auto& input : round.inputs)
+        result.insert(result.end(), input.begin(), input.end());
       return result;
     }
     default: {
@@ -385,7 +396,7 @@ class Hub {
   std::vector<bool> joined, remote, departed;
   std::vector<RankInfo> info;
   std::vector<std::shared_ptr<Connection>> connections;  // of the remote ranks
-  std::vector<int64_t> last_seq;                          // of the departed ranks
+  std::vector<int64_t> last_seq;                         // of the departed ranks
   std::map<int64_t, std::shared_ptr<Round>> rounds;
   bool told_hub_left = false;
 
@@ -424,7 +435,8 @@ class Hub {
       return ncclInvalidUsage;
     }
     if (joined[rank] || phase != Phase::kJoining) {
-      *why = "rank " + std::to_string(rank) + " joined the communicator twice (one unique id "
+      *why = "rank " + std::to_string(rank) +
+             " joined the communicator twice (one unique id "
              "per communicator, one call per rank)";
       FailLocked(ncclInvalidUsage, *why);
       return ncclInvalidUsage;
@@ -440,11 +452,11 @@ class Hub {
           if (info[i].uuid != info[j].uuid || (info[i].multi_rank_gpu && info[j].multi_rank_gpu)) {
             continue;
           }
-          FailLocked(ncclInvalidUsage,
-                     "Duplicate GPU detected : rank " + std::to_string(i) + " and rank " +
-                         std::to_string(j) + " both on CUDA device " +
-                         std::to_string(info[i].device) + " (" + info[i].uuid +
-                         "); set NCCL_MULTI_RANK_GPU_ENABLE=1 to allow it");
+          FailLocked(ncclInvalidUsage, "Duplicate GPU detected : rank " + std::to_string(i) +
+                                           " and rank " + std::to_string(j) +
+                                           " both on CUDA device " +
+                                           std::to_string(info[i].device) + " (" + info[i].uuid +
+                                           "); set NCCL_MULTI_RANK_GPU_ENABLE=1 to allow it");
           break;
         }
       }
@@ -465,9 +477,8 @@ class Hub {
     if (phase != Phase::kReady) return;
     for (int r = 0; r < nranks; ++r) {
       if (departed[r] && last_seq[r] < seq) {
-        FailLocked(ncclRemoteError,
-                   Name(r) + " destroyed its communicator before collective #" +
-                       std::to_string(seq));
+        FailLocked(ncclRemoteError, Name(r) + " destroyed its communicator before collective #" +
+                                        std::to_string(seq));
         return;
       }
     }
@@ -482,16 +493,15 @@ class Hub {
     }
     Round& round = *slot;
     if (!(round.header == header)) {
-      FailLocked(ncclInvalidUsage,
-                 "collective #" + std::to_string(seq) + " differs between ranks: " +
-                     Name(round.first_rank) + " called " + Describe(round.header) + ", " +
-                     Name(rank) + " called " + Describe(header));
+      FailLocked(ncclInvalidUsage, "collective #" + std::to_string(seq) +
+                                       " differs between ranks: " + Name(round.first_rank) +
+                                       " called " + Describe(round.header) + ", " + Name(rank) +
+                                       " called " + Describe(header));
       return;
     }
     if (round.have[rank] || data.size() != ContributionBytes(header, rank, nranks)) {
-      FailLocked(ncclInternalError,
-                 Name(rank) + " sent a malformed contribution to collective #" +
-                     std::to_string(seq));
+      FailLocked(ncclInternalError, Name(rank) + " sent a malformed contribution to collective #" +
+                                        std::to_string(seq));
       return;
     }
     round.inputs[rank] = std::move(data);
@@ -544,9 +554,8 @@ class Hub {
     }
     for (const auto& [seq, round] : rounds) {
       if (seq > last && !round->have[rank]) {
-        FailLocked(ncclRemoteError,
-                   Name(rank) + " destroyed its communicator before collective #" +
-                       std::to_string(seq));
+        FailLocked(ncclRemoteError, Name(rank) + " destroyed its communicator before collective #" +
+                                        std::to_string(seq));
         return;
       }
     }
@@ -831,9 +840,9 @@ Member::~Member() {
     bye = !broken;
     if (hub != nullptr && !aborted) {
       if (broken) {
-        hub->FailLocked(ncclRemoteError,
-                        hub->Name(rank) + " destroyed its communicator with collective #" +
-                            std::to_string(next_seq) + " undelivered");
+        hub->FailLocked(ncclRemoteError, hub->Name(rank) +
+                                             " destroyed its communicator with collective #" +
+                                             std::to_string(next_seq) + " undelivered");
       } else {
         hub->LeaveLocked(rank, last);
       }
@@ -911,7 +920,8 @@ void StartJoin(const std::shared_ptr<Member>& member) {
     if (listen_fd < 0) {
       {
         std::lock_guard<std::mutex> lock(Mu());
-        hub->FailLocked(ncclSystemError, "rank 0 cannot host the communicator's rendezvous: " + error);
+        hub->FailLocked(ncclSystemError,
+                        "rank 0 cannot host the communicator's rendezvous: " + error);
       }
       return;
     }
@@ -935,13 +945,18 @@ Phase WaitJoined(const Member& member, ncclResult_t* error, std::string* reason)
   Phase phase = Phase::kJoining;
   Cv().wait(lock, [&] {
     phase = StateLocked(member, error, reason);
+    if (phase == Phase::kJoining && member.cancelled) {  // destroyed or aborted meanwhile
+      phase = Phase::kFailed;
+      *error = ncclInvalidUsage;
+      *reason = "the communicator was destroyed or aborted before every rank joined";
+    }
     return phase != Phase::kJoining;
   });
   // Joined, even if a peer failed right after: initialisation succeeded; the failure is the
   // communicator's asynchronous error.
-  const bool joined = member.init_error == ncclSuccess &&
-                      ((member.hub != nullptr && member.hub->was_ready) ||
-                       (member.link != nullptr && member.link->was_ready));
+  const bool joined =
+      member.init_error == ncclSuccess && ((member.hub != nullptr && member.hub->was_ready) ||
+                                           (member.link != nullptr && member.link->was_ready));
   if (joined) {
     *error = ncclSuccess;
     reason->clear();
@@ -980,7 +995,8 @@ void Release(Member& member) {
   Cv().notify_all();
 }
 
-// ---- collectives ----------------------------------------------------------------------------------
+// ---- collectives
+// ----------------------------------------------------------------------------------
 
 namespace {
 
@@ -1008,8 +1024,10 @@ bool Deliver(const Op& op) {
     hub = m.hub;
     link = m.link;
     if (link != nullptr && link->hub_left && op.seq > link->hub_last_seq) {
-      link->FailLocked(ncclRemoteError, link->HubName() + " destroyed its communicator before "
-                                        "collective #" + std::to_string(op.seq));
+      link->FailLocked(ncclRemoteError, link->HubName() +
+                                            " destroyed its communicator before "
+                                            "collective #" +
+                                            std::to_string(op.seq));
       return false;
     }
   }
@@ -1076,8 +1094,10 @@ void Collect(const Op& op) {
   Cv().wait(lock, [&] {
     if (m.aborted || link.results.count(op.seq) != 0) return true;
     if (link.ended && link.phase != Phase::kFailed) {
-      link.FailLocked(ncclRemoteError, link.HubName() + " closed its connection before "
-                                       "collective #" + std::to_string(op.seq) + " completed");
+      link.FailLocked(ncclRemoteError, link.HubName() +
+                                           " closed its connection before "
+                                           "collective #" +
+                                           std::to_string(op.seq) + " completed");
     }
     return link.phase == Phase::kFailed && Released(m);
   });

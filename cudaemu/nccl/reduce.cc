@@ -33,30 +33,49 @@ bool ValidOp(ncclRedOp_t op) {
 
 const char* TypeName(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: return "ncclInt8";
-    case ncclUint8: return "ncclUint8";
-    case ncclInt32: return "ncclInt32";
-    case ncclUint32: return "ncclUint32";
-    case ncclInt64: return "ncclInt64";
-    case ncclUint64: return "ncclUint64";
-    case ncclFloat16: return "ncclFloat16";
-    case ncclFloat32: return "ncclFloat32";
-    case ncclFloat64: return "ncclFloat64";
-    case ncclBfloat16: return "ncclBfloat16";
-    case ncclFloat8e4m3: return "ncclFloat8e4m3";
-    case ncclFloat8e5m2: return "ncclFloat8e5m2";
-    default: return "an unknown type";
+    case ncclInt8:
+      return "ncclInt8";
+    case ncclUint8:
+      return "ncclUint8";
+    case ncclInt32:
+      return "ncclInt32";
+    case ncclUint32:
+      return "ncclUint32";
+    case ncclInt64:
+      return "ncclInt64";
+    case ncclUint64:
+      return "ncclUint64";
+    case ncclFloat16:
+      return "ncclFloat16";
+    case ncclFloat32:
+      return "ncclFloat32";
+    case ncclFloat64:
+      return "ncclFloat64";
+    case ncclBfloat16:
+      return "ncclBfloat16";
+    case ncclFloat8e4m3:
+      return "ncclFloat8e4m3";
+    case ncclFloat8e5m2:
+      return "ncclFloat8e5m2";
+    default:
+      return "an unknown type";
   }
 }
 
 const char* OpName(ncclRedOp_t op) {
   switch (op) {
-    case ncclSum: return "ncclSum";
-    case ncclProd: return "ncclProd";
-    case ncclMax: return "ncclMax";
-    case ncclMin: return "ncclMin";
-    case ncclAvg: return "ncclAvg";
-    default: return "an unknown op";
+    case ncclSum:
+      return "ncclSum";
+    case ncclProd:
+      return "ncclProd";
+    case ncclMax:
+      return "ncclMax";
+    case ncclMin:
+      return "ncclMin";
+    case ncclAvg:
+      return "ncclAvg";
+    default:
+      return "an unknown op";
   }
 }
 
@@ -84,7 +103,7 @@ uint16_t FloatToHalf(float f) {
   std::memcpy(&x, &f, sizeof(x));
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t magnitude = x & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // to infinity
   if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal half (or zero)
     float a;
@@ -227,17 +246,38 @@ void ReduceInRankOrder(const std::vector<const char*>& in, char* out, size_t cou
                        ncclDataType_t type, ncclRedOp_t op) {
   if (in.empty() || count == 0) return;
   switch (type) {
-    case ncclInt8: ReduceTyped<Plain<int8_t>>(in, out, count, op); return;
-    case ncclUint8: ReduceTyped<Plain<uint8_t>>(in, out, count, op); return;
-    case ncclInt32: ReduceTyped<Plain<int32_t>>(in, out, count, op); return;
-    case ncclUint32: ReduceTyped<Plain<uint32_t>>(in, out, count, op); return;
-    case ncclInt64: ReduceTyped<Plain<int64_t>>(in, out, count, op); return;
-    case ncclUint64: ReduceTyped<Plain<uint64_t>>(in, out, count, op); return;
-    case ncclFloat16: ReduceTyped<Half>(in, out, count, op); return;
-    case ncclBfloat16: ReduceTyped<Bfloat16>(in, out, count, op); return;
-    case ncclFloat32: ReduceTyped<Plain<float>>(in, out, count, op); return;
-    case ncclFloat64: ReduceTyped<Plain<double>>(in, out, count, op); return;
-    default: return;
+    case ncclInt8:
+      ReduceTyped<Plain<int8_t>>(in, out, count, op);
+      return;
+    case ncclUint8:
+      ReduceTyped<Plain<uint8_t>>(in, out, count, op);
+      return;
+    case ncclInt32:
+      ReduceTyped<Plain<int32_t>>(in, out, count, op);
+      return;
+    case ncclUint32:
+      ReduceTyped<Plain<uint32_t>>(in, out, count, op);
+      return;
+    case ncclInt64:
+      ReduceTyped<Plain<int64_t>>(in, out, count, op);
+      return;
+    case ncclUint64:
+      ReduceTyped<Plain<uint64_t>>(in, out, count, op);
+      return;
+    case ncclFloat16:
+      ReduceTyped<Half>(in, out, count, op);
+      return;
+    case ncclBfloat16:
+      ReduceTyped<Bfloat16>(in, out, count, op);
+      return;
+    case ncclFloat32:
+      ReduceTyped<Plain<float>>(in, out, count, op);
+      return;
+    case ncclFloat64:
+      ReduceTyped<Plain<double>>(in, out, count, op);
+      return;
+    default:
+      return;
   }
 }
 

@@ -13,16 +13,16 @@ namespace cudaemu::nccl {
 
 enum MessageType : uint32_t {
   // rank → the hub (rank 0's process)
-  kHello = 1,    // a=rank b=nranks c=device d=pid e=multi-rank-GPU allowed; payload: UUID
-  kContribute,   // a=seq b=collective c=type d=op e=root f=count; payload: the rank's data
-  kBye,          // a=last seq: the rank destroyed its communicator after that collective
-  kAbort,        // the rank aborted its communicator
+  kHello = 1,   // a=rank b=nranks c=device d=pid e=multi-rank-GPU allowed; payload: UUID
+  kContribute,  // a=seq b=collective c=type d=op e=root f=count; payload: the rank's data
+  kBye,         // a=last seq: the rank destroyed its communicator after that collective
+  kAbort,       // the rank aborted its communicator
   // the hub → a rank
-  kWelcome,      // d=the hub's pid
-  kReady,        // every rank joined
-  kFailed,       // a=ncclResult_t; payload: the reason
-  kResult,       // a=seq; payload: the rank's part of the result
-  kHubLeft,      // a=last seq: every rank in the hub's process destroyed its communicator
+  kWelcome,  // d=the hub's pid
+  kReady,    // every rank joined
+  kFailed,   // a=ncclResult_t; payload: the reason
+  kResult,   // a=seq; payload: the rank's part of the result
+  kHubLeft,  // a=last seq: every rank in the hub's process destroyed its communicator
 };
 
 struct MessageHeader {

@@ -1,13 +1,12 @@
 // NCCL_MULTI_RANK_GPU_ENABLE=1 (set by the target): two ranks of one communicator may share a
 // GPU, and even a stream, when one thread drives both in a group.
 #include <cuda_runtime_api.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <nccl.h>
 
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/cudaemu/nccl/nccl_test_util.h"
 

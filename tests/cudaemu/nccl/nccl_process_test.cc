@@ -3,6 +3,8 @@
 // killed or stalled process ends in an asynchronous error on its peers that names it, never
 // in a hang. The target sets CUDAEMU_GPUS=4. Every child runs under a deadline.
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <nccl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -18,9 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/cudaemu/nccl/nccl_test_util.h"
 
@@ -48,7 +47,8 @@ class Child {
  public:
   Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
     static int serial = 0;
-    log_ = TempDir() + "/child-" + std::to_string(getpid()) + "-" + std::to_string(++serial) + ".log";
+    log_ =
+        TempDir() + "/child-" + std::to_string(getpid()) + "-" + std::to_string(++serial) + ".log";
     std::map<std::string, std::string> merged;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
@@ -150,9 +150,8 @@ TEST_F(NcclProcessTest, CollectivesAcrossProcesses) {
     std::vector<std::unique_ptr<Child>> children;
     // The last process first: the others wait for rank 0's hub.
     for (int p = processes - 1; p >= 0; --p) {
-      children.push_back(
-          std::make_unique<Child>(WorkerArgs(id, n, p * local, local, "collectives"),
-                                  std::map<std::string, std::string>{}));
+      children.push_back(std::make_unique<Child>(WorkerArgs(id, n, p * local, local, "collectives"),
+                                                 std::map<std::string, std::string>{}));
       ASSERT_GT(children.back()->pid(), 0);
       std::this_thread::sleep_for(30ms);
     }
@@ -181,8 +180,8 @@ TEST_F(NcclProcessTest, AKilledPeerIsReportedWithinSeconds) {
   const std::string out = rank0.Output();
   EXPECT_THAT(out, HasSubstr("rank 0: async error"));
   EXPECT_THAT(out, HasSubstr("remote process exited"));
-  EXPECT_THAT(out, HasSubstr("rank 1 (pid " + std::to_string(rank1.pid()) +
-                             ") closed its connection"));
+  EXPECT_THAT(out,
+              HasSubstr("rank 1 (pid " + std::to_string(rank1.pid()) + ") closed its connection"));
   EXPECT_THAT(out, HasSubstr("rank 0: stream released"));
   EXPECT_THAT(rank1.Output(), HasSubstr("CUDAEMU_NCCL_DIE: rank 1 kills its process"));
 }
@@ -209,7 +208,8 @@ TEST_F(NcclProcessTest, TheHubOrAThirdProcessDying) {
     EXPECT_EQ(rank2.Wait(60s), -SIGKILL) << rank2.Output();
     EXPECT_EQ(rank0.Wait(60s), 0) << rank0.Output();
     EXPECT_EQ(rank1.Wait(60s), 0) << rank1.Output();
-    const std::string named = "rank 2 (pid " + std::to_string(rank2.pid()) + ") closed its connection";
+    const std::string named =
+        "rank 2 (pid " + std::to_string(rank2.pid()) + ") closed its connection";
     EXPECT_THAT(rank0.Output(), HasSubstr(named));
     EXPECT_THAT(rank1.Output(), HasSubstr(named));
   }
@@ -254,10 +254,19 @@ TEST_F(NcclProcessTest, UnderMpirun) {
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
   for (int local : {1, 2}) {
     const std::string id = NewId();
-    std::vector<std::string> argv = {"mpirun", "--allow-run-as-root", "--oversubscribe",
-                                     "--bind-to", "none", "-np", "2", Worker(),
-                                     "--mpi", "--id=" + id, "--nranks=" + std::to_string(2 * local),
-                                     "--local=" + std::to_string(local), "--size=1001"};
+    std::vector<std::string> argv = {"mpirun",
+                                     "--allow-run-as-root",
+                                     "--oversubscribe",
+                                     "--bind-to",
+                                     "none",
+                                     "-np",
+                                     "2",
+                                     Worker(),
+                                     "--mpi",
+                                     "--id=" + id,
+                                     "--nranks=" + std::to_string(2 * local),
+                                     "--local=" + std::to_string(local),
+                                     "--size=1001"};
     Child mpirun(argv, {});
     ASSERT_GT(mpirun.pid(), 0);
     EXPECT_EQ(mpirun.Wait(90s), 0) << mpirun.Output();

@@ -3,6 +3,8 @@
 // of a stalled rank, a peer that never joins, use after destroy). The target sets
 // CUDAEMU_GPUS=4. Every test is bounded by a watchdog.
 #include <cuda_runtime_api.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <nccl.h>
 #include <sys/stat.h>
 
@@ -12,9 +14,6 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "cudaemu/nccl_testing.h"
 #include "tests/cudaemu/nccl/nccl_test_util.h"
@@ -27,8 +26,7 @@ using namespace std::chrono_literals;
 
 class NcclTest : public ::testing::Test {
  protected:
-  NcclTest()
-      : watchdog_(60s, ::testing::UnitTest::GetInstance()->current_test_info()->name()) {}
+  NcclTest() : watchdog_(60s, ::testing::UnitTest::GetInstance()->current_test_info()->name()) {}
   void TearDown() override { cudaemu::testing::ClearNcclFaults(); }
 
   Watchdog watchdog_;
@@ -154,11 +152,16 @@ TEST_F(NcclTest, AllReduceOpsAndTypes) {
     auto expected = [&](size_t i) {
       const int64_t k = static_cast<int64_t>(i % 5 + 1);
       switch (c.op) {
-        case ncclSum: return 6 * k;
-        case ncclProd: return 6 * k * k * k;
-        case ncclMax: return 3 * k;
-        case ncclMin: return k;
-        default: return 2 * k;
+        case ncclSum:
+          return 6 * k;
+        case ncclProd:
+          return 6 * k * k * k;
+        case ncclMax:
+          return 3 * k;
+        case ncclMin:
+          return k;
+        default:
+          return 2 * k;
       }
     };
     auto run = [&](auto zero, ncclDataType_t type) {
@@ -263,9 +266,9 @@ TEST_F(NcclTest, BroadcastFromEveryRoot) {
       // Out of place with ncclBroadcast, then in place with ncclBcast on the send buffers.
       ncclGroupStart();
       for (int r = 0; r < 4; ++r) {
-        ASSERT_EQ(ncclBroadcast(send[r]->get(), recv[r]->get(), size, ncclInt32, root, comms[r],
-                                nullptr),
-                  ncclSuccess);
+        ASSERT_EQ(
+            ncclBroadcast(send[r]->get(), recv[r]->get(), size, ncclInt32, root, comms[r], nullptr),
+            ncclSuccess);
         ASSERT_EQ(ncclBcast(send[r]->get(), size, ncclInt32, root, comms[r], nullptr), ncclSuccess);
       }
       ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
@@ -301,8 +304,9 @@ TEST_F(NcclTest, AllGatherOutOfPlaceAndInPlace) {
   }
   ncclGroupStart();
   for (int r = 0; r < 4; ++r) {
-    ASSERT_EQ(ncclAllGather(send[r]->get(), recv[r]->get(), per_rank, ncclDouble, comms[r], nullptr),
-              ncclSuccess);
+    ASSERT_EQ(
+        ncclAllGather(send[r]->get(), recv[r]->get(), per_rank, ncclDouble, comms[r], nullptr),
+        ncclSuccess);
     ASSERT_EQ(ncclAllGather(inplace[r]->get() + r * per_rank, inplace[r]->get(), per_rank,
                             ncclDouble, comms[r], nullptr),
               ncclSuccess);
@@ -582,8 +586,8 @@ TEST_F(NcclTest, AbortUnblocksAStalledCollective) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   ASSERT_EQ(ncclCommGetAsyncError(comms[0], &async), ncclSuccess);
   EXPECT_EQ(async, ncclRemoteError);
-  EXPECT_THAT(ncclGetLastError(comms[0]), HasSubstr("rank 1 (pid " + std::to_string(getpid()) +
-                                                    ") aborted its communicator"));
+  EXPECT_THAT(ncclGetLastError(comms[0]),
+              HasSubstr("rank 1 (pid " + std::to_string(getpid()) + ") aborted its communicator"));
   // A later collective on the failed communicator reports the failure.
   EXPECT_EQ(ncclAllReduce(a.get(), a.get(), 1000, ncclFloat, ncclSum, comms[0], s0.get()),
             ncclRemoteError);
@@ -617,7 +621,8 @@ TEST_F(NcclTest, NonBlockingInitWithAPeerThatNeverJoins) {
     std::this_thread::sleep_for(10ms);
   }
   DeviceBuffer<float> a(0, 4);
-  EXPECT_EQ(ncclAllReduce(a.get(), a.get(), 4, ncclFloat, ncclSum, comm, nullptr), ncclInvalidUsage);
+  EXPECT_EQ(ncclAllReduce(a.get(), a.get(), 4, ncclFloat, ncclSum, comm, nullptr),
+            ncclInvalidUsage);
   EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
   EXPECT_EQ(cudaemu::testing::NcclLiveCommunicators(), live);
   EXPECT_TRUE(Eventually([&] { return stat(path.c_str(), &st) != 0; }, 2000ms))
@@ -691,9 +696,12 @@ TEST_F(NcclTest, UsingADestroyedCommunicatorIsAnError) {
   // unnoticed, and destroying rank 1 releases its stream.
   DeviceBuffer<float> b(1, 4);
   DeviceStream s1(1);
-  ASSERT_EQ(ncclAllReduce(b.get(), b.get(), 4, ncclFloat, ncclSum, comms[1], s1.get()), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(b.get(), b.get(), 4, ncclFloat, ncclSum, comms[1], s1.get()),
+            ncclSuccess);
   EXPECT_TRUE(Eventually(
-      [&] { return ncclCommGetAsyncError(comms[1], &async) == ncclSuccess && async != ncclSuccess; },
+      [&] {
+        return ncclCommGetAsyncError(comms[1], &async) == ncclSuccess && async != ncclSuccess;
+      },
       2000ms));
   EXPECT_EQ(async, ncclRemoteError);
   EXPECT_THAT(ncclGetLastError(nullptr),
@@ -756,12 +764,16 @@ TEST_F(NcclTest, MismatchedCollectivesFailTheCommunicator) {
   for (int r = 0; r < 2; ++r) {
     ncclResult_t async = ncclSuccess;
     EXPECT_TRUE(Eventually(
-        [&] { return ncclCommGetAsyncError(comms[r], &async) == ncclSuccess && async != ncclSuccess; },
+        [&] {
+          return ncclCommGetAsyncError(comms[r], &async) == ncclSuccess && async != ncclSuccess;
+        },
         2000ms));
     EXPECT_EQ(async, ncclInvalidUsage);
     EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("collective #1 differs between ranks"));
-    EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("ncclAllReduce(count 10, ncclFloat32, ncclSum)"));
-    EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("ncclAllReduce(count 11, ncclFloat32, ncclSum)"));
+    EXPECT_THAT(ncclGetLastError(nullptr),
+                HasSubstr("ncclAllReduce(count 10, ncclFloat32, ncclSum)"));
+    EXPECT_THAT(ncclGetLastError(nullptr),
+                HasSubstr("ncclAllReduce(count 11, ncclFloat32, ncclSum)"));
   }
   EXPECT_EQ(cudaStreamQuery(s0.get()), cudaErrorNotReady);
   for (int r = 0; r < 2; ++r) {

@@ -140,7 +140,8 @@ int Collectives(const Flags& f, const std::vector<ncclComm_t>& comms,
         return Fail(rank, "all-gather from rank " + std::to_string(s));
       }
     }
-    std::printf("rank %d: collectives OK (%d ranks, pid %d)\n", rank, n, static_cast<int>(getpid()));
+    std::printf("rank %d: collectives OK (%d ranks, pid %d)\n", rank, n,
+                static_cast<int>(getpid()));
   }
   std::fflush(stdout);
   return 0;
@@ -178,7 +179,8 @@ int Survive(const Flags& f, ncclComm_t comm, int device) {
       break;
     }
     ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) return Fail(rank, "ncclCommGetAsyncError");
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess)
+      return Fail(rank, "ncclCommGetAsyncError");
     if (async != ncclSuccess && async != ncclInProgress) {
       std::printf("rank %d: async error after %lld ms: %s: %s\n", rank, elapsed_ms(),
                   ncclGetErrorString(async), ncclGetLastError(comm));
@@ -212,7 +214,8 @@ int Main(int argc, char** argv) {
   alarm(120);  // a worker that hangs ends anyway (SIGALRM)
   Flags f;
   if (!Parse(argc, argv, &f)) {
-    std::fprintf(stderr, "usage: nccl_worker --id=HEX --nranks=N [--first_rank=R] [--local=L] "
+    std::fprintf(stderr,
+                 "usage: nccl_worker --id=HEX --nranks=N [--first_rank=R] [--local=L] "
                  "[--mpi] [--mode=collectives|survive] [--deadline_ms=D] [--size=S]\n");
     return 2;
   }
