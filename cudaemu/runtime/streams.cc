@@ -217,6 +217,18 @@ using namespace cudaemu::internal;  // NOLINT: the C API below is the runtime's 
 
 namespace {
 
+// Where `event` was last recorded: the stream and the position it waits for (null stream:
+// never recorded, hence complete).
+struct Recorded {
+  std::shared_ptr<StreamImpl> stream;
+  uint64_t position = 0;
+};
+Recorded RecordedAt(const EventImpl& event) {
+  Registry& registry = GetRegistry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  return Recorded{event.stream, event.position};
+}
+
 std::shared_ptr<EventImpl> FindEvent(cudaEvent_t event) {
   Registry& registry = GetRegistry();
   std::lock_guard<std::mutex> lock(registry.mu);
@@ -285,14 +297,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   const std::shared_ptr<EventImpl> found = FindEvent(event);
   if (found == nullptr) return Record(cudaErrorInvalidResourceHandle);
   // The event's state at the time of the call is what the stream waits for.
-  Registry& registry = GetRegistry();
-  std::shared_ptr<StreamImpl> signaller;
-  uint64_t position = 0;
-  {
-    std::lock_guard<std::mutex> lock(registry.mu);
-    signaller = found->stream;
-    position = found->position;
-  }
+  const Recorded recorded = RecordedAt(*found);
+  std::shared_ptr<StreamImpl> signaller = recorded.stream;
+  const uint64_t position = recorded.position;
   if (signaller == nullptr || position == 0) return cudaSuccess;  // never recorded
   impl->Enqueue("cudaStreamWaitEvent", [signaller, position] {
     signaller->WaitFor(position);
@@ -346,31 +353,17 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   const std::shared_ptr<EventImpl> found = FindEvent(event);
   if (found == nullptr) return Record(cudaErrorInvalidResourceHandle);
-  std::shared_ptr<StreamImpl> stream;
-  uint64_t position = 0;
-  {
-    Registry& registry = GetRegistry();
-    std::lock_guard<std::mutex> lock(registry.mu);
-    stream = found->stream;
-    position = found->position;
-  }
-  if (stream == nullptr) return cudaSuccess;
-  if (!stream->Reached(position)) return Record(cudaErrorNotReady);
+  const Recorded recorded = RecordedAt(*found);
+  if (recorded.stream == nullptr) return cudaSuccess;
+  if (!recorded.stream->Reached(recorded.position)) return Record(cudaErrorNotReady);
   return Record(Sticky(found->device));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   const std::shared_ptr<EventImpl> found = FindEvent(event);
   if (found == nullptr) return Record(cudaErrorInvalidResourceHandle);
-  std::shared_ptr<StreamImpl> stream;
-  uint64_t position = 0;
-  {
-    Registry& registry = GetRegistry();
-    std::lock_guard<std::mutex> lock(registry.mu);
-    stream = found->stream;
-    position = found->position;
-  }
-  if (stream != nullptr) stream->WaitFor(position);
+  const Recorded recorded = RecordedAt(*found);
+  if (recorded.stream != nullptr) recorded.stream->WaitFor(recorded.position);
   return Record(Sticky(found->device));
 }
 
