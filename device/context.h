@@ -9,7 +9,7 @@
 //      TensorFlow's FailedPrecondition text ("Virtual devices cannot be modified after
 //      being initialized", ...); a setter that would change nothing succeeds.
 //
-// Memory policy per logical GPU (DESIGN.md row 18: the default is never to grab a card):
+// Memory policy per logical GPU (the default is never to grab a card):
 //   growth on (the default, or TF_FORCE_GPU_ALLOW_GROWTH=true): memory is taken from the
 //     card on demand, up to the logical device's limit;
 //   growth off: the limit is taken from the card at initialisation.

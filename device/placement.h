@@ -5,15 +5,15 @@
 //     auto c = tower::ops::MatMul(a, b);    // runs on CPU:0
 //   }
 //
-// The rules, in order (DESIGN.md "Placement"):
+// The rules, in order:
 //   1. A DeviceScope on this thread names the device. It must exist — an unknown one is
 //      NotFound "/job:localhost/replica:0/task:0/device:GPU:2 unknown device" — unless soft
 //      placement is on, which picks another device of that type, else CPU:0.
 //   2. Without a scope: the inputs' device when it is a GPU (a replica's tensors stay on
-//      its GPU); else the first GPU, as TensorFlow does (the seeds' example: a and b on
+//      its GPU); else the first GPU, as TensorFlow does (TensorFlow's guide example: a and b on
 //      CPU:0, MatMul on GPU:0, inputs copied); else the inputs' logical CPU; else CPU:0.
 //   3. An op with no kernel for the chosen device's type runs on CPU:0 instead (as Cast has
-//      only a CPU kernel in the seeds' example); inputs are copied there.
+//      only a CPU kernel in TensorFlow's guide example); inputs are copied there.
 //   4. With SetLogDevicePlacement(true), each placement is logged exactly as TensorFlow does:
 //      "Executing op MatMul in device /job:localhost/replica:0/task:0/device:GPU:0".
 #ifndef TOWER_DEVICE_PLACEMENT_H_

@@ -1,10 +1,10 @@
-// The seeds' first Keras program, in C++: a Dense(1) model learns y = 3x + 2 from noisy
+// The classic first Keras program, in C++: a Dense(1) model learns y = 3x + 2 from noisy
 // samples with SGD(0.2) and mean squared error, then prints the line it found.
 //
 //   ./bazelw run //examples:linear_regression
 //   ./bazelw run //examples:linear_regression -- --replicas=2   # MirroredStrategy
 //
-// With --replicas=N the model is built under a MirroredStrategy scope (the seeds'
+// With --replicas=N the model is built under a MirroredStrategy scope (TensorFlow's
 // `with strategy.scope():`): N logical CPUs, or N virtual GPUs on a machine with a GPU.
 #include <cstdio>
 #include <iostream>

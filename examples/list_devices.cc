@@ -1,4 +1,4 @@
-// The seeds' first program, in C++: list the devices, ask for memory growth on every GPU,
+// The first program of TensorFlow's GPU guide, in C++: list the devices, ask for memory growth on every GPU,
 // look at the logical devices, and see what configuring too late says.
 //
 //   ./bazelw run //examples:list_devices

@@ -1,4 +1,4 @@
-// The seeds' placement walkthrough (TensorFlow's "Use a GPU" guide), in C++, on whatever
+// The placement walkthrough of TensorFlow's "Use a GPU" guide, in C++, on whatever
 // devices this machine has:
 //   1. log where ops run;  2. place tensors on the CPU and let MatMul go elsewhere (inputs are
 //   copied);  3. an op with only a CPU kernel (Cast) falls back to the CPU;  4. an unknown

@@ -1,4 +1,4 @@
-// The seeds' last example: replicate a computation by hand on every logical device, then
+// The last example of TensorFlow's GPU guide: replicate a computation by hand on every logical device, then
 // add the results up on the CPU.
 //
 //   for gpu in gpus:

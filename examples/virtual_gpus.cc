@@ -1,4 +1,4 @@
-// The seeds' "simulate multi-GPU on one GPU": split one card into two logical GPUs of a
+// TensorFlow's "simulate multi-GPU on one GPU": split one card into two logical GPUs of a
 // fixed memory size, build a MirroredStrategy over them, and train. On a machine without a
 // GPU it says so and splits the CPU into two logical CPUs (with the same memory limits)
 // instead: the code path is the same.

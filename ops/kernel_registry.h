@@ -3,7 +3,7 @@
 // kernels, "CUDA" for GPU kernels; tests add GPU kernels for their fake platform).
 //
 // The global registry holds the CPU kernels and this build's GPU kernels (none without
-// --config=cuda). Ops with a CPU kernel only (Cast, as in the seeds) fall back to the CPU.
+// --config=cuda). Ops with a CPU kernel only (Cast) fall back to the CPU.
 #ifndef TOWER_OPS_KERNEL_REGISTRY_H_
 #define TOWER_OPS_KERNEL_REGISTRY_H_
 

@@ -38,7 +38,7 @@ inline constexpr char kApplyAdam[] = "ApplyAdam";
 // Not a kernel: the placement log name of a constant made from host data (TensorFlow's).
 inline constexpr char kEagerConst[] = "_EagerConst";
 
-// Ops that deliberately have no GPU kernel (TensorFlow's tf.cast in the seeds): placed on a
+// Ops that deliberately have no GPU kernel (like TensorFlow's tf.cast): placed on a
 // GPU, they fall back to the CPU.
 inline bool IsCpuOnly(std::string_view op) { return op == kCast; }
 

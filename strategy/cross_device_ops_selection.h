@@ -1,6 +1,7 @@
-// Which all-reduce a strategy uses, chosen once from its devices (DESIGN.md's table):
+// Which all-reduce a strategy uses, chosen once from its devices (the table below):
 //
 //   replicas                                  path         why
+//   one replica (any device)                  in-process   nothing to reduce: no communicator
 //   all in host memory (logical CPUs)         in-process   one address space
 //   GPUs, each on its own card                nccl         what NCCL is for
 //   several logical GPUs, all on one card     same-card    NCCL refuses two ranks on one GPU

@@ -1,4 +1,4 @@
-// ReductionToOneDevice: the seeds' "Reduce to /CPU:0 then broadcast". Each replica copies
+// ReductionToOneDevice: TensorFlow's "Reduce to /CPU:0 then broadcast". Each replica copies
 // its tensors to the reduce device, one replica sums them there (AddN, in replica order),
 // and each replica copies the sum back. Works for any mix of devices; chosen for mixed
 // CPU/GPU replicas, and when asked for.

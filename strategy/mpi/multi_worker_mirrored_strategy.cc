@@ -42,7 +42,7 @@ std::string Unhex(const std::string& hex) {
 }
 
 // GPUs on every worker, each on a card of its own across the whole job: one NCCL
-// communicator over all of them carries the reduction (the "NCCL on GPUs"), instead
+// communicator over all of them carries the reduction (NCCL on GPUs), instead
 // of local reduction + MPI on the host. Every worker makes the same collective calls and the
 // same decision (from gathered facts), so none is left waiting. nullptr: use the host path.
 StatusOr<std::unique_ptr<CrossDeviceOps>> NcclAcrossProcesses(

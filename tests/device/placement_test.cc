@@ -105,7 +105,7 @@ TEST(PlaceOpTest, GpuInputsStayOnTheirGpu) {
 }
 
 TEST(PlaceOpTest, CpuInputsGoToTheGpuAsInTensorFlow) {
-  // The seeds' example: a and b on CPU:0, MatMul without a scope runs on GPU:0.
+  // TensorFlow's guide example: a and b on CPU:0, MatMul without a scope runs on GPU:0.
   auto context = OneGpu();
   Device* cpu = *context->FindDevice("/CPU:0");
   EXPECT_EQ(Place(*context, kCpuAndGpu, cpu), "GPU:0");

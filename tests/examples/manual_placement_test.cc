@@ -1,4 +1,4 @@
-// The manual_placement example reproduces the seeds' placement walkthrough.
+// The manual_placement example reproduces TensorFlow's placement walkthrough.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The Keras-like training loop on one device: convergence on the seeds' linear regression,
+// The Keras-like training loop on one device: convergence on the linear regression of examples/linear_regression.cc,
 // Evaluate/Predict, callbacks, progress output, weights round trips, and errors.
 #include "model/sequential.h"
 
@@ -39,7 +39,7 @@ data::Dataset Linreg(int64_t rows, int64_t batch, uint64_t seed = 1) {
   return data::Dataset::Synthetic(options)->Batch(batch);
 }
 
-// The seeds' example: Dense(1), MSE, SGD(0.2) on y = 3x + 2 + noise.
+// The classic example: Dense(1), MSE, SGD(0.2) on y = 3x + 2 + noise.
 std::unique_ptr<Sequential> SeedsModel(uint64_t seed = 0) {
   auto model = std::make_unique<Sequential>(std::vector<std::shared_ptr<Layer>>{Dense(1)}, seed);
   TOWER_CHECK_OK(model->Compile(MeanSquaredErrorLoss(), SGD(0.2f), {"mae"}));

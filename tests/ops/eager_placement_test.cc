@@ -1,4 +1,4 @@
-// Placement through real ops on a machine with (fake) GPUs: the seeds' examples, copies
+// Placement through real ops on a machine with (fake) GPUs: TensorFlow's guide examples, copies
 // between devices, the CPU fallback of Cast, unknown devices and soft placement, with the
 // placement log captured line by line.
 #include <gmock/gmock.h>

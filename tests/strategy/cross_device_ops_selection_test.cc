@@ -1,4 +1,4 @@
-// Every row of DESIGN.md's table, from fake device descriptions.
+// Every row of the selection table (strategy/cross_device_ops_selection.h), from fake device descriptions.
 #include "strategy/cross_device_ops_selection.h"
 
 #include <gmock/gmock.h>

@@ -200,7 +200,7 @@ TEST_F(OpsGpuTest, MatMulAllTransposes) {
       }
     }
   }
-  // The seeds' example, and an empty inner dimension (k = 0) gives zeros.
+  // The placement guide's example, and an empty inner dimension (k = 0) gives zeros.
   EXPECT_EQ(Host(ops::MatMul(Make(Shape{2, 3}, {1, 2, 3, 4, 5, 6}),
                              Make(Shape{3, 2}, {1, 2, 3, 4, 5, 6}))),
             (Values{22, 28, 49, 64}));
