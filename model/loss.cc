@@ -65,11 +65,13 @@ class SparseCategoricalCrossentropy : public Loss {
   }
   StatusOr<Tensor> Value(const Tensor& pred, const Tensor& targets,
                          int64_t global_batch) const override {
-    return ops::SparseSoftmaxCrossEntropy(pred, targets, global_batch);
+    // PrepareTargets checked every label on the host.
+    return ops::SparseSoftmaxCrossEntropy(pred, targets, global_batch, /*labels_checked=*/true);
   }
   StatusOr<Tensor> Gradient(const Tensor& pred, const Tensor& targets,
                             int64_t global_batch) const override {
-    return ops::SparseSoftmaxCrossEntropyGrad(pred, targets, global_batch);
+    return ops::SparseSoftmaxCrossEntropyGrad(pred, targets, global_batch,
+                                              /*labels_checked=*/true);
   }
 };
 

@@ -51,7 +51,8 @@ StatusOr<Tensor> Mse(const OpKernels& op, const char* name, const Tensor& pred,
 }
 
 StatusOr<Tensor> CrossEntropy(const OpKernels& op, const char* name, const Tensor& logits,
-                              const Tensor& labels, int64_t global_batch, bool grad) {
+                              const Tensor& labels, int64_t global_batch, bool grad,
+                              bool labels_checked) {
   TOWER_RETURN_IF_ERROR(CheckFloat(name, "logits", logits));
   TOWER_RETURN_IF_ERROR(CheckRank(name, "logits", logits, 2));
   TOWER_RETURN_IF_ERROR(internal::CheckValid(name, "labels", labels));
@@ -66,6 +67,7 @@ StatusOr<Tensor> CrossEntropy(const OpKernels& op, const char* name, const Tenso
                                 logits.shape().ToString());
   }
   TOWER_ASSIGN_OR_RETURN(attrs::Loss scale, LossScale(name, logits, global_batch, 1));
+  scale.labels_checked = labels_checked;
   return RunSingle(op, {&logits, &labels}, OutputSpec{grad ? logits.shape() : Shape()}, &scale);
 }
 
@@ -128,15 +130,17 @@ StatusOr<Tensor> MeanSquaredErrorGrad(const Tensor& pred, const Tensor& target,
 }
 
 StatusOr<Tensor> SparseSoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
-                                           int64_t global_batch) {
+                                           int64_t global_batch, bool labels_checked) {
   static const OpKernels& kOp = KernelsOf(op_names::kSparseSoftmaxCrossEntropy);
-  return CrossEntropy(kOp, "SparseSoftmaxCrossEntropy", logits, labels, global_batch, false);
+  return CrossEntropy(kOp, "SparseSoftmaxCrossEntropy", logits, labels, global_batch, false,
+                      labels_checked);
 }
 
 StatusOr<Tensor> SparseSoftmaxCrossEntropyGrad(const Tensor& logits, const Tensor& labels,
-                                               int64_t global_batch) {
+                                               int64_t global_batch, bool labels_checked) {
   static const OpKernels& kOp = KernelsOf(op_names::kSparseSoftmaxCrossEntropyGrad);
-  return CrossEntropy(kOp, "SparseSoftmaxCrossEntropyGrad", logits, labels, global_batch, true);
+  return CrossEntropy(kOp, "SparseSoftmaxCrossEntropyGrad", logits, labels, global_batch, true,
+                      labels_checked);
 }
 
 }  // namespace tower::ops

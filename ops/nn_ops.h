@@ -35,12 +35,16 @@ StatusOr<Tensor> MeanSquaredError(const Tensor& pred, const Tensor& target,
 StatusOr<Tensor> MeanSquaredErrorGrad(const Tensor& pred, const Tensor& target,
                                       int64_t global_batch = -1);
 // Softmax cross-entropy of logits[n, c] with int32 labels[n] in [0, c):
-// Σ_i (log Σ_j exp logits_ij − logits_i,label_i) / global_batch; a scalar.
+// Σ_i (log Σ_j exp logits_ij − logits_i,label_i) / global_batch; a scalar. A label outside
+// [0, c) is InvalidArgument naming its row, which on a GPU costs a wait for the device;
+// `labels_checked` = the caller has checked them already (no wait; a bad row then counts 0).
 StatusOr<Tensor> SparseSoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
-                                           int64_t global_batch = -1);
+                                           int64_t global_batch = -1,
+                                           bool labels_checked = false);
 // Its gradient with respect to the logits: (softmax − one_hot(label)) / global_batch.
 StatusOr<Tensor> SparseSoftmaxCrossEntropyGrad(const Tensor& logits, const Tensor& labels,
-                                               int64_t global_batch = -1);
+                                               int64_t global_batch = -1,
+                                               bool labels_checked = false);
 
 }  // namespace tower::ops
 

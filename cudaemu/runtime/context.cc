@@ -224,6 +224,12 @@ cudaError_t CurrentContext(int* device) {
 
 int CurrentDeviceOrZero() { return current_device < 0 ? 0 : current_device; }
 
+namespace {
+std::atomic<int64_t> host_waits{0};
+}  // namespace
+
+void CountHostWait() { ++host_waits; }
+
 bool PeerAccessEnabled(int device, int peer) {
   DeviceState* state = Device(device);
   if (state == nullptr || peer < 0 || peer >= static_cast<int>(state->peer_access.size())) {
@@ -236,6 +242,8 @@ bool PeerAccessEnabled(int device, int peer) {
 }  // namespace cudaemu::internal
 
 namespace cudaemu::testing {
+int64_t HostWaits() { return internal::host_waits.load(); }
+
 int PrimaryContextsCreated(int device) {
   internal::DeviceState* state = internal::Device(device);
   if (state == nullptr) return 0;
@@ -322,6 +330,7 @@ cudaError_t cudaDeviceSynchronize(void) {
   int device = 0;
   const cudaError_t error = CurrentContext(&device);
   if (error != cudaSuccess) return Record(error);
+  CountHostWait();
   SynchronizeDevice(device);
   return Record(Sticky(device));
 }

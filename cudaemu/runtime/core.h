@@ -38,6 +38,8 @@ void SynchronizeDevice(int device);
 bool PeerAccessEnabled(int device, int peer);
 // The calling thread's current device (0 until one is chosen); records no error.
 int CurrentDeviceOrZero();
+// Counts a call that blocks the host until device work is done (testing::HostWaits).
+void CountHostWait();
 
 }  // namespace cudaemu::internal
 

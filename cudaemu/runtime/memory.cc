@@ -145,7 +145,10 @@ cudaError_t EnqueueCopy(void* dst, const void* src, size_t bytes, const Where& t
     ++heap.pageable_async;
     wait = true;
   }
-  if (wait) stream->WaitFor(stream->Tail());
+  if (wait) {
+    CountHostWait();
+    stream->WaitFor(stream->Tail());
+  }
   return Sticky(stream->device());
 }
 
@@ -172,7 +175,10 @@ cudaError_t Memset(void* ptr, int value, size_t bytes, cudaStream_t handle, bool
     std::memset(ptr, value, bytes);
     return cudaSuccess;
   });
-  if (wait) stream->WaitFor(stream->Tail());
+  if (wait) {
+    CountHostWait();
+    stream->WaitFor(stream->Tail());
+  }
   return Sticky(stream->device());
 }
 

@@ -277,6 +277,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::shared_ptr<Stream> impl;
   const cudaError_t error = ResolveStream(stream, &impl);
   if (error != cudaSuccess) return Record(error);
+  CountHostWait();
   impl->WaitFor(impl->Tail());
   return Record(Sticky(impl->device()));
 }
@@ -363,6 +364,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   const std::shared_ptr<EventImpl> found = FindEvent(event);
   if (found == nullptr) return Record(cudaErrorInvalidResourceHandle);
   const Recorded recorded = RecordedAt(*found);
+  CountHostWait();
   if (recorded.stream != nullptr) recorded.stream->WaitFor(recorded.position);
   return Record(Sticky(found->device));
 }

@@ -22,6 +22,9 @@ int64_t StagedPeerCopies();
 int64_t PageableAsyncCopies();
 // Kernel launches so far (every launch, successful or not).
 int64_t KernelLaunches();
+// Calls that made the host wait for device work: stream, event and device synchronisation,
+// and synchronous copies and memsets (cudaMemcpy, cudaMemcpyAsync into pageable memory).
+int64_t HostWaits();
 
 // The `nth` cudaMalloc from now (1 = the next) fails with cudaErrorMemoryAllocation.
 void FailAllocation(int64_t nth);
