@@ -317,7 +317,14 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     // Under mpirun: this process is one worker; --replicas counts its local replicas.
     StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> created =
         MultiWorkerMirroredStrategy::Create(strategy_options);
-    if (!created.ok()) return Usage(err, created.status());
+    if (!created.ok()) {
+      const int code = Usage(err, created.status());
+      // One worker of several: end the whole job now (the others may still wait in setup),
+      // and never wait in MPI's teardown for a worker that is gone.
+      StatusOr<MpiWorld*> world = MpiWorld::Get();
+      if (world.ok() && (*world)->size() > 1) (*world)->AbortJob(code);
+      return code;
+    }
     strategy = std::move(*created);
   } else if (!strategy_options.devices.empty()) {
     StatusOr<std::unique_ptr<MirroredStrategy>> created = MirroredStrategy::Create(strategy_options);

@@ -231,7 +231,14 @@ class NcclAllReduce : public CrossDeviceOps {
     // peer's error: report its cause instead.
     const Status aborted = Aborted();
     if (!aborted.ok()) return aborted;
-    return NcclError(async, "an NCCL collective", __FILE__, __LINE__, names_[replica], rank.comm);
+    const Status failed =
+        NcclError(async, "an NCCL collective", __FILE__, __LINE__, names_[replica], rank.comm);
+    if (!across_processes_) return failed;
+    // NCCL names ranks; say which worker holds them (every worker has the same number of
+    // local replicas, checked when the strategy was made).
+    const std::string n = std::to_string(ranks_.size());
+    return Status(failed.code(), failed.message() + " (NCCL rank k is worker k / " + n +
+                                     ", replica k % " + n + ")");
   }
 
   Status Collective(int replica, Span<Tensor* const> tensors, bool broadcast) {
@@ -314,13 +321,8 @@ class NcclAllReduce : public CrossDeviceOps {
       if (done != cudaErrorNotReady) {
         return CudaError(done, "cudaStreamQuery (NCCL collective)", __FILE__, __LINE__, where);
       }
-      Status async = CheckAsyncError(replica);
+      const Status async = CheckAsyncError(replica);
       if (!async.ok()) {
-        // NCCL names ranks; say which worker holds them (every worker has the same number of
-        // local replicas, checked when the strategy was made).
-        const std::string n = std::to_string(ranks_.size());
-        async = Status(async.code(), async.message() + " (NCCL rank k is worker k / " + n +
-                                         ", replica k % " + n + ")");
         AbortCommunicators(async);
         return async;
       }

@@ -20,7 +20,11 @@ CrossProcessAllReduce::CrossProcessAllReduce(std::unique_ptr<CrossDeviceOps> loc
     : local_(std::move(local)),
       world_(world),
       timeout_(timeout),
-      barrier_(replica_names, timeout, spin),
+      // The other replicas wait here while replica 0 runs the cross-process step, which has
+      // the deadline `timeout` of its own and, on expiry, aborts this barrier with the error
+      // that names the missing worker. Waiting twice as long lets that error, not a local
+      // "replica 0 never arrived", be the one every replica reports.
+      barrier_(replica_names, 2 * timeout, spin),
       published_(replica_names.size()) {}
 
 void CrossProcessAllReduce::Abort(const Status& reason) {

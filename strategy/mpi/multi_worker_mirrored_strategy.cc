@@ -97,9 +97,17 @@ StatusOr<std::unique_ptr<CrossDeviceOps>> NcclAcrossProcesses(
   const int local = static_cast<int>(devices.size());
   TOWER_LOG(INFO) << "Across processes: one NCCL communicator over " << world->size() * local
                   << " GPUs";
-  return MakeNcclAllReduceAcrossProcesses(devices, names, options.collective_timeout,
-                                          Unhex(ids[0]), world->rank() * local,
-                                          world->size() * local);
+  StatusOr<std::unique_ptr<CrossDeviceOps>> made = MakeNcclAllReduceAcrossProcesses(
+      devices, names, options.collective_timeout, Unhex(ids[0]), world->rank() * local,
+      world->size() * local);
+  if (made.ok()) return made;
+  // NCCL cannot say which worker is missing; the workers can: one more round over MPI, in
+  // which a dead or stalled worker is named when the deadline expires.
+  StatusOr<std::vector<std::string>> alive = world->AllGather(
+      "no NCCL", options.collective_timeout, "reporting a failed NCCL setup");
+  if (alive.ok()) return made.status();
+  return Status(made.status().code(),
+                made.status().message() + "; " + alive.status().message());
 }
 
 }  // namespace
