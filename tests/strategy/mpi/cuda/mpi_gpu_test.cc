@@ -26,20 +26,22 @@ std::string Dir() {
 
 const std::string kTrain =
     " train --data=synthetic:mlp:rows=600 --layers=32:tanh,16:relu,1 --steps=20 "
-    "--global-batch=30 --verbose=0 --collective-timeout=5";
+    "--global-batch=30 --verbose=0";
 
 // Worker 0 on GPUs 0 and 1, worker 1 on GPUs 2 and 3; `env` is passed to both. With
 // `survivors_report`, mpirun does not end the job when a worker dies, so the survivors must
 // end it themselves, with their own report.
 ProgramOutput TwoWorkers(const std::string& args, const std::string& env = "",
-                         bool survivors_report = false) {
+                         bool survivors_report = false, int timeout_s = 5) {
   const std::string tower = testing::Runfile("tools/tower");
   std::string command = env + " timeout 60 mpirun --allow-run-as-root --oversubscribe "
                         "--bind-to none -x CUDAEMU_GPUS";
   if (survivors_report) command += " --mca orte_abort_on_non_zero_status 0";
   if (!env.empty()) command += " -x " + env.substr(0, env.find('='));
-  command += " -np 1 -x CUDA_VISIBLE_DEVICES=0,1 " + tower + kTrain + " --replicas=2" + args +
-             " : -np 1 -x CUDA_VISIBLE_DEVICES=2,3 " + tower + kTrain + " --replicas=2" + args;
+  const std::string flags =
+      kTrain + " --replicas=2 --collective-timeout=" + std::to_string(timeout_s) + args;
+  command += " -np 1 -x CUDA_VISIBLE_DEVICES=0,1 " + tower + flags +
+             " : -np 1 -x CUDA_VISIBLE_DEVICES=2,3 " + tower + flags;
   return testing::RunCommand(command);
 }
 
@@ -117,13 +119,14 @@ TEST(MpiGpuTest, AWorkerKilledMidCollectiveIsNamedByTheSurvivors) {
 TEST(MpiGpuTest, AWorkerKilledDuringSetupIsNamedByTheSurvivor) {
   const auto start = std::chrono::steady_clock::now();
   // NCCL rank 2 (worker 1) dies after the NCCL id was shared, before joining.
-  ProgramOutput out = TwoWorkers("", "CUDAEMU_NCCL_DIE=2:init", /*survivors_report=*/true);
-  // Two deadlines of 5 s: NCCL setup, then the round over MPI that names who is missing.
+  ProgramOutput out =
+      TwoWorkers("", "CUDAEMU_NCCL_DIE=2:init", /*survivors_report=*/true, /*timeout_s=*/2);
+  // Two deadlines of 2 s: NCCL setup, then the round over MPI that names who is missing.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_NE(out.exit_code, 0) << out.text;
   EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
   EXPECT_THAT(out.text, HasSubstr("NCCL setup across processes"));
-  EXPECT_THAT(out.text, HasSubstr("did not complete within 5000 ms"));
+  EXPECT_THAT(out.text, HasSubstr("did not complete within 2000 ms"));
   EXPECT_THAT(out.text, HasSubstr("rank 1 (host"));
 }
 
