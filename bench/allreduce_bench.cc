@@ -21,11 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "device/context.h"
+#include "device/device_flags.h"
 #include "ops/tensor.h"
 #include "strategy/mirrored_strategy.h"
-#include "tools/device_flags.h"
-#include "bench/bench_util.h"
+#include "strategy/replica_devices.h"
 #include "util/flags.h"
 
 namespace tower {
@@ -68,7 +69,7 @@ Status Run(const Options& options) {
   TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
   if (options.replicas < 2) return InvalidArgumentError("--replicas must be at least 2");
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
-                         ConfigureReplicas(options.replicas, options.device, context));
+                         ConfigureReplicaDevices(options.replicas, options.device, context));
   MirroredStrategyOptions mirrored;
   mirrored.devices = devices;
   TOWER_ASSIGN_OR_RETURN(mirrored.cross_device_ops, ParseCrossDeviceOps(options.cross_device_ops));

@@ -19,13 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "data/dataset.h"
 #include "device/context.h"
+#include "device/device_flags.h"
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
-#include "tools/device_flags.h"
-#include "bench/bench_util.h"
+#include "strategy/replica_devices.h"
 #include "util/flags.h"
 #include "util/strings.h"
 
@@ -79,7 +80,7 @@ Status Run(Options options) {
   Context& context = Context::Global();
   TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
-                         ConfigureReplicas(options.replicas, options.device, context));
+                         ConfigureReplicaDevices(options.replicas, options.device, context));
   TOWER_ASSIGN_OR_RETURN(CrossDeviceOpsKind kind, ParseCrossDeviceOps(options.cross_device_ops));
   std::unique_ptr<MirroredStrategy> strategy;
   if (!devices.empty()) {

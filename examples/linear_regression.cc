@@ -14,9 +14,10 @@
 #include "device/config.h"
 #include "model/dense.h"
 #include "model/sequential.h"
+#include "device/device_flags.h"
 #include "strategy/mirrored_strategy.h"
-#include "strategy/mpi/multi_worker_mirrored_strategy.h"
-#include "tools/device_flags.h"
+#include "strategy/replica_devices.h"
+#include "strategy/strategy_from_environment.h"
 #include "util/flags.h"
 
 namespace {
@@ -33,7 +34,7 @@ struct Options {
 
 tower::Status Train(const Options& options) {
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
-                         tower::ConfigureReplicas(options.replicas, options.devices,
+                         tower::ConfigureReplicaDevices(options.replicas, options.devices,
                                                   tower::Context::Global()));
   tower::config::SetLogDevicePlacement(options.log_device_placement);
 
@@ -48,11 +49,9 @@ tower::Status Train(const Options& options) {
   std::unique_ptr<tower::DistributionScope> scope;
   tower::MirroredStrategyOptions mirrored;
   mirrored.devices = devices;
-  if (tower::MpiWorld::LaunchedByMpirun()) {
-    // mpirun -np N: every process is a worker of one MultiWorkerMirroredStrategy.
-    TOWER_ASSIGN_OR_RETURN(strategy, tower::MultiWorkerMirroredStrategy::Create(mirrored));
-  } else if (!devices.empty()) {
-    TOWER_ASSIGN_OR_RETURN(strategy, tower::MirroredStrategy::Create(mirrored));
+  if (tower::LaunchedByMpirun() || !devices.empty()) {
+    // Under mpirun -np N every process is a worker of one MultiWorkerMirroredStrategy.
+    TOWER_ASSIGN_OR_RETURN(strategy, tower::CreateStrategyFromEnvironment(mirrored));
   }
   if (strategy != nullptr) scope = strategy->Scope();  // with strategy.scope():
   tower::Sequential model({tower::Dense(1)}, static_cast<uint64_t>(options.seed));

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "device/config.h"
-#include "tools/device_flags.h"
+#include "device/device_flags.h"
 #include "util/flags.h"
 #include "util/strings.h"
 

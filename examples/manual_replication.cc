@@ -9,10 +9,10 @@
 #include <iostream>
 
 #include "device/config.h"
+#include "device/device_flags.h"
 #include "device/placement.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
-#include "tools/device_flags.h"
 #include "util/flags.h"
 
 int main(int argc, char** argv) {

@@ -10,11 +10,12 @@
 
 #include "data/dataset.h"
 #include "device/context.h"
+#include "device/device_flags.h"
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
+#include "strategy/replica_devices.h"
 #include "strategy/towers.h"
-#include "tools/device_flags.h"
 #include "util/flags.h"
 
 namespace {
@@ -22,7 +23,7 @@ namespace {
 tower::Status Run(int64_t towers, int64_t steps, const tower::DeviceFlags& device_flags) {
   tower::Context& context = tower::Context::Global();
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> tower_names,
-                         tower::ConfigureReplicas(towers, device_flags, context));
+                         tower::ConfigureReplicaDevices(towers, device_flags, context));
   if (tower_names.empty()) tower_names = {"/CPU:0"};
   std::vector<tower::Device*> devices;
   for (const std::string& name : tower_names) {

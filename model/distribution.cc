@@ -1,10 +1,19 @@
 #include "model/distribution.h"
 
+#include <algorithm>
 
 namespace tower {
 namespace {
 
 thread_local Distribution* current_distribution = nullptr;
+
+// One replica alone: nothing to sum.
+class NoGradientReduction : public GradientReducer {
+ public:
+  Status Begin(Span<const int64_t>) override { return OkStatus(); }
+  Status Add(Tensor*) override { return OkStatus(); }
+  Status Finish(Span<Tensor* const>) override { return OkStatus(); }
+};
 
 class SingleReplicaContext : public ReplicaContext {
  public:
@@ -15,12 +24,29 @@ class SingleReplicaContext : public ReplicaContext {
   Device* device() const override { return device_; }
   Status AllReduceSum(Span<Tensor* const>) override { return OkStatus(); }
   Status Broadcast(Span<Tensor* const>) override { return OkStatus(); }
+  GradientReducer& gradient_reducer() override { return reducer_; }
 
  private:
   Device* device_;
+  NoGradientReduction reducer_;
 };
 
 }  // namespace
+
+RowRange ReplicaRows(int64_t global_rows, int num_replicas, int replica) {
+  const int64_t base = global_rows / num_replicas;
+  const int64_t extra = global_rows % num_replicas;
+  RowRange range;
+  range.first = replica * base + std::min<int64_t>(replica, extra);
+  range.count = base + (replica < extra ? 1 : 0);
+  return range;
+}
+
+RowRange Distribution::LocalRows(int64_t global_rows) const {
+  const RowRange first = ShardRows(global_rows, first_global_replica());
+  const RowRange last = ShardRows(global_rows, first_global_replica() + num_local_replicas() - 1);
+  return RowRange{first.first, last.end() - first.first};
+}
 
 std::string SingleDeviceDistribution::Describe() const {
   return "OneDevice(" + device_->full_name() + ")";

@@ -9,6 +9,7 @@
 #ifndef TOWER_MODEL_DISTRIBUTION_H_
 #define TOWER_MODEL_DISTRIBUTION_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -18,6 +19,36 @@
 #include "util/statusor.h"
 
 namespace tower {
+
+// Rows [first, first + count) of a global batch.
+struct RowRange {
+  int64_t first = 0;
+  int64_t count = 0;
+  int64_t end() const { return first + count; }
+};
+
+// The shard layout of data parallelism, computed here and nowhere else: global replica
+// `replica` of `num_replicas` takes a contiguous block of the `global_rows` rows, in replica
+// order, the sizes differing by at most one (the first `global_rows % num_replicas`
+// replicas take one row more). A replica may get zero rows (an uneven final batch).
+RowRange ReplicaRows(int64_t global_rows, int num_replicas, int replica);
+
+// Sums one step's gradients over every replica, in buckets, as backward produces them
+// (PyTorch's Reducer). Strategies implement it (strategy/gradient_reducer.h); a model feeds
+// it and knows nothing of buckets. Each replica has its own, used by one thread.
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  // Starts a step whose backward pass will produce gradients of these sizes (bytes), in
+  // this order. Every replica must announce the same sizes.
+  virtual Status Begin(Span<const int64_t> gradient_bytes) = 0;
+  // The next gradient, in the announced order. The tensor stays the caller's and must live
+  // until Finish; it holds the sum once Finish returns. A full bucket may start summing now.
+  virtual Status Add(Tensor* gradient) = 0;
+  // Sums what is left, together with `extra` (the loss rides in the last bucket), and
+  // orders the replica's later device work after every sum of the step.
+  virtual Status Finish(Span<Tensor* const> extra) = 0;
+};
 
 // What one replica sees while a step runs on it.
 class ReplicaContext {
@@ -42,6 +73,8 @@ class ReplicaContext {
   // before the sums are complete on the device; this orders the replica's later work after
   // every reduction started so far. Synchronous paths: nothing to do.
   virtual Status FinishReductions() { return OkStatus(); }
+  // This replica's gradient reducer (see GradientReducer).
+  virtual GradientReducer& gradient_reducer() = 0;
 };
 
 class Distribution {
@@ -58,14 +91,25 @@ class Distribution {
   // Whether this process writes checkpoints and logs (rank 0 of several processes).
   virtual bool is_chief() const = 0;
 
-  // Checks, before the first step, that every worker of a multi-process job describes the
-  // same training (model layout, replica counts): every worker then gets the same error
-  // naming the odd one out. One process: always OK.
-  virtual Status CheckConsistent(const std::string& signature) { return OkStatus(); }
+  // The rows of a global batch of `global_rows` that global replica `replica` trains on
+  // (ReplicaRows over num_replicas_in_sync()).
+  RowRange ShardRows(int64_t global_rows, int replica) const {
+    return ReplicaRows(global_rows, num_replicas_in_sync(), replica);
+  }
+  // The rows of this process's replicas together: contiguous, since a worker's replicas
+  // have consecutive global indices.
+  RowRange LocalRows(int64_t global_rows) const;
 
-  // Gradients are all-reduced in buckets of about this many bytes, each as soon as the
-  // backward pass has produced it (PyTorch DDP's 25 MB by default).
-  virtual int64_t bucket_bytes() const { return 25ll << 20; }
+  // Checks, before the first step, that every worker of a multi-process job describes the
+  // same training (`model_signature`, plus the distribution's own settings: replica counts,
+  // gradient buckets): every worker then gets the same error naming the odd one out. One
+  // process: always OK.
+  virtual Status CheckConsistent(const std::string& model_signature) { return OkStatus(); }
+
+  // After an error this worker cannot recover from: ends every worker of the job at once
+  // (MPI_Abort), so that none waits for this one in a collective until its deadline. In one
+  // process there is nobody else to end: returns.
+  virtual void Abort(int exit_code) {}
 
   // Runs `fn` once per local replica, concurrently, each on its own thread and device.
   // Returns OK, or the first error prefixed with the replica that raised it; a failing

@@ -36,9 +36,9 @@ class SgdOptimizer : public Optimizer {
     return OkStatus();
   }
 
-  Status Apply(int replica, const std::vector<Variable*>& variables,
+  Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
                const std::vector<Tensor>& grads) override {
-    const float lr = learning_rate();
+    const float lr = learning_rate(iteration);
     for (size_t i = 0; i < variables.size(); ++i) {
       Tensor& var = variables[i]->value(replica);
       if (momentum_ == 0) {
@@ -82,13 +82,13 @@ class AdamOptimizer : public Optimizer {
     return OkStatus();
   }
 
-  Status Apply(int replica, const std::vector<Variable*>& variables,
+  Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
                const std::vector<Tensor>& grads) override {
-    const float lr = learning_rate();
+    const float lr = learning_rate(iteration);
     for (size_t i = 0; i < variables.size(); ++i) {
       TOWER_RETURN_IF_ERROR(ops::ApplyAdam(variables[i]->value(replica), m_[i]->value(replica),
                                            v_[i]->value(replica), grads[i], lr, beta1_, beta2_,
-                                           epsilon_, iterations() + 1));
+                                           epsilon_, iteration + 1));
     }
     return OkStatus();
   }

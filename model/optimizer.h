@@ -22,9 +22,11 @@ class Optimizer {
   virtual std::string name() const = 0;  // "SGD", "Adam"
   // Creates the slots of `variables` (called once, when the model is built).
   virtual Status Build(const std::vector<Variable*>& variables) = 0;
-  // One update of replica `replica`'s copies with `grads` (in `variables` order), at the
-  // current iteration. Safe to call concurrently for different replicas.
-  virtual Status Apply(int replica, const std::vector<Variable*>& variables,
+  // One update of replica `replica`'s copies with `grads` (in `variables` order): update
+  // number `iteration` + 1 (the learning rate of `iteration`, Adam's bias correction of
+  // `iteration` + 1). Safe to call concurrently for different replicas; every replica of a
+  // step passes the same `iteration` (read before the step's all-reduce).
+  virtual Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
                        const std::vector<Tensor>& grads) = 0;
   // The slot variables, for checkpoints.
   virtual std::vector<Variable*> slots() const = 0;
@@ -32,8 +34,9 @@ class Optimizer {
   // Updates applied so far; the model advances it once per step (not per replica).
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t iterations) { iterations_ = iterations; }
-  // The rate for the current iteration.
-  float learning_rate() const { return (*schedule_)(iterations_); }
+  // The rate for the current iteration, or for `iteration`.
+  float learning_rate() const { return learning_rate(iterations_); }
+  float learning_rate(int64_t iteration) const { return (*schedule_)(iteration); }
   void set_schedule(std::shared_ptr<LearningRateSchedule> schedule) { schedule_ = std::move(schedule); }
 
  protected:

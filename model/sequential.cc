@@ -1,12 +1,9 @@
 #include "model/sequential.h"
 
 #include <cmath>
-#include <iostream>
-#include <numeric>
 #include <sstream>
 
 #include "device/context.h"
-#include "model/progress.h"
 #include "ops/array_ops.h"
 
 namespace tower {
@@ -127,12 +124,24 @@ Status Sequential::Build(int64_t input_dim) {
     dim = layers_[i]->output_dim();
   }
   TOWER_RETURN_IF_ERROR(optimizer_->Build(trainable_));
+  // Where each layer's gradients go, and their sizes in backward order.
+  first_gradient_.clear();
+  gradient_bytes_.clear();
+  size_t count = 0;
+  for (const auto& layer : layers_) {
+    first_gradient_.push_back(count);
+    count += layer->variables().size();
+  }
+  for (size_t i = layers_.size(); i-- > 0;) {
+    for (const Variable* variable : layers_[i]->variables()) {
+      gradient_bytes_.push_back(variable->shape().num_elements() *
+                                static_cast<int64_t>(DTypeSize(variable->dtype())));
+    }
+  }
   // Every worker must build the same model, and all copies start from replica 0's (rank
   // 0's) values: identical already when seeds agree, made certain by the broadcast.
-  std::string signature = "replicas " + std::to_string(distribution_->num_replicas_in_sync()) +
-                          "; gradient buckets of " +
-                          std::to_string(distribution_->bucket_bytes()) + " bytes; optimizer " +
-                          optimizer_->name() + "; input " + std::to_string(input_dim);
+  std::string signature = "optimizer " + optimizer_->name() + "; input " +
+                          std::to_string(input_dim);
   for (const auto& variable : variables_) {
     signature += "; " + variable->name() + " " + variable->shape().ToString();
   }
@@ -182,115 +191,114 @@ Status CheckFinite(const Tensor& tensor, const std::string& what, const std::str
 
 }  // namespace
 
+Status Sequential::ForwardBackward(int replica, const Tensor& features,
+                                   const PassOptions& options, ReplicaPass* pass) {
+  std::vector<LayerCache> caches(options.backward ? layers_.size() : 0);
+  Tensor activation = features;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    TOWER_ASSIGN_OR_RETURN(activation, layers_[i]->Forward(replica, activation,
+                                                            options.backward ? &caches[i] : nullptr));
+  }
+  pass->outputs = activation;
+  if (options.targets == nullptr) return OkStatus();
+  TOWER_ASSIGN_OR_RETURN(pass->loss, loss_->Value(activation, *options.targets, options.loss_rows));
+  if (!options.backward) return OkStatus();
+  // Backward, last layer first; each gradient goes to the reducer as soon as it exists, so
+  // a full bucket can be summed while earlier layers are still in backward.
+  pass->gradients.assign(trainable_.size(), Tensor());
+  if (options.reducer != nullptr) TOWER_RETURN_IF_ERROR(options.reducer->Begin(gradient_bytes_));
+  TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, *options.targets, options.loss_rows));
+  std::vector<Tensor> layer_grads;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    layer_grads.clear();
+    TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(replica, d, caches[i], i > 0, &layer_grads));
+    for (size_t k = 0; k < layer_grads.size(); ++k) {
+      Tensor& slot = pass->gradients[first_gradient_[i] + k];
+      slot = std::move(layer_grads[k]);
+      if (options.reducer != nullptr) TOWER_RETURN_IF_ERROR(options.reducer->Add(&slot));
+    }
+  }
+  return OkStatus();
+}
+
+Status Sequential::CheckNumerics(const ReplicaPass& pass, bool training) const {
+  // After the all-reduce every replica holds the same sums, so all of them stop at the
+  // same step with the same message (none is left waiting in a collective). Checked in
+  // the order they were computed: the loss, then the gradients from the last layer back.
+  const std::string step = "global step " + std::to_string(optimizer_->iterations() + 1);
+  TOWER_RETURN_IF_ERROR(CheckFinite(pass.loss, "the loss", step));
+  for (size_t i = layers_.size(); training && i-- > 0;) {
+    const std::vector<Variable*> variables = layers_[i]->variables();
+    for (size_t k = 0; k < variables.size(); ++k) {
+      TOWER_RETURN_IF_ERROR(CheckFinite(pass.gradients[first_gradient_[i] + k],
+                                        "the gradient of " + variables[k]->name() + " (layer " +
+                                            layers_[i]->Describe() + ")",
+                                        step));
+    }
+  }
+  return OkStatus();
+}
+
 StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
                                       std::vector<float>* predictions) {
   Distribution& dist = *distribution_;
-  const int world = dist.num_replicas_in_sync();
-  const int64_t global_rows = batch.rows;
-  const std::vector<int64_t> sizes = ops::EvenSplitSizes(global_rows, world);
-  std::vector<int64_t> offsets(sizes.size() + 1, 0);
-  std::partial_sum(sizes.begin(), sizes.end(), offsets.begin() + 1);
   const int64_t in_dim = input_dim_;
   const int64_t out_dim = output_dim();
-  if (predictions != nullptr) predictions->assign(static_cast<size_t>(global_rows * out_dim), 0.0f);
+  if (predictions != nullptr) predictions->assign(static_cast<size_t>(batch.rows * out_dim), 0.0f);
   std::vector<double> losses(static_cast<size_t>(dist.num_local_replicas()), 0.0);
+  // Every replica reads the step number before the all-reduce, which nobody passes before
+  // all have read it.
+  const int64_t iteration = optimizer_->iterations();
 
   Status status = dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
     const int r = ctx.replica_id();
-    const int g = ctx.global_replica_id();
     Device* device = ctx.device();
-    const int64_t rows = sizes[g];
-    const int64_t first = offsets[g];
+    const RowRange rows = dist.ShardRows(batch.rows, ctx.global_replica_id());
     TOWER_ASSIGN_OR_RETURN(
-        Tensor x, Tensor::FromHostBytes(device, Shape{rows, in_dim}, DType::kFloat32,
-                                        batch.features.data() + first * in_dim));
+        Tensor x, Tensor::FromHostBytes(device, Shape{rows.count, in_dim}, DType::kFloat32,
+                                        batch.features.data() + rows.first * in_dim));
     TOWER_ASSIGN_OR_RETURN(
         Tensor targets,
-        loss_->PrepareTargets(device, batch.targets.data() + first * batch.target_dim, rows,
-                              batch.target_dim, out_dim,
+        loss_->PrepareTargets(device, batch.targets.data() + rows.first * batch.target_dim,
+                              rows.count, batch.target_dim, out_dim,
                               batch.source_rows.empty() ? nullptr
-                                                        : batch.source_rows.data() + first));
-    std::vector<LayerCache> caches(layers_.size());
-    Tensor activation = x;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      TOWER_ASSIGN_OR_RETURN(activation, layers_[i]->Forward(r, activation, &caches[i]));
-    }
-    TOWER_ASSIGN_OR_RETURN(Tensor loss, loss_->Value(activation, targets, global_rows));
-    // Backward, last layer first; gradients go to the all-reduce in buckets of about
-    // bucket_bytes() as they appear, so a bucket can be summed while earlier layers are
-    // still in backward (on paths that reduce asynchronously). The loss rides in the last
-    // bucket: one all-reduce also gives every replica the global loss.
-    std::vector<std::vector<Tensor>> per_layer(layers_.size());
-    std::vector<Tensor*> bucket;
-    int64_t bucket_bytes = 0;
-    const int64_t cap = dist.bucket_bytes();
+                                                        : batch.source_rows.data() + rows.first));
+    PassOptions options;
+    options.targets = &targets;
+    options.loss_rows = batch.rows;
+    options.backward = training;
+    options.reducer = &ctx.gradient_reducer();
+    ReplicaPass pass;
+    TOWER_RETURN_IF_ERROR(ForwardBackward(r, x, options, &pass));
     if (training) {
-      TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, targets, global_rows));
-      for (size_t i = layers_.size(); i-- > 0;) {
-        TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(r, d, caches[i], i > 0, &per_layer[i]));
-        for (Tensor& grad : per_layer[i]) {
-          bucket.push_back(&grad);
-          bucket_bytes += static_cast<int64_t>(grad.bytes());
-        }
-        if (bucket_bytes >= cap && i > 0) {
-          TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(bucket));
-          bucket.clear();
-          bucket_bytes = 0;
-        }
-      }
+      // The loss rides in the last bucket: one all-reduce also gives every replica the
+      // global loss.
+      TOWER_RETURN_IF_ERROR(ctx.gradient_reducer().Finish({&pass.loss}));
+    } else {
+      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({&pass.loss}));
+      TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
     }
-    bucket.push_back(&loss);
-    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(bucket));
-    TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
-    if (check_numerics_) {
-      // After the all-reduce every replica holds the same sums, so all of them stop at the
-      // same step with the same message (none is left waiting in a collective). Checked in
-      // the order they were computed: the loss, then the gradients from the last layer back.
-      const std::string step = "global step " + std::to_string(optimizer_->iterations() + 1);
-      TOWER_RETURN_IF_ERROR(CheckFinite(loss, "the loss", step));
-      for (size_t i = layers_.size(); training && i-- > 0;) {
-        const std::vector<Variable*> variables = layers_[i]->variables();
-        for (size_t k = 0; k < per_layer[i].size(); ++k) {
-          const std::string name = k < variables.size() ? variables[k]->name()
-                                                        : "layers." + std::to_string(i);
-          TOWER_RETURN_IF_ERROR(CheckFinite(per_layer[i][k], "the gradient of " + name +
-                                            " (layer " + layers_[i]->Describe() + ")", step));
-        }
-      }
-    }
-    if (training) {
-      std::vector<Tensor> grads;  // in variable order
-      for (auto& layer_grads : per_layer) {
-        for (Tensor& grad : layer_grads) grads.push_back(std::move(grad));
-      }
-      TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, trainable_, grads));
-    }
-    TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, loss.ToHost());
+    if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
+    if (training) TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, pass.loss.ToHost());
     losses[r] = loss_value[0];
-    if (predictions != nullptr && rows > 0) {
-      TOWER_RETURN_IF_ERROR(activation.ToHostBytes(predictions->data() + first * out_dim));
+    if (predictions != nullptr && rows.count > 0) {
+      TOWER_RETURN_IF_ERROR(pass.outputs.ToHostBytes(predictions->data() + rows.first * out_dim));
     }
     return OkStatus();
   });
   TOWER_RETURN_IF_ERROR(status);
-  if (training) optimizer_->set_iterations(optimizer_->iterations() + 1);
+  if (training) optimizer_->set_iterations(iteration + 1);
   return losses[0];
 }
 
 void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions) {
   // Only this process's rows have predictions (the others are other workers').
-  const int world = distribution_->num_replicas_in_sync();
-  const std::vector<int64_t> sizes = ops::EvenSplitSizes(batch.rows, world);
-  int64_t first = 0;
-  for (int g = 0; g < distribution_->first_global_replica(); ++g) first += sizes[g];
-  int64_t rows = 0;
-  for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
-    rows += sizes[distribution_->first_global_replica() + r];
-  }
+  const RowRange rows = distribution_->LocalRows(batch.rows);
   for (const auto& metric : metrics_) {
-    metric->Update(predictions.data() + first * output_dim(),
-                   batch.targets.data() + first * batch.target_dim, rows, output_dim(),
-                   batch.target_dim);
+    metric->Update(predictions.data() + rows.first * output_dim(),
+                   batch.targets.data() + rows.first * batch.target_dim, rows.count,
+                   output_dim(), batch.target_dim);
   }
 }
 
@@ -323,9 +331,76 @@ Status Sequential::ApplyGradients(const std::vector<Tensor>& grads) {
     }
   }
   for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
-    TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, trainable_, grads));
+    TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, optimizer_->iterations(), trainable_, grads));
   }
   optimizer_->set_iterations(optimizer_->iterations() + 1);
+  return OkStatus();
+}
+
+StatusOr<ReplicaGradients> Sequential::ComputeGradients(ReplicaContext& ctx,
+                                                        const Tensor& features,
+                                                        const Tensor& targets,
+                                                        int64_t global_batch_size) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  if (!built()) TOWER_RETURN_IF_ERROR(Build(features.shape().dim(1)));
+  if (features.shape().rank() != 2 || features.shape().dim(1) != input_dim_ ||
+      targets.shape().rank() != 2 || targets.shape().dim(0) != features.shape().dim(0)) {
+    return InvalidArgumentError("ComputeGradients: features " + features.shape().ToString() +
+                                " and targets " + targets.shape().ToString() +
+                                " are not [rows, " + std::to_string(input_dim_) +
+                                "] and [rows, targets]");
+  }
+  if (global_batch_size < features.shape().dim(0)) {
+    return InvalidArgumentError("ComputeGradients: the global batch (" +
+                                std::to_string(global_batch_size) + " rows) is smaller than " +
+                                "this replica's shard (" +
+                                std::to_string(features.shape().dim(0)) + ")");
+  }
+  TOWER_RETURN_IF_ERROR(loss_->CheckShapes(output_dim(), targets.shape().dim(1)));
+  // The loss checks and converts targets on the host (class ids).
+  TOWER_ASSIGN_OR_RETURN(std::vector<float> host_targets, targets.ToHost());
+  TOWER_ASSIGN_OR_RETURN(Tensor prepared,
+                         loss_->PrepareTargets(ctx.device(), host_targets.data(),
+                                               targets.shape().dim(0), targets.shape().dim(1),
+                                               output_dim(), nullptr));
+  PassOptions options;
+  options.targets = &prepared;
+  options.loss_rows = global_batch_size;
+  options.backward = true;
+  ReplicaPass pass;
+  TOWER_RETURN_IF_ERROR(ForwardBackward(ctx.replica_id(), features, options, &pass));
+  return ReplicaGradients{std::move(pass.loss), std::move(pass.gradients)};
+}
+
+Status Sequential::ApplyGradients(ReplicaContext& ctx, std::vector<Tensor>& gradients) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  if (!built()) return FailedPreconditionError("ApplyGradients: the model is not built");
+  if (gradients.size() != trainable_.size()) {
+    return InvalidArgumentError("ApplyGradients: " + std::to_string(gradients.size()) +
+                                " gradients for " + std::to_string(trainable_.size()) +
+                                " trainable variables");
+  }
+  // Read before the all-reduce, advanced after it by replica 0: every replica applies the
+  // same step (RunOnReplicas ends only when all have).
+  const int64_t iteration = optimizer_->iterations();
+  GradientReducer& reducer = ctx.gradient_reducer();
+  TOWER_RETURN_IF_ERROR(reducer.Begin(gradient_bytes_));
+  for (size_t i = layers_.size(); i-- > 0;) {
+    for (size_t k = 0; k < layers_[i]->variables().size(); ++k) {
+      Tensor& gradient = gradients[first_gradient_[i] + k];
+      if (!gradient.valid() || gradient.shape() != trainable_[first_gradient_[i] + k]->shape()) {
+        return ShapeError("ApplyGradients", "gradient of " +
+                                                trainable_[first_gradient_[i] + k]->name() +
+                                                " has the wrong shape:",
+                          gradient.valid() ? gradient.shape() : Shape{},
+                          trainable_[first_gradient_[i] + k]->shape());
+      }
+      TOWER_RETURN_IF_ERROR(reducer.Add(&gradient));
+    }
+  }
+  TOWER_RETURN_IF_ERROR(reducer.Finish({}));
+  TOWER_RETURN_IF_ERROR(optimizer_->Apply(ctx.replica_id(), iteration, trainable_, gradients));
+  if (ctx.replica_id() == 0) optimizer_->set_iterations(iteration + 1);
   return OkStatus();
 }
 
@@ -336,181 +411,6 @@ void Sequential::ResetMetrics() {
 Logs Sequential::MetricResults() const {
   Logs logs;
   for (const auto& metric : metrics_) logs[metric->name()] = metric->Result();
-  return logs;
-}
-
-StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions& options) {
-  TOWER_RETURN_IF_ERROR(CheckCompiled());
-  TOWER_RETURN_IF_ERROR(dataset.status());
-  if (options.epochs < 1) {
-    return InvalidArgumentError("Fit: epochs must be at least 1, got " +
-                                std::to_string(options.epochs));
-  }
-  if (options.steps_per_epoch == 0 || options.max_steps == 0) {
-    return InvalidArgumentError("Fit: steps_per_epoch and max_steps must be positive (or -1)");
-  }
-  if (dataset.num_batches() < 0 && options.steps_per_epoch < 0 && options.max_steps < 0) {
-    return InvalidArgumentError("Fit: the dataset is infinite; set steps_per_epoch or "
-                                "max_steps");
-  }
-  if (options.backup_every_steps < 0 ||
-      (options.backup_every_steps > 0 && options.backup_path.empty())) {
-    return InvalidArgumentError("Fit: backup_every_steps needs a backup_path and must not be "
-                                "negative");
-  }
-  if (options.resume.has_value() && options.resume->metrics.size() != metrics_.size()) {
-    return InvalidArgumentError("Fit: the resume position has " +
-                                std::to_string(options.resume->metrics.size()) +
-                                " metric totals for " + std::to_string(metrics_.size()) +
-                                " metrics");
-  }
-  const bool chief = distribution_->is_chief();
-  std::ostream* out = options.out != nullptr ? options.out : &std::cout;
-  ProgressBar progress(out, options.out == nullptr && ProgressBar::StdoutIsTerminal(),
-                       chief ? options.verbose : 0);
-  stop_training_ = false;
-  History history;
-  for (const auto& callback : options.callbacks) {
-    TOWER_RETURN_IF_ERROR(callback->OnTrainBegin(*this));
-  }
-  const int first_epoch = options.resume ? options.resume->epoch : 0;
-  int64_t total_steps = options.resume ? options.resume->total_steps : 0;
-  // Where the loop stands after each step, for backups.
-  auto position = [&](int epoch, int64_t step, double loss_sum, int64_t rows) {
-    FitPosition at;
-    at.epoch = epoch;
-    at.step_in_epoch = step;
-    at.total_steps = total_steps;
-    at.loss_sum = loss_sum;
-    at.rows = rows;
-    for (const auto& metric : metrics_) at.metrics.push_back(metric->totals());
-    at.signature = options.signature;
-    return at;
-  };
-  std::optional<FitPosition> last_position;
-  for (int epoch = first_epoch; epoch < options.epochs && !stop_training_; ++epoch) {
-    for (const auto& callback : options.callbacks) {
-      TOWER_RETURN_IF_ERROR(callback->OnEpochBegin(*this, epoch));
-    }
-    ResetMetrics();
-    TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> iterator,
-                           dataset.MakeIterator(epoch));
-    double loss_sum = 0;
-    int64_t rows = 0;
-    int64_t step = 0;
-    if (options.resume && epoch == first_epoch) {
-      // Read past the batches the killed run had trained on: the pipeline is deterministic,
-      // so the next batch is the one it would have trained on next.
-      while (step < options.resume->step_in_epoch) {
-        TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator->Next());
-        if (!batch.has_value()) {
-          return FailedPreconditionError(
-              "Fit: the data ended after " + std::to_string(step) + " batches of epoch " +
-              std::to_string(epoch + 1) + ", before the resume position (step " +
-              std::to_string(options.resume->step_in_epoch) + "): was the data changed?");
-        }
-        if (batch->rows > 0) ++step;
-      }
-      loss_sum = options.resume->loss_sum;
-      rows = options.resume->rows;
-      for (size_t m = 0; m < metrics_.size(); ++m) {
-        metrics_[m]->set_totals(options.resume->metrics[m]);
-      }
-    }
-    int64_t steps_in_epoch = options.steps_per_epoch > 0 ? options.steps_per_epoch
-                                                         : dataset.num_batches();
-    if (options.max_steps > 0) {
-      const int64_t left = step + options.max_steps - total_steps;
-      steps_in_epoch = steps_in_epoch < 0 ? left : std::min(steps_in_epoch, left);
-    }
-    progress.BeginEpoch(epoch, options.epochs, steps_in_epoch);
-    Logs logs;
-    if (rows > 0) {
-      logs = MetricResults();
-      logs["loss"] = loss_sum / rows;
-    }
-    while (steps_in_epoch < 0 || step < steps_in_epoch) {
-      TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator->Next());
-      if (!batch.has_value()) break;
-      if (batch->rows == 0) continue;
-      StatusOr<double> loss = TrainStep(*batch);
-      if (!loss.ok()) {
-        return loss.status().WithContext("epoch " + std::to_string(epoch + 1) + ", step " +
-                                         std::to_string(step + 1));
-      }
-      ++step;
-      ++total_steps;
-      loss_sum += *loss * batch->rows;
-      rows += batch->rows;
-      logs = MetricResults();
-      logs["loss"] = loss_sum / rows;
-      progress.Update(step, logs);
-      for (const auto& callback : options.callbacks) {
-        TOWER_RETURN_IF_ERROR(callback->OnBatchEnd(*this, optimizer_->iterations(), logs));
-      }
-      if (!options.backup_path.empty()) {
-        last_position = position(epoch, step, loss_sum, rows);
-        if (options.backup_every_steps > 0 && total_steps % options.backup_every_steps == 0) {
-          TOWER_RETURN_IF_ERROR(
-              SaveBackup(options.backup_path, *last_position)
-                  .WithContext("backup at step " + std::to_string(total_steps)));
-        }
-      }
-      if (stop_training_) break;
-    }
-    if (step == 0) {
-      return InvalidArgumentError("Fit: epoch " + std::to_string(epoch + 1) +
-                                  " got no data (is the dataset empty?)");
-    }
-    if (options.validation != nullptr) {
-      TOWER_ASSIGN_OR_RETURN(Logs validation, Evaluate(*options.validation));
-      for (const auto& [key, value] : validation) logs["val_" + key] = value;
-    }
-    progress.EndEpoch(step, logs);
-    history.epochs.push_back(logs);
-    for (const auto& callback : options.callbacks) {
-      TOWER_RETURN_IF_ERROR(callback->OnEpochEnd(*this, epoch, logs));
-    }
-    if (options.max_steps > 0 && total_steps >= options.max_steps) break;
-  }
-  // The final position too: resuming a finished run trains no more.
-  if (last_position.has_value()) {
-    TOWER_RETURN_IF_ERROR(SaveBackup(options.backup_path, *last_position)
-                              .WithContext("final backup"));
-  }
-  for (const auto& callback : options.callbacks) {
-    TOWER_RETURN_IF_ERROR(callback->OnTrainEnd(*this, history));
-  }
-  return history;
-}
-
-StatusOr<Logs> Sequential::Evaluate(const data::Dataset& dataset) {
-  TOWER_RETURN_IF_ERROR(CheckCompiled());
-  TOWER_RETURN_IF_ERROR(dataset.status());
-  if (dataset.num_batches() < 0) {
-    return InvalidArgumentError("Evaluate: the dataset is infinite (take a finite part)");
-  }
-  // Evaluation has its own metric state (Fit has read the training figures already).
-  ResetMetrics();
-  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> iterator, dataset.MakeIterator(0));
-  double loss_sum = 0;
-  int64_t rows = 0;
-  std::vector<float> predictions;
-  while (true) {
-    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator->Next());
-    if (!batch.has_value()) break;
-    if (batch->rows == 0) continue;
-    TOWER_RETURN_IF_ERROR(CheckBatch(*batch));
-    TOWER_ASSIGN_OR_RETURN(double loss, RunBatch(*batch, /*training=*/false,
-                                                 metrics_.empty() ? nullptr : &predictions));
-    if (!metrics_.empty()) UpdateMetrics(*batch, predictions);
-    loss_sum += loss * batch->rows;
-    rows += batch->rows;
-  }
-  if (rows == 0) return InvalidArgumentError("Evaluate: the dataset is empty");
-  Logs logs = MetricResults();
-  logs["loss"] = loss_sum / rows;
-  ResetMetrics();
   return logs;
 }
 
@@ -526,23 +426,34 @@ StatusOr<std::vector<float>> Sequential::Predict(const std::vector<float>& featu
                                 " values are not " + std::to_string(rows) + " rows of " +
                                 std::to_string(input_dim_) + " features");
   }
-  const int world = distribution_->num_replicas_in_sync();
-  const std::vector<int64_t> sizes = ops::EvenSplitSizes(rows, world);
-  std::vector<int64_t> offsets(sizes.size() + 1, 0);
-  std::partial_sum(sizes.begin(), sizes.end(), offsets.begin() + 1);
   const int64_t out_dim = output_dim();
   std::vector<float> outputs(static_cast<size_t>(rows * out_dim));
-  TOWER_RETURN_IF_ERROR(distribution_->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
-    const int g = ctx.global_replica_id();
-    TOWER_ASSIGN_OR_RETURN(Tensor activation,
-                           Tensor::FromHostBytes(ctx.device(), Shape{sizes[g], input_dim_},
+  Distribution& dist = *distribution_;
+  const bool other_workers = dist.num_replicas_in_sync() > dist.num_local_replicas();
+  TOWER_RETURN_IF_ERROR(dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    const RowRange mine = dist.ShardRows(rows, ctx.global_replica_id());
+    TOWER_ASSIGN_OR_RETURN(Tensor x,
+                           Tensor::FromHostBytes(ctx.device(), Shape{mine.count, input_dim_},
                                                  DType::kFloat32,
-                                                 features.data() + offsets[g] * input_dim_));
-    for (const auto& layer : layers_) {
-      TOWER_ASSIGN_OR_RETURN(activation, layer->Forward(ctx.replica_id(), activation, nullptr));
+                                                 features.data() + mine.first * input_dim_));
+    ReplicaPass pass;
+    TOWER_RETURN_IF_ERROR(ForwardBackward(ctx.replica_id(), x, PassOptions(), &pass));
+    if (!other_workers) {
+      if (mine.count == 0) return OkStatus();
+      return pass.outputs.ToHostBytes(outputs.data() + mine.first * out_dim);
     }
-    if (sizes[g] == 0) return OkStatus();
-    return activation.ToHostBytes(outputs.data() + offsets[g] * out_dim);
+    // Other workers hold the other rows: every replica contributes its rows to a zeroed
+    // copy of the whole output, and one all-reduce gives everyone all of it.
+    std::vector<float> all(outputs.size(), 0.0f);
+    if (mine.count > 0) {
+      TOWER_RETURN_IF_ERROR(pass.outputs.ToHostBytes(all.data() + mine.first * out_dim));
+    }
+    TOWER_ASSIGN_OR_RETURN(Tensor gathered,
+                           Tensor::FromHost(ctx.device(), Shape{rows, out_dim}, all));
+    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({&gathered}));
+    TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
+    if (ctx.replica_id() != 0) return OkStatus();
+    return gathered.ToHostBytes(outputs.data());
   }));
   return outputs;
 }

@@ -5,11 +5,15 @@
 //   auto history = model.Fit(dataset.Batch(32), {.epochs = 10});
 //
 // Under a distribution (a strategy's scope when Compile is called; see model/distribution.h)
-// every variable has one copy per replica, each global batch is split into contiguous
-// per-replica shards (sizes differing by at most one), every replica computes its loss and
-// gradients normalised by the global batch size, the gradients are summed by an all-reduce,
-// and every replica applies the same update: N replicas train exactly as one device would
-// on the whole batch (to float rounding).
+// every variable has one copy per replica, each global batch is split into per-replica
+// shards (Distribution::ShardRows), every replica computes its loss and gradients normalised
+// by the global batch size, the gradients are summed by the distribution's GradientReducer
+// as backward produces them, and every replica applies the same update: N replicas train
+// exactly as one device would on the whole batch (to float rounding).
+//
+// One forward/backward (ForwardBackward) serves the training step, Evaluate, Predict,
+// custom loops (ComputeGradients, strategy/towers.h) alike. The training loop (Fit,
+// Evaluate, backups) is in training_loop.cc; weights and backups on disk in weights_io.cc.
 #ifndef TOWER_MODEL_SEQUENTIAL_H_
 #define TOWER_MODEL_SEQUENTIAL_H_
 
@@ -62,6 +66,30 @@ struct FitOptions {
   std::optional<FitPosition> resume;
 };
 
+// What one replica computes on its rows of a batch (ForwardBackward).
+struct ReplicaPass {
+  Tensor outputs;                 // [rows, output_dim], on the replica's device
+  Tensor loss;                    // [1]: the rows' summed loss / loss_rows (when targets given)
+  std::vector<Tensor> gradients;  // in trainable_variables() order (when backward)
+};
+
+struct PassOptions {
+  // What the loss takes (Loss::PrepareTargets); nullptr: outputs only.
+  const Tensor* targets = nullptr;
+  // The loss and gradients are divided by this: the global batch size.
+  int64_t loss_rows = 0;
+  bool backward = false;
+  // With backward: Begin is called, then each gradient is added as backward produces it,
+  // last layer first; the caller calls Finish. nullptr: gradients are only kept.
+  GradientReducer* reducer = nullptr;
+};
+
+// One replica's loss and gradients, not yet summed over replicas (ComputeGradients).
+struct ReplicaGradients {
+  Tensor loss;                    // [1], this replica's rows / the global batch size
+  std::vector<Tensor> gradients;  // in trainable_variables() order
+};
+
 class Sequential {
  public:
   // `seed` makes initial weights reproducible: the same seed gives the same weights on every
@@ -90,8 +118,26 @@ class Sequential {
   StatusOr<double> TrainStep(const data::Batch& batch);
   // Applies gradients computed elsewhere (towers, strategy/towers.h) to every replica's
   // copies, in trainable_variables() order, and advances the optimizer's step: TensorFlow's
-  // optimizer.apply_gradients.
+  // optimizer.apply_gradients outside a replica context.
   Status ApplyGradients(const std::vector<Tensor>& grads);
+
+  // ---- Custom training loops, inside strategy.Run (TensorFlow's custom training loop).
+  // Replica `ctx`'s loss on its shard and the gradients of it, both divided by
+  // `global_batch_size` (tf.nn.compute_average_loss): summed over replicas they are the
+  // whole batch's mean loss and its gradients. `targets` as the data holds them [rows,
+  // target_dim]. Nothing is summed or updated yet.
+  StatusOr<ReplicaGradients> ComputeGradients(ReplicaContext& ctx, const Tensor& features,
+                                              const Tensor& targets, int64_t global_batch_size);
+  // optimizer.apply_gradients in a replica context: sums `gradients` (in place) over every
+  // replica of every worker, then updates this replica's copies. Every replica calls it once
+  // per step; the step counter advances once.
+  Status ApplyGradients(ReplicaContext& ctx, std::vector<Tensor>& gradients);
+
+  // The one forward (and backward) pass on replica `replica`'s copies: features[rows,
+  // input_dim] -> outputs, and with `options.targets` the loss, with `options.backward` the
+  // gradients. Every other entry point calls it.
+  Status ForwardBackward(int replica, const Tensor& features, const PassOptions& options,
+                         ReplicaPass* pass);
   void ResetMetrics();
   Logs MetricResults() const;
 
@@ -134,6 +180,8 @@ class Sequential {
   // local replicas' rows when non-null.
   StatusOr<double> RunBatch(const data::Batch& batch, bool training,
                             std::vector<float>* predictions);
+  // check_numerics after the all-reduce: the loss, then the gradients, last layer first.
+  Status CheckNumerics(const ReplicaPass& pass, bool training) const;
   void UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions);
   Status WriteCheckpoint(const std::string& path,
                          const std::map<std::string, std::string>& metadata) const;
@@ -148,6 +196,10 @@ class Sequential {
   std::vector<std::unique_ptr<Metric>> metrics_;
   std::vector<std::unique_ptr<Variable>> variables_;
   std::vector<Variable*> trainable_;
+  // Per layer, the index of its first gradient in trainable_ order.
+  std::vector<size_t> first_gradient_;
+  // Gradient sizes in bytes, in the order backward produces them (for the reducer).
+  std::vector<int64_t> gradient_bytes_;
   int64_t input_dim_ = -1;
   bool stop_training_ = false;
   bool check_numerics_ = false;

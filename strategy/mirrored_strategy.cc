@@ -4,6 +4,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <thread>
 
@@ -21,7 +23,10 @@ namespace tower {
 
 class MirroredStrategy::Replica : public ReplicaContext {
  public:
-  Replica(MirroredStrategy* strategy, int id) : strategy_(strategy), id_(id) {}
+  Replica(MirroredStrategy* strategy, int id)
+      : strategy_(strategy),
+        id_(id),
+        reducer_(strategy->cross_device_ops_.get(), id, strategy->bucket_bytes_) {}
   int replica_id() const override { return id_; }
   int num_replicas_in_sync() const override { return strategy_->num_replicas_in_sync(); }
   int global_replica_id() const override { return strategy_->first_global_replica() + id_; }
@@ -35,10 +40,12 @@ class MirroredStrategy::Replica : public ReplicaContext {
   Status FinishReductions() override {
     return strategy_->cross_device_ops_->FinishReductions(id_);
   }
+  GradientReducer& gradient_reducer() override { return reducer_; }
 
  private:
   MirroredStrategy* strategy_;
   int id_;
+  BucketedGradientReducer reducer_;
 };
 
 namespace {
@@ -70,6 +77,25 @@ StatusOr<std::vector<Device*>> ResolveDevices(Context& context,
   return devices;
 }
 
+// The first "; "-separated item where two signatures differ.
+std::pair<std::string, std::string> FirstDifference(const std::string& a, const std::string& b) {
+  const std::vector<std::string> x = Split(a, ';');
+  const std::vector<std::string> y = Split(b, ';');
+  for (size_t i = 0; i < std::max(x.size(), y.size()); ++i) {
+    const std::string left = i < x.size() ? x[i] : "(nothing)";
+    const std::string right = i < y.size() ? y[i] : "(nothing)";
+    if (left != right) return {left, right};
+  }
+  return {a, b};
+}
+
+// A double as text that reads back to the same bits (for AllGather).
+std::string ExactText(double value) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "%a", value);
+  return text;
+}
+
 ReplicaDeviceInfo Info(const Device* device) {
   ReplicaDeviceInfo info;
   info.name = device->full_name();
@@ -83,7 +109,8 @@ ReplicaDeviceInfo Info(const Device* device) {
 
 StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
     const MirroredStrategyOptions& options) {
-  return Build("MirroredStrategy", options);
+  TOWER_ASSIGN_OR_RETURN(LocalSetup setup, PrepareLocal("MirroredStrategy", options));
+  return Assemble("MirroredStrategy", LocalWorld::Get(), std::move(setup));
 }
 
 StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
@@ -100,6 +127,7 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
     return InvalidArgumentError(kind + ": the gradient bucket size must be positive");
   }
   setup.bucket_bytes = options.bucket_bytes;
+  setup.timeout = options.collective_timeout;
   std::vector<ReplicaDeviceInfo> infos;
   for (size_t r = 0; r < setup.devices.size(); ++r) {
     infos.push_back(Info(setup.devices[r]));
@@ -137,40 +165,34 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
   return setup;
 }
 
-void MirroredStrategy::LogCreation() const {
-  std::vector<std::string> device_names;
-  for (Device* device : devices_) device_names.push_back(device->full_name());
-  TOWER_LOG(INFO) << "Using " << kind_ << " with devices (" << Join(device_names, ", ") << ")";
-  if (devices_.size() > 1) {
-    TOWER_LOG(INFO) << "Cross-device ops: " << CrossDeviceOpsName(choice_.kind) << " ("
-                    << choice_.reason << ")";
-  }
-}
-
-StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Build(
-    std::string kind, const MirroredStrategyOptions& options) {
-  TOWER_ASSIGN_OR_RETURN(LocalSetup setup, PrepareLocal(kind, options));
-  const int64_t bucket_bytes = setup.bucket_bytes;
+std::unique_ptr<MirroredStrategy> MirroredStrategy::Assemble(std::string kind, World* world,
+                                                             LocalSetup setup) {
   std::unique_ptr<MirroredStrategy> strategy(
-      new MirroredStrategy(std::move(kind), std::move(setup.devices), setup.context,
-                           std::move(setup.choice), std::move(setup.ops), setup.spin));
-  strategy->set_bucket_bytes(bucket_bytes);
-  strategy->LogCreation();
+      new MirroredStrategy(std::move(kind), world, std::move(setup)));
+  std::vector<std::string> device_names;
+  for (Device* device : strategy->devices_) device_names.push_back(device->full_name());
+  TOWER_LOG(INFO) << "Using " << strategy->kind_ << " with devices (" << Join(device_names, ", ")
+                  << ")";
+  if (strategy->num_replicas_in_sync() > 1) {
+    TOWER_LOG(INFO) << "Cross-device ops: " << CrossDeviceOpsName(strategy->choice_.kind) << " ("
+                    << strategy->choice_.reason << ")";
+  }
   return strategy;
 }
 
-MirroredStrategy::MirroredStrategy(std::string kind, std::vector<Device*> devices,
-                                   Context* context, CrossDeviceOpsChoice choice,
-                                   std::unique_ptr<CrossDeviceOps> ops, bool spin)
+MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup setup)
     : kind_(std::move(kind)),
-      devices_(std::move(devices)),
-      context_(context),
-      choice_(std::move(choice)),
-      cross_device_ops_(std::move(ops)),
-      spin_(spin),
+      world_(world),
+      devices_(std::move(setup.devices)),
+      context_(setup.context),
+      names_(std::move(setup.names)),
+      choice_(std::move(setup.choice)),
+      cross_device_ops_(std::move(setup.ops)),
+      spin_(setup.spin),
+      bucket_bytes_(setup.bucket_bytes),
+      timeout_(setup.timeout),
       results_(devices_.size()) {
   for (size_t r = 0; r < devices_.size(); ++r) {
-    names_.push_back("replica " + std::to_string(r) + " (" + devices_[r]->full_name() + ")");
     replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r)));
   }
   for (size_t r = 1; r < devices_.size(); ++r) {
@@ -191,7 +213,29 @@ MirroredStrategy::~MirroredStrategy() {
 std::string MirroredStrategy::Describe() const {
   std::vector<std::string> names;
   for (Device* device : devices_) names.push_back(device->full_name());
-  return kind_ + "(" + Join(names, ", ") + ")";
+  std::string text = kind_ + "(" + Join(names, ", ") + ")";
+  if (world_->size() > 1) {
+    text += " on " + world_->Describe(world_->rank()) + " of " + std::to_string(world_->size());
+  }
+  return text;
+}
+
+Status MirroredStrategy::CheckConsistent(const std::string& model_signature) {
+  if (world_->size() == 1) return OkStatus();
+  const std::string signature = "replicas " + std::to_string(num_replicas_in_sync()) +
+                                "; gradient buckets of " + std::to_string(bucket_bytes_) +
+                                " bytes; " + model_signature;
+  TOWER_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                         world_->AllGather(signature, timeout_, "comparing the workers' models"));
+  for (int r = 1; r < world_->size(); ++r) {
+    if (all[r] != all[0]) {
+      const auto [first, other] = FirstDifference(all[0], all[r]);
+      return InvalidArgumentError("workers disagree before the first step: " +
+                                  world_->Describe(0) + " has '" + first + "', " +
+                                  world_->Describe(r) + " has '" + other + "'");
+    }
+  }
+  return OkStatus();
 }
 
 Status MirroredStrategy::RunReplica(int replica, const std::function<Status(ReplicaContext&)>& fn) {
@@ -286,7 +330,7 @@ StatusOr<Tensor> MirroredStrategy::Reduce(ReduceOp op, const PerReplica<Tensor>&
   if (values.num_replicas() != num_local_replicas()) {
     return InvalidArgumentError("Reduce: got " + std::to_string(values.num_replicas()) +
                                 " values for " + std::to_string(num_local_replicas()) +
-                                " replicas");
+                                " local replicas");
   }
   if (destination == nullptr) {
     TOWER_ASSIGN_OR_RETURN(std::vector<Device*> cpus, context_->Devices("CPU"));
@@ -299,14 +343,37 @@ StatusOr<Tensor> MirroredStrategy::Reduce(ReduceOp op, const PerReplica<Tensor>&
   }
   DeviceScope scope(destination->full_name());
   TOWER_ASSIGN_OR_RETURN(Tensor sum, ops::AddN(copies));
+  if (world_->size() > 1) {
+    // This worker's sum, then the sum over workers (on the host).
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> host, sum.ToHost());
+    TOWER_RETURN_IF_ERROR(world_->AllReduceSum(host.data(), static_cast<int64_t>(host.size()),
+                                               timeout_, "Reduce of a " +
+                                                             sum.shape().ToString() + " tensor"));
+    TOWER_ASSIGN_OR_RETURN(sum, Tensor::FromHost(destination, sum.shape(), host));
+  }
   if (op == ReduceOp::kSum) return sum;
   return ops::Scale(sum, 1.0f / static_cast<float>(num_replicas_in_sync()));
 }
 
-double MirroredStrategy::Reduce(ReduceOp op, const PerReplica<double>& values) const {
+StatusOr<double> MirroredStrategy::Reduce(ReduceOp op, const PerReplica<double>& values) {
+  if (values.num_replicas() != num_local_replicas()) {
+    return InvalidArgumentError("Reduce: got " + std::to_string(values.num_replicas()) +
+                                " values for " + std::to_string(num_local_replicas()) +
+                                " local replicas");
+  }
+  // Every replica's value, in global replica order, summed in that order on every worker:
+  // the same bits everywhere.
+  std::string mine;
+  for (double value : values) mine += ExactText(value) + " ";
+  TOWER_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                         world_->AllGather(mine, timeout_, "Reduce of a scalar"));
   double sum = 0;
-  for (double value : values) sum += value;
-  return op == ReduceOp::kSum ? sum : sum / values.num_replicas();
+  for (const std::string& worker : all) {
+    for (const std::string& text : Split(worker, ' ')) {
+      if (!text.empty()) sum += std::strtod(text.c_str(), nullptr);
+    }
+  }
+  return op == ReduceOp::kSum ? sum : sum / num_replicas_in_sync();
 }
 
 DistributedDataset MirroredStrategy::DistributeDataset(const data::Dataset& dataset) {
@@ -322,25 +389,23 @@ StatusOr<std::optional<PerReplica<ReplicaBatch>>> DistributedDataset::Next() {
   if (iterator_ == nullptr) TOWER_RETURN_IF_ERROR(Begin(0));
   TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator_->Next());
   if (!batch.has_value()) return std::optional<PerReplica<ReplicaBatch>>();
-  const int n = strategy_->num_replicas_in_sync();
-  const std::vector<int64_t> sizes = ops::EvenSplitSizes(batch->rows, n);
   std::vector<ReplicaBatch> shards;
-  int64_t first = 0;
   for (int r = 0; r < strategy_->num_local_replicas(); ++r) {
     Device* device = strategy_->replica_device(r);
-    const int64_t rows = sizes[strategy_->first_global_replica() + r];
     ReplicaBatch shard;
+    shard.rows = strategy_->ShardRows(batch->rows, strategy_->first_global_replica() + r);
     shard.global_batch_size = batch->rows;
-    TOWER_ASSIGN_OR_RETURN(shard.features,
-                           Tensor::FromHostBytes(device, Shape{rows, batch->feature_dim},
-                                                 DType::kFloat32,
-                                                 batch->features.data() + first * batch->feature_dim));
-    TOWER_ASSIGN_OR_RETURN(shard.targets,
-                           Tensor::FromHostBytes(device, Shape{rows, batch->target_dim},
-                                                 DType::kFloat32,
-                                                 batch->targets.data() + first * batch->target_dim));
+    TOWER_ASSIGN_OR_RETURN(
+        shard.features,
+        Tensor::FromHostBytes(device, Shape{shard.rows.count, batch->feature_dim},
+                              DType::kFloat32,
+                              batch->features.data() + shard.rows.first * batch->feature_dim));
+    TOWER_ASSIGN_OR_RETURN(
+        shard.targets,
+        Tensor::FromHostBytes(device, Shape{shard.rows.count, batch->target_dim},
+                              DType::kFloat32,
+                              batch->targets.data() + shard.rows.first * batch->target_dim));
     shards.push_back(std::move(shard));
-    first += rows;
   }
   return std::optional<PerReplica<ReplicaBatch>>(PerReplica<ReplicaBatch>(std::move(shards)));
 }
@@ -350,7 +415,9 @@ StatusOr<std::unique_ptr<MirroredStrategy>> OneDeviceStrategy::Create(const std:
   MirroredStrategyOptions options;
   options.devices = {device};
   options.context = context;
-  return Build("OneDeviceStrategy", options);
+  TOWER_ASSIGN_OR_RETURN(MirroredStrategy::LocalSetup setup,
+                         MirroredStrategy::PrepareLocal("OneDeviceStrategy", options));
+  return MirroredStrategy::Assemble("OneDeviceStrategy", LocalWorld::Get(), std::move(setup));
 }
 
 }  // namespace tower

@@ -11,6 +11,11 @@
 // One replica per device, each driven by its own thread (replica 0 by the calling thread),
 // all meeting in the all-reduce. The all-reduce path is chosen once, from the devices
 // (strategy/cross_device_ops_selection.h), and logged with its reason.
+//
+// A strategy runs over a World (strategy/world.h): this process alone, or every worker of
+// an MPI job (MultiWorkerMirroredStrategy, strategy/mpi). Everything that depends on the
+// other workers (the global replica count and index, the shard layout, Reduce, the
+// consistency check, the chief) is written once, here, against the world.
 #ifndef TOWER_STRATEGY_MIRRORED_STRATEGY_H_
 #define TOWER_STRATEGY_MIRRORED_STRATEGY_H_
 
@@ -29,7 +34,9 @@
 #include "model/distribution.h"
 #include "strategy/cross_device_ops.h"
 #include "strategy/cross_device_ops_selection.h"
+#include "strategy/gradient_reducer.h"
 #include "strategy/per_replica.h"
+#include "strategy/world.h"
 
 namespace tower {
 
@@ -49,7 +56,8 @@ struct MirroredStrategyOptions {
 // One replica's shard of a global batch, on the replica's device.
 struct ReplicaBatch {
   Tensor features;  // [rows, feature_dim]
-  Tensor targets;   // [rows, target_dim]
+  Tensor targets;   // [rows, target_dim], as the data holds them
+  RowRange rows;    // which rows of the global batch these are
   int64_t global_batch_size = 0;
 };
 
@@ -59,6 +67,7 @@ class DistributedDataset;
 
 class MirroredStrategy : public Distribution {
  public:
+  // Over this process alone.
   static StatusOr<std::unique_ptr<MirroredStrategy>> Create(
       const MirroredStrategyOptions& options = MirroredStrategyOptions());
   ~MirroredStrategy() override;
@@ -66,44 +75,47 @@ class MirroredStrategy : public Distribution {
   // ---- Distribution (what models use)
   std::string Describe() const override;
   int num_local_replicas() const override { return static_cast<int>(devices_.size()); }
-  int num_replicas_in_sync() const override { return num_local_replicas(); }
-  int first_global_replica() const override { return 0; }
+  int num_replicas_in_sync() const override { return world_->size() * num_local_replicas(); }
+  int first_global_replica() const override { return world_->rank() * num_local_replicas(); }
   Device* replica_device(int replica) const override { return devices_[replica]; }
-  bool is_chief() const override { return true; }
-  int64_t bucket_bytes() const override { return bucket_bytes_; }
+  bool is_chief() const override { return world_->rank() == 0; }
+  Status CheckConsistent(const std::string& model_signature) override;
+  void Abort(int exit_code) override { world_->AbortJob(exit_code); }
   Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override;
 
   // ---- TensorFlow's strategy API
   // `with strategy.scope():`
   std::unique_ptr<DistributionScope> Scope() { return std::make_unique<DistributionScope>(*this); }
-  // strategy.run(fn): fn runs on every replica (under a DeviceScope of its device) and its
-  // values come back per replica.
+  // strategy.run(fn): fn runs on every local replica (under a DeviceScope of its device)
+  // and its values come back per local replica.
   template <typename T>
   StatusOr<PerReplica<T>> Run(const std::function<StatusOr<T>(ReplicaContext&)>& fn);
-  // strategy.reduce: sum or mean of per-replica tensors, on /CPU:0 (or `destination`).
+  // strategy.reduce: the sum, or the mean over num_replicas_in_sync(), of one value per
+  // replica of every worker (`values` holds this worker's local replicas'), on /CPU:0 (or
+  // `destination`). Across workers it is a collective: every worker calls it in turn.
   StatusOr<Tensor> Reduce(ReduceOp op, const PerReplica<Tensor>& values,
                           Device* destination = nullptr);
-  double Reduce(ReduceOp op, const PerReplica<double>& values) const;
+  StatusOr<double> Reduce(ReduceOp op, const PerReplica<double>& values);
   // strategy.experimental_distribute_dataset: each global batch split into per-replica
-  // shards, in order, on the replicas' devices.
+  // shards (Distribution::ShardRows), in order, on the local replicas' devices. Every
+  // worker iterates the same global batches and takes its own replicas' rows.
   DistributedDataset DistributeDataset(const data::Dataset& dataset);
 
   const std::vector<Device*>& devices() const { return devices_; }
+  World& world() const { return *world_; }
+  int64_t bucket_bytes() const { return bucket_bytes_; }
+  std::chrono::milliseconds collective_timeout() const { return timeout_; }
   CrossDeviceOps& cross_device_ops() const { return *cross_device_ops_; }
   const CrossDeviceOpsChoice& cross_device_ops_choice() const { return choice_; }
   // The replica name used in errors: "replica 1 (/job:localhost/replica:0/task:0/device:CPU:1)".
   const std::string& replica_name(int replica) const { return names_[replica]; }
 
- protected:
-  MirroredStrategy(std::string kind, std::vector<Device*> devices, Context* context,
-                   CrossDeviceOpsChoice choice, std::unique_ptr<CrossDeviceOps> ops,
-                   bool spin);
-  static StatusOr<std::unique_ptr<MirroredStrategy>> Build(std::string kind,
-                                                           const MirroredStrategyOptions& options);
+  // ---- For factories of strategies over other worlds (strategy/mpi).
   // This process's devices, their names, and the all-reduce among them.
   struct LocalSetup {
     Context* context = nullptr;
     int64_t bucket_bytes = 25ll << 20;
+    std::chrono::milliseconds timeout{0};
     std::vector<Device*> devices;
     std::vector<std::string> names;
     CrossDeviceOpsChoice choice;
@@ -112,23 +124,27 @@ class MirroredStrategy : public Distribution {
   };
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
                                            const MirroredStrategyOptions& options);
-  // "Using <kind> with devices (...)" and the cross-device ops with their reason.
-  void LogCreation() const;
-  void set_bucket_bytes(int64_t bytes) { bucket_bytes_ = bytes; }
+  // The strategy `kind` over `world` (which outlives it), with `setup.ops` carrying every
+  // collective; logs "Using <kind> with devices (...)" and the cross-device ops.
+  static std::unique_ptr<MirroredStrategy> Assemble(std::string kind, World* world,
+                                                    LocalSetup setup);
 
  private:
   class Replica;
+  MirroredStrategy(std::string kind, World* world, LocalSetup setup);
   void WorkerLoop(int replica);
   Status RunReplica(int replica, const std::function<Status(ReplicaContext&)>& fn);
 
   const std::string kind_;
+  World* const world_;
   const std::vector<Device*> devices_;
   Context* const context_;
   std::vector<std::string> names_;
   const CrossDeviceOpsChoice choice_;
   const std::unique_ptr<CrossDeviceOps> cross_device_ops_;
   const bool spin_;
-  int64_t bucket_bytes_ = 25ll << 20;
+  const int64_t bucket_bytes_;
+  const std::chrono::milliseconds timeout_;
   std::vector<std::unique_ptr<Replica>> replicas_;
 
   // Dispatch to the worker threads (replicas 1..n-1).
@@ -146,7 +162,7 @@ class MirroredStrategy : public Distribution {
 };
 
 // TensorFlow's OneDeviceStrategy: one replica, on the calling thread.
-class OneDeviceStrategy : public MirroredStrategy {
+class OneDeviceStrategy {
  public:
   static StatusOr<std::unique_ptr<MirroredStrategy>> Create(const std::string& device,
                                                             Context* context = nullptr);

@@ -1,16 +1,16 @@
 #include "strategy/towers.h"
 
 #include "device/placement.h"
-#include "ops/array_ops.h"
 #include "ops/math_ops.h"
 
 namespace tower {
 
 std::vector<data::Batch> SplitBatch(const data::Batch& batch, int parts) {
   std::vector<data::Batch> shards;
-  const std::vector<int64_t> sizes = ops::EvenSplitSizes(batch.rows, parts);
-  int64_t first = 0;
-  for (int64_t rows : sizes) {
+  for (int part = 0; part < parts; ++part) {
+    const RowRange range = ReplicaRows(batch.rows, parts, part);
+    const int64_t first = range.first;
+    const int64_t rows = range.count;
     data::Batch shard;
     shard.rows = rows;
     shard.feature_dim = batch.feature_dim;
@@ -24,7 +24,6 @@ std::vector<data::Batch> SplitBatch(const data::Batch& batch, int parts) {
                                batch.source_rows.begin() + first + rows);
     }
     shards.push_back(std::move(shard));
-    first += rows;
   }
   return shards;
 }
@@ -47,23 +46,15 @@ StatusOr<TowerGradients> ComputeTowerGradients(Sequential& model, const data::Ba
                                                       shard.source_rows.empty()
                                                           ? nullptr
                                                           : shard.source_rows.data()));
-  const auto& layers = model.layers();
-  std::vector<LayerCache> caches(layers.size());
-  Tensor activation = x;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    TOWER_ASSIGN_OR_RETURN(activation, layers[i]->Forward(0, activation, &caches[i]));
-  }
-  TOWER_ASSIGN_OR_RETURN(Tensor loss, model.loss()->Value(activation, targets, shard.rows));
-  TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, loss.ToHost());
+  PassOptions options;
+  options.targets = &targets;
+  options.loss_rows = shard.rows;
+  options.backward = true;
+  ReplicaPass pass;
+  TOWER_RETURN_IF_ERROR(model.ForwardBackward(/*replica=*/0, x, options, &pass));
+  TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, pass.loss.ToHost());
   tower.loss = loss_value[0];
-  TOWER_ASSIGN_OR_RETURN(Tensor d, model.loss()->Gradient(activation, targets, shard.rows));
-  std::vector<std::vector<Tensor>> per_layer(layers.size());
-  for (size_t i = layers.size(); i-- > 0;) {
-    TOWER_ASSIGN_OR_RETURN(d, layers[i]->Backward(0, d, caches[i], i > 0, &per_layer[i]));
-  }
-  for (auto& grads : per_layer) {
-    for (Tensor& grad : grads) tower.grads.push_back(std::move(grad));
-  }
+  tower.grads = std::move(pass.gradients);
   return tower;
 }
 

@@ -28,7 +28,8 @@ struct TowerGradients {
   std::vector<Tensor> grads;  // in trainable_variables() order, on `device`
 };
 
-// `parts` contiguous shards of a batch, sizes differing by at most one (in order).
+// `parts` contiguous shards of a batch, in order: the shard layout of a distribution
+// (ReplicaRows, model/distribution.h).
 std::vector<data::Batch> SplitBatch(const data::Batch& batch, int parts);
 
 // The loss (mean over the shard) and its gradients for a model built with one replica,

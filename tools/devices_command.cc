@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/device_flags.h"
+#include "device/device_flags.h"
 #include "util/flags.h"
 #include "util/strings.h"
 

@@ -1,5 +1,5 @@
 // `tower devices`: the platforms, physical devices and logical devices this process sees,
-// after applying the device flags (tools/device_flags.h). --json for scripts.
+// after applying the device flags (device/device_flags.h). --json for scripts.
 #ifndef TOWER_TOOLS_DEVICES_COMMAND_H_
 #define TOWER_TOOLS_DEVICES_COMMAND_H_
 

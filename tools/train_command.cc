@@ -10,11 +10,12 @@
 #include "data/dataset.h"
 #include "data/synthetic.h"
 #include "device/config.h"
+#include "device/device_flags.h"
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
-#include "strategy/mpi/multi_worker_mirrored_strategy.h"
-#include "tools/device_flags.h"
+#include "strategy/replica_devices.h"
+#include "strategy/strategy_from_environment.h"
 #include "util/flags.h"
 #include "util/strings.h"
 
@@ -307,28 +308,25 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (!flags.devices.empty()) {
     strategy_options.devices = Split(flags.devices, ',');
   } else {
-    StatusOr<std::vector<std::string>> devices = ConfigureReplicas(flags.replicas, flags.device, context);
+    StatusOr<std::vector<std::string>> devices =
+        ConfigureReplicaDevices(flags.replicas, flags.device, context);
     if (!devices.ok()) return Usage(err, devices.status());
     strategy_options.devices = *devices;
   }
   config::SetLogDevicePlacement(flags.log_device_placement);
+  // Under mpirun this process is one worker of a MultiWorkerMirroredStrategy, and --replicas
+  // counts its local replicas.
   std::unique_ptr<MirroredStrategy> strategy;
-  if (MpiWorld::LaunchedByMpirun()) {
-    // Under mpirun: this process is one worker; --replicas counts its local replicas.
-    StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> created =
-        MultiWorkerMirroredStrategy::Create(strategy_options);
+  if (LaunchedByMpirun() || !strategy_options.devices.empty()) {
+    StatusOr<std::unique_ptr<MirroredStrategy>> created =
+        CreateStrategyFromEnvironment(strategy_options);
     if (!created.ok()) {
       const int code = Usage(err, created.status());
       // One worker of several: end the whole job now (the others may still wait in setup),
       // and never wait in MPI's teardown for a worker that is gone.
-      StatusOr<MpiWorld*> world = MpiWorld::Get();
-      if (world.ok() && (*world)->size() > 1) (*world)->AbortJob(code);
+      AbortOtherWorkers(code);
       return code;
     }
-    strategy = std::move(*created);
-  } else if (!strategy_options.devices.empty()) {
-    StatusOr<std::unique_ptr<MirroredStrategy>> created = MirroredStrategy::Create(strategy_options);
-    if (!created.ok()) return Usage(err, created.status());
     strategy = std::move(*created);
   }
 
@@ -404,9 +402,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     err << "error: " << history.status().message() << "\n" << std::flush;
     // One worker of several: end the whole job now rather than leave the others waiting
     // for a collective until their deadline.
-    if (auto* worker = dynamic_cast<MultiWorkerMirroredStrategy*>(strategy.get())) {
-      worker->world().AbortJob(1);
-    }
+    model.distribution()->Abort(1);
     return 1;
   }
   if (!flags.save.empty()) {

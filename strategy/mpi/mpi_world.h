@@ -19,11 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "strategy/world.h"
 #include "util/statusor.h"
 
 namespace tower {
 
-class MpiWorld {
+class MpiWorld : public World {
  public:
   // Initialises MPI (or adopts an MPI the program initialised) on first use. Fails with
   // Unavailable when MPI cannot start.
@@ -31,25 +32,25 @@ class MpiWorld {
   // Whether this process was started by mpirun (Open MPI's environment is present).
   static bool LaunchedByMpirun();
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   const std::string& host() const { return hosts_[rank_]; }
   // "rank 2 (host b)".
-  std::string Describe(int rank) const;
+  std::string Describe(int rank) const override;
 
   // In-place sum of `count` floats over all workers.
   Status AllReduceSum(float* data, int64_t count, std::chrono::milliseconds timeout,
-                      const std::string& what);
+                      const std::string& what) override;
   // `bytes` bytes from `root` to everyone.
   Status Broadcast(void* data, int64_t bytes, int root, std::chrono::milliseconds timeout,
                    const std::string& what);
   // Every worker's string, in rank order.
   StatusOr<std::vector<std::string>> AllGather(const std::string& mine,
                                                std::chrono::milliseconds timeout,
-                                               const std::string& what);
+                                               const std::string& what) override;
 
   // Ends every worker at once (MPI_Abort), after a failure this worker cannot recover from.
-  [[noreturn]] void AbortJob(int exit_code);
+  [[noreturn]] void AbortJob(int exit_code) override;
 
  private:
   MpiWorld() = default;

@@ -20,25 +20,15 @@
 
 namespace tower {
 
-class MultiWorkerMirroredStrategy : public MirroredStrategy {
+// Not a subclass: a MirroredStrategy over the MPI world (strategy/world.h), so Run, Reduce,
+// DistributeDataset and num_replicas_in_sync() are the ones of one process, right across
+// workers by construction.
+class MultiWorkerMirroredStrategy {
  public:
-  static StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> Create(
+  // Starts MPI if needed; Unavailable when it cannot. One worker alone (mpirun -np 1) is a
+  // MirroredStrategy over a world of one.
+  static StatusOr<std::unique_ptr<MirroredStrategy>> Create(
       const MirroredStrategyOptions& options = MirroredStrategyOptions());
-
-  std::string Describe() const override;
-  int num_replicas_in_sync() const override { return world_->size() * num_local_replicas(); }
-  int first_global_replica() const override { return world_->rank() * num_local_replicas(); }
-  bool is_chief() const override { return world_->rank() == 0; }
-  Status CheckConsistent(const std::string& signature) override;
-
-  MpiWorld& world() const { return *world_; }
-
- private:
-  MultiWorkerMirroredStrategy(MpiWorld* world, LocalSetup setup, std::unique_ptr<CrossDeviceOps> ops,
-                              std::chrono::milliseconds timeout);
-
-  MpiWorld* const world_;
-  const std::chrono::milliseconds timeout_;
 };
 
 }  // namespace tower

@@ -16,7 +16,7 @@
 //  - printing the accepted values back as --name=value and parsing that gives the same
 //    values (doubles bit for bit);
 //  - --help anywhere sets help_requested();
-//  - a synthetic spec that parses prints back to one that parses the same; ConfigureReplicas
+//  - a synthetic spec that parses prints back to one that parses the same; ConfigureReplicaDevices
 //    returns one device per replica, each a valid device name.
 #include <cctype>
 #include <cmath>
@@ -32,7 +32,8 @@
 #include "device/device_name.h"
 #include "device/testing/fake_gpu_platform.h"
 #include "tests/fuzz/train_flags.h"
-#include "tools/device_flags.h"
+#include "device/device_flags.h"
+#include "strategy/replica_devices.h"
 #include "tools/train_command.h"
 #include "util/check.h"
 #include "util/strings.h"
@@ -158,7 +159,7 @@ void CheckDownstream(const TrainFlags& flags) {
       continue;
     }
     tower::StatusOr<std::vector<std::string>> names =
-        tower::ConfigureReplicas(replicas, device, *context);
+        tower::ConfigureReplicaDevices(replicas, device, *context);
     if (!names.ok()) {
       CheckError(names.status());
       continue;

@@ -282,84 +282,104 @@ TEST(SequentialTest, SummaryListsLayersAndParameters) {
 // One device, but records what the training step hands to the collectives.
 class RecordingDistribution : public Distribution {
  public:
-  RecordingDistribution(Device* device, int64_t bucket_bytes)
-      : device_(device), bucket_bytes_(bucket_bytes) {}
+  explicit RecordingDistribution(Device* device) : device_(device), replica_(this) {}
   std::string Describe() const override { return "Recording"; }
   int num_local_replicas() const override { return 1; }
   int num_replicas_in_sync() const override { return 1; }
   int first_global_replica() const override { return 0; }
   Device* replica_device(int) const override { return device_; }
   bool is_chief() const override { return true; }
-  int64_t bucket_bytes() const override { return bucket_bytes_; }
   Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override {
-    Context replica(this);
-    return fn(replica);
+    return fn(replica_);
   }
-  // One entry per call: "reduce:<bytes per tensor,...>", "broadcast:<n>", "finish".
+  // One entry per call: "begin:<bytes,...>", "add:<bytes>", "finish:<bytes,...>",
+  // "reduce:<bytes,...>", "broadcast:<n>".
   std::vector<std::string> calls;
 
  private:
-  class Context : public ReplicaContext {
+  static std::string Bytes(Span<Tensor* const> tensors) {
+    std::string text;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      text += (i ? "," : "") + std::to_string(tensors[i]->bytes());
+    }
+    return text;
+  }
+  class Reducer : public GradientReducer {
    public:
-    explicit Context(RecordingDistribution* owner) : owner_(owner) {}
-    int replica_id() const override { return 0; }
-    int num_replicas_in_sync() const override { return 1; }
-    int global_replica_id() const override { return 0; }
-    Device* device() const override { return owner_->device_; }
-    Status AllReduceSum(Span<Tensor* const> tensors) override {
-      std::string call = "reduce:";
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        call += (i ? "," : "") + std::to_string(tensors[i]->bytes());
-      }
+    explicit Reducer(RecordingDistribution* owner) : owner_(owner) {}
+    Status Begin(Span<const int64_t> bytes) override {
+      std::string call = "begin:";
+      for (size_t i = 0; i < bytes.size(); ++i) call += (i ? "," : "") + std::to_string(bytes[i]);
       owner_->calls.push_back(call);
       return OkStatus();
     }
-    Status Broadcast(Span<Tensor* const> tensors) override {
-      owner_->calls.push_back("broadcast:" + std::to_string(tensors.size()));
+    Status Add(Tensor* gradient) override {
+      owner_->calls.push_back("add:" + std::to_string(gradient->bytes()));
       return OkStatus();
     }
-    Status FinishReductions() override {
-      owner_->calls.push_back("finish");
+    Status Finish(Span<Tensor* const> extra) override {
+      owner_->calls.push_back("finish:" + Bytes(extra));
       return OkStatus();
     }
 
    private:
     RecordingDistribution* owner_;
   };
+  class Context : public ReplicaContext {
+   public:
+    explicit Context(RecordingDistribution* owner) : owner_(owner), reducer_(owner) {}
+    int replica_id() const override { return 0; }
+    int num_replicas_in_sync() const override { return 1; }
+    int global_replica_id() const override { return 0; }
+    Device* device() const override { return owner_->device_; }
+    Status AllReduceSum(Span<Tensor* const> tensors) override {
+      owner_->calls.push_back("reduce:" + Bytes(tensors));
+      return OkStatus();
+    }
+    Status Broadcast(Span<Tensor* const> tensors) override {
+      owner_->calls.push_back("broadcast:" + std::to_string(tensors.size()));
+      return OkStatus();
+    }
+    GradientReducer& gradient_reducer() override { return reducer_; }
+
+   private:
+    RecordingDistribution* owner_;
+    Reducer reducer_;
+  };
   Device* device_;
-  int64_t bucket_bytes_;
+  Context replica_;
 };
 
-TEST(SequentialTest, GradientsAreReducedInBucketsAsBackwardProducesThem) {
+// The model hands each gradient to the distribution's reducer as backward produces it, last
+// layer first, after announcing their sizes; the loss comes with Finish. (How they are
+// bucketed is the strategy's: tests/strategy/gradient_reducer_test.cc.)
+TEST(SequentialTest, GradientsGoToTheReducerAsBackwardProducesThem) {
   Device* cpu = *tower::Context::Default().DefaultDevice();
   data::SyntheticOptions mlp;
   mlp.name = "mlp";
   mlp.rows = 8;
   const data::Dataset dataset = data::Dataset::Synthetic(mlp)->Batch(8);
-  // Gradient bytes (kernel, bias), last layer first: 16·1·4 and 4; 32·16·4 and 16·4;
-  // 256·32·4 and 32·4. The loss (4 bytes) rides in the last bucket.
-  const std::vector<std::pair<int64_t, std::vector<std::string>>> cases = {
-      // Default 25 MB: everything in one bucket after backward.
-      {25ll << 20, {"reduce:64,4,2048,64,32768,128,4", "finish"}},
-      // Every layer fills a bucket: one all-reduce per layer, as soon as it is done.
-      {1, {"reduce:64,4", "reduce:2048,64", "reduce:32768,128,4", "finish"}},
-      // 2 KB: the last two layers share a bucket.
-      {2048, {"reduce:64,4,2048,64", "reduce:32768,128,4", "finish"}},
-  };
-  for (const auto& [bucket_bytes, expected] : cases) {
-    RecordingDistribution distribution(cpu, bucket_bytes);
-    Sequential model({Dense(32, "tanh"), Dense(16, "relu"), Dense(1)}, 3);
-    {
-      DistributionScope scope(distribution);
-      ASSERT_TRUE(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)).ok());
-    }
-    ASSERT_TRUE(model.Build(256).ok());
-    distribution.calls.clear();  // Build's broadcast of the initial weights
-    auto batch = (*dataset.MakeIterator())->Next();
-    ASSERT_TRUE(batch.ok() && *batch);
-    ASSERT_TRUE(model.TrainStep(**batch).ok());
-    EXPECT_EQ(distribution.calls, expected) << "bucket_bytes " << bucket_bytes;
+  RecordingDistribution distribution(cpu);
+  Sequential model({Dense(32, "tanh"), Dense(16, "relu"), Dense(1)}, 3);
+  {
+    DistributionScope scope(distribution);
+    ASSERT_TRUE(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)).ok());
   }
+  ASSERT_TRUE(model.Build(256).ok());
+  distribution.calls.clear();
+  auto batch = (*dataset.MakeIterator())->Next();
+  ASSERT_TRUE(batch.ok() && *batch);
+  ASSERT_TRUE(model.TrainStep(**batch).ok());
+  // Gradient bytes (kernel, bias), last layer first: 16·1·4 and 4; 32·16·4 and 16·4;
+  // 256·32·4 and 32·4. The loss (4 bytes) comes with Finish.
+  const std::vector<std::string> expected = {
+      "begin:64,4,2048,64,32768,128", "add:64", "add:4", "add:2048", "add:64", "add:32768",
+      "add:128", "finish:4"};
+  EXPECT_EQ(distribution.calls, expected);
+  // Evaluation sums only the loss.
+  distribution.calls.clear();
+  ASSERT_TRUE(model.Evaluate(dataset).ok());
+  EXPECT_EQ(distribution.calls, std::vector<std::string>({"reduce:4"}));
 }
 
 TEST(SequentialTest, CheckNumericsNamesTheFirstNonFiniteLossOrGradient) {

@@ -69,7 +69,7 @@ std::vector<float> Steps(Optimizer& optimizer, int steps) {
   TOWER_CHECK_OK(optimizer.Build(vars));
   std::vector<float> values;
   for (int i = 0; i < steps; ++i) {
-    TOWER_CHECK_OK(optimizer.Apply(0, vars, {Host(Shape{1}, {0.5f})}));
+    TOWER_CHECK_OK(optimizer.Apply(0, optimizer.iterations(), vars, {Host(Shape{1}, {0.5f})}));
     optimizer.set_iterations(optimizer.iterations() + 1);
     values.push_back(w.Read()->at(0));
   }

@@ -84,7 +84,9 @@ TEST(MirroredStrategyTest, RunGivesEachReplicaItsThreadDeviceAndCollectives) {
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(*sum->ToHost(), (std::vector<float>{18, 90}));
   EXPECT_EQ(*strategy->Reduce(ReduceOp::kMean, *values)->ToHost(), (std::vector<float>{6, 30}));
-  EXPECT_DOUBLE_EQ(strategy->Reduce(ReduceOp::kMean, PerReplica<double>({1, 2, 6})), 3.0);
+  EXPECT_DOUBLE_EQ(*strategy->Reduce(ReduceOp::kMean, PerReplica<double>({1, 2, 6})), 3.0);
+  EXPECT_DOUBLE_EQ(*strategy->Reduce(ReduceOp::kSum, PerReplica<double>({1, 2, 6})), 9.0);
+  EXPECT_FALSE(strategy->Reduce(ReduceOp::kSum, PerReplica<double>({1, 2})).ok());
   // Threads: three distinct ones, the first being the caller's.
   std::vector<std::thread::id> ids(3);
   ASSERT_TRUE(strategy->RunOnReplicas([&](ReplicaContext& ctx) {

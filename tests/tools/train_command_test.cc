@@ -236,7 +236,7 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {base + layers + epochs + "--optimizer=adam --momentum=0.9", "apply to --optimizer=sgd"},
       {base + layers + epochs + "--global-batch=0", "--global-batch must be positive"},
       {base + layers + epochs + "--metrics=auc", "unknown metric 'auc'"},
-      {base + layers + epochs + "--replicas=0", "--replicas=0 must be between 1"},
+      {base + layers + epochs + "--replicas=0", "--replicas=0: the replicas of one process must number between 1 and 256, not 0"},
       {base + layers + epochs + "--replicas=2 --devices=/CPU:0", "give --replicas or --devices, not both"},
       {base + layers + epochs + "--devices=/GPU:3", "unknown device"},
       {base + layers + epochs + "--devices=/CPU:0,/CPU:0", "listed twice"},

@@ -8,20 +8,27 @@
 //   die        rank 1 kills itself (SIGKILL) before the 3rd all-reduce; the others must fail
 //   stall      rank 1 sleeps past the deadline before the 3rd all-reduce
 //   mismatch   rank 1 builds a different model; every rank must report it
+//   api        DistributeDataset, Run and Reduce (sum and mean, tensor and scalar) over 11
+//              rows in global batches of 4 (the last one uneven), checked against closed
+//              forms on every rank; rank 0 prints each batch's reductions ("rank 0: batch
+//              B: ...") for the test to compare with one process. Runs without mpirun too.
 // Exit code 0 on success, 1 on a (reported) error.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
 
+#include "data/dataset.h"
 #include "device/context.h"
 #include "model/dense.h"
 #include "model/sequential.h"
-#include "strategy/mpi/multi_worker_mirrored_strategy.h"
+#include "strategy/strategy_from_environment.h"
 
 namespace tower {
 namespace {
@@ -30,7 +37,7 @@ namespace {
 // G(G + 1)/2 · (i % 5 + t), exact in float32.
 float Value(int g, int t, int64_t i) { return (g + 1) * static_cast<float>(i % 5 + t); }
 
-Status AllReduceRounds(MultiWorkerMirroredStrategy& strategy, int rounds, const std::string& fault) {
+Status AllReduceRounds(MirroredStrategy& strategy, int rounds, const std::string& fault) {
   const std::vector<int64_t> sizes = {0, 1, 7, 1000, 100000};
   const int world = strategy.num_replicas_in_sync();
   const float factor = world * (world + 1) / 2.0f;
@@ -66,7 +73,7 @@ Status AllReduceRounds(MultiWorkerMirroredStrategy& strategy, int rounds, const 
   return OkStatus();
 }
 
-Status Mismatch(MultiWorkerMirroredStrategy& strategy) {
+Status Mismatch(MirroredStrategy& strategy) {
   const int64_t units = strategy.world().rank() == 1 ? 32 : 16;
   Sequential model({Dense(units, "relu"), Dense(1)});
   {
@@ -74,6 +81,96 @@ Status Mismatch(MultiWorkerMirroredStrategy& strategy) {
     TOWER_RETURN_IF_ERROR(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)));
   }
   return model.Build(8);
+}
+
+// Row i (0-based) of the api scenario: features (i + 1, (i + 1)²), target 10·(i + 1).
+StatusOr<data::Dataset> ApiData(int64_t rows) {
+  std::vector<float> features, targets;
+  for (int64_t i = 0; i < rows; ++i) {
+    features.push_back(static_cast<float>(i + 1));
+    features.push_back(static_cast<float>((i + 1) * (i + 1)));
+    targets.push_back(static_cast<float>(10 * (i + 1)));
+  }
+  return data::Dataset::FromTensors(features, 2, targets, 1);
+}
+
+Status Expect(const std::string& what, double got, double want) {
+  if (!(std::abs(got - want) <= 1e-6 * std::max(1.0, std::abs(want)))) {
+    return InternalError(what + " = " + std::to_string(got) + ", want " + std::to_string(want));
+  }
+  return OkStatus();
+}
+
+Status Api(MirroredStrategy& strategy) {
+  constexpr int64_t kRows = 11, kBatch = 4;
+  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, ApiData(kRows));
+  DistributedDataset batches = strategy.DistributeDataset(dataset.Batch(kBatch));
+  TOWER_RETURN_IF_ERROR(batches.Begin(0));
+  const double replicas = strategy.num_replicas_in_sync();
+  const double ids = replicas * (replicas + 1) / 2;  // Σ (g + 1) over global replicas
+  int64_t first_row = 0;
+  for (int b = 0;; ++b) {
+    TOWER_ASSIGN_OR_RETURN(auto shards, batches.Next());
+    if (!shards.has_value()) break;
+    // Per replica: [Σ x1, Σ x2, Σ y, rows, g + 1] of its shard, computed from what it got.
+    TOWER_ASSIGN_OR_RETURN(
+        PerReplica<Tensor> sums,
+        strategy.Run<Tensor>([&](ReplicaContext& ctx) -> StatusOr<Tensor> {
+          const ReplicaBatch& shard = (*shards)[ctx.replica_id()];
+          TOWER_ASSIGN_OR_RETURN(std::vector<float> x, shard.features.ToHost());
+          TOWER_ASSIGN_OR_RETURN(std::vector<float> y, shard.targets.ToHost());
+          std::vector<float> v = {0, 0, 0, static_cast<float>(y.size()),
+                                  static_cast<float>(ctx.global_replica_id() + 1)};
+          for (size_t i = 0; i < y.size(); ++i) {
+            v[0] += x[2 * i];
+            v[1] += x[2 * i + 1];
+            v[2] += y[i];
+          }
+          return Tensor::FromHost(ctx.device(), Shape{5}, v);
+        }));
+    TOWER_ASSIGN_OR_RETURN(
+        PerReplica<double> counts,
+        strategy.Run<double>([&](ReplicaContext& ctx) -> StatusOr<double> {
+          return static_cast<double>((*shards)[ctx.replica_id()].features.shape().dim(0)) +
+                 1000.0 * (ctx.global_replica_id() + 1);
+        }));
+    TOWER_ASSIGN_OR_RETURN(Tensor sum, strategy.Reduce(ReduceOp::kSum, sums));
+    TOWER_ASSIGN_OR_RETURN(Tensor mean, strategy.Reduce(ReduceOp::kMean, sums));
+    TOWER_ASSIGN_OR_RETURN(double count_sum, strategy.Reduce(ReduceOp::kSum, counts));
+    TOWER_ASSIGN_OR_RETURN(double count_mean, strategy.Reduce(ReduceOp::kMean, counts));
+    // The closed forms over the global batch's rows first_row + 1 .. first_row + n.
+    const int64_t n = std::min(kBatch, kRows - first_row);
+    double x1 = 0, x2 = 0, y = 0;
+    for (int64_t i = first_row + 1; i <= first_row + n; ++i) {
+      x1 += i;
+      x2 += i * i;
+      y += 10 * i;
+    }
+    first_row += n;
+    const std::vector<double> want = {x1, x2, y, static_cast<double>(n), ids};
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> got_sum, sum.ToHost());
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> got_mean, mean.ToHost());
+    std::string line = "rank " + std::to_string(strategy.world().rank()) + ": batch " +
+                       std::to_string(b) + ":";
+    for (size_t k = 0; k < want.size(); ++k) {
+      const std::string at = "batch " + std::to_string(b) + " element " + std::to_string(k);
+      TOWER_RETURN_IF_ERROR(Expect("Reduce(sum) " + at, got_sum[k], want[k]));
+      TOWER_RETURN_IF_ERROR(Expect("Reduce(mean) " + at, got_mean[k], want[k] / replicas));
+      char text[64];
+      std::snprintf(text, sizeof(text), " %.9g %.9g", got_sum[k], got_mean[k]);
+      line += text;
+    }
+    TOWER_RETURN_IF_ERROR(Expect("Reduce(sum) of scalars, batch " + std::to_string(b),
+                                 count_sum, n + 1000 * ids));
+    TOWER_RETURN_IF_ERROR(Expect("Reduce(mean) of scalars, batch " + std::to_string(b),
+                                 count_mean, (n + 1000 * ids) / replicas));
+    char text[64];
+    std::snprintf(text, sizeof(text), " %.17g %.17g", count_sum, count_mean);
+    std::printf("%s%s\n", line.c_str(), text);
+  }
+  if (first_row != kRows) return InternalError("the batches covered " + std::to_string(first_row) +
+                                               " rows, not " + std::to_string(kRows));
+  return OkStatus();
 }
 
 int Main(int argc, char** argv) {
@@ -89,9 +186,9 @@ int Main(int argc, char** argv) {
       context.ListPhysicalDevices("CPU")[0], std::vector<LogicalDeviceConfiguration>(replicas));
   MirroredStrategyOptions options;
   options.collective_timeout = std::chrono::milliseconds(timeout_ms);
-  StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> strategy =
-      status.ok() ? MultiWorkerMirroredStrategy::Create(options)
-                  : StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>>(status);
+  StatusOr<std::unique_ptr<MirroredStrategy>> strategy =
+      status.ok() ? CreateStrategyFromEnvironment(options)
+                  : StatusOr<std::unique_ptr<MirroredStrategy>>(status);
   if (!strategy.ok()) {
     std::fprintf(stderr, "error: %s\n", strategy.status().ToString().c_str());
     return 1;
@@ -99,6 +196,8 @@ int Main(int argc, char** argv) {
   const int rank = (*strategy)->world().rank();
   if (scenario == "mismatch") {
     status = Mismatch(**strategy);
+  } else if (scenario == "api") {
+    status = Api(**strategy);
   } else {
     status = AllReduceRounds(**strategy, 5, scenario);
   }

@@ -1,4 +1,4 @@
-#include "tools/device_flags.h"
+#include "device/device_flags.h"
 
 #include <algorithm>
 
@@ -113,48 +113,6 @@ Status ApplyDeviceFlags(const DeviceFlags& flags, Context& context) {
             .WithContext("--virtual-cpus/--cpu-memory-limit"));
   }
   return OkStatus();
-}
-
-StatusOr<std::vector<std::string>> ConfigureReplicas(int64_t replicas, const DeviceFlags& flags,
-                                                     Context& context) {
-  if (replicas < 1 || replicas > kMaxLogicalCpus) {
-    return InvalidArgumentError("--replicas=" + std::to_string(replicas) + " must be between 1 and " +
-                                std::to_string(kMaxLogicalCpus));
-  }
-  std::vector<std::string> names;
-  const std::vector<PhysicalDevice> gpus = context.GetVisibleDevices("GPU");
-  const int64_t logical_gpus =
-      gpus.empty() ? 0
-                   : static_cast<int64_t>(gpus.size()) * std::max<int64_t>(flags.virtual_gpus, 1);
-  if (replicas == 1) return names;
-  if (logical_gpus >= replicas) {
-    // Enough GPUs (or virtual GPUs the flags asked for).
-  } else if (!gpus.empty() && flags.virtual_gpus == 0) {
-    LogicalDeviceConfiguration config;
-    if (flags.memory_limit_mb > 0) config.memory_limit_mb = flags.memory_limit_mb;
-    TOWER_RETURN_IF_ERROR(context.SetLogicalDeviceConfiguration(
-        gpus[0], std::vector<LogicalDeviceConfiguration>(replicas, config)));
-  } else if (gpus.empty()) {
-    if (flags.virtual_cpus != 0 && flags.virtual_cpus < replicas) {
-      return InvalidArgumentError("--replicas=" + std::to_string(replicas) + " needs " +
-                                  std::to_string(replicas) + " logical CPUs, but --virtual-cpus=" +
-                                  std::to_string(flags.virtual_cpus));
-    }
-    if (flags.virtual_cpus == 0) {
-      LogicalDeviceConfiguration config;
-      if (flags.cpu_memory_limit_mb > 0) config.memory_limit_mb = flags.cpu_memory_limit_mb;
-      TOWER_RETURN_IF_ERROR(context.SetLogicalDeviceConfiguration(
-          context.ListPhysicalDevices("CPU")[0],
-          std::vector<LogicalDeviceConfiguration>(replicas, config)));
-    }
-  } else {
-    return InvalidArgumentError("--replicas=" + std::to_string(replicas) + " needs " +
-                                std::to_string(replicas) + " logical GPUs; the flags make " +
-                                std::to_string(logical_gpus));
-  }
-  const std::string type = gpus.empty() ? "CPU" : "GPU";
-  for (int64_t r = 0; r < replicas; ++r) names.push_back("/" + type + ":" + std::to_string(r));
-  return names;
 }
 
 }  // namespace tower

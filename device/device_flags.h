@@ -2,8 +2,8 @@
 //   --visible-gpus=0,1|none   --virtual-gpus=N   --memory-limit=MB   --memory-growth=true|false
 //   --memory-fraction=F       --virtual-cpus=N   --cpu-memory-limit=MB
 // and how they become tower::config calls (before the runtime initialises).
-#ifndef TOWER_TOOLS_DEVICE_FLAGS_H_
-#define TOWER_TOOLS_DEVICE_FLAGS_H_
+#ifndef TOWER_DEVICE_DEVICE_FLAGS_H_
+#define TOWER_DEVICE_DEVICE_FLAGS_H_
 
 #include <cstdint>
 #include <string>
@@ -29,13 +29,6 @@ void AddDeviceFlags(FlagParser* parser, DeviceFlags* flags);
 // FailedPrecondition comes back). Bad values are InvalidArgument naming the flag.
 Status ApplyDeviceFlags(const DeviceFlags& flags, Context& context);
 
-// The devices for `replicas` replicas, configuring logical devices as needed (call before
-// the context initialises, after ApplyDeviceFlags): N GPUs when there are N; else N virtual
-// GPUs on the first GPU; else N logical CPUs. Logical devices the flags already made are
-// used as they are. 1 replica: the default device. Returns device names for a strategy.
-StatusOr<std::vector<std::string>> ConfigureReplicas(int64_t replicas, const DeviceFlags& flags,
-                                                     Context& context);
-
 }  // namespace tower
 
-#endif  // TOWER_TOOLS_DEVICE_FLAGS_H_
+#endif  // TOWER_DEVICE_DEVICE_FLAGS_H_

@@ -1,0 +1,53 @@
+// BucketedGradientReducer: how a strategy sums one replica's gradients during backward, in
+// buckets of about `bucket_bytes` (PyTorch DDP's Reducer, 25 MB by default).
+//
+// The buckets are planned when a step announces its gradient sizes (the plan is kept while
+// they stay the same): gradients join the open bucket in backward order, and a bucket is
+// summed the moment its last gradient arrives once it holds `bucket_bytes` or more, so the
+// all-reduce of late layers overlaps the backward pass of early ones on paths that reduce
+// asynchronously. The last bucket waits for Finish, which adds the step's extra tensors (the
+// loss): one all-reduce also gives every replica the global loss. Every replica plans the
+// same buckets from the same sizes, so the collectives match.
+#ifndef TOWER_STRATEGY_GRADIENT_REDUCER_H_
+#define TOWER_STRATEGY_GRADIENT_REDUCER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "model/distribution.h"
+#include "strategy/cross_device_ops.h"
+
+namespace tower {
+
+// Where each bucket ends: for gradients of `gradient_bytes` (in backward order), the index
+// one past each bucket's last gradient. The last bucket always ends at the last gradient
+// (and is the one Finish sums); no gradients: no buckets.
+std::vector<size_t> PlanBuckets(Span<const int64_t> gradient_bytes, int64_t bucket_bytes);
+
+class BucketedGradientReducer : public GradientReducer {
+ public:
+  // Sums through `ops` as local replica `replica`.
+  BucketedGradientReducer(CrossDeviceOps* ops, int replica, int64_t bucket_bytes)
+      : ops_(ops), replica_(replica), bucket_bytes_(bucket_bytes) {}
+
+  Status Begin(Span<const int64_t> gradient_bytes) override;
+  Status Add(Tensor* gradient) override;
+  Status Finish(Span<Tensor* const> extra) override;
+
+  int64_t bucket_bytes() const { return bucket_bytes_; }
+
+ private:
+  CrossDeviceOps* const ops_;
+  const int replica_;
+  const int64_t bucket_bytes_;
+  std::vector<int64_t> sizes_;       // the announced gradient sizes, in bytes
+  std::vector<size_t> bucket_ends_;  // PlanBuckets(sizes_)
+  size_t next_ = 0;                  // gradients added in this step
+  size_t bucket_ = 0;                // the open bucket
+  std::vector<Tensor*> pending_;     // the open bucket's gradients so far
+  bool started_ = false;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_STRATEGY_GRADIENT_REDUCER_H_
