@@ -1,5 +1,5 @@
-// Callbacks of Fit (Keras's): metric logs to CSV or JSON lines, periodic checkpoints, early
-// stopping. A callback's error stops training and is returned by Fit.
+// The callbacks Tower provides (Keras's): metric logs to CSV or JSON lines, periodic
+// checkpoints, early stopping. The interface is model/callback.h.
 #ifndef TOWER_MODEL_CALLBACKS_H_
 #define TOWER_MODEL_CALLBACKS_H_
 
@@ -10,27 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "model/callback.h"
 #include "model/logs.h"
 #include "util/status.h"
 
 namespace tower {
-
-class Sequential;
-
-class Callback {
- public:
-  virtual ~Callback() = default;
-  virtual Status OnTrainBegin(Sequential& model) { return OkStatus(); }
-  virtual Status OnEpochBegin(Sequential& model, int epoch) { return OkStatus(); }
-  // `step`: 1-based count of steps since training began (the optimizer's iterations).
-  virtual Status OnBatchEnd(Sequential& model, int64_t step, const Logs& logs) {
-    return OkStatus();
-  }
-  virtual Status OnEpochEnd(Sequential& model, int epoch, const Logs& logs) {
-    return OkStatus();
-  }
-  virtual Status OnTrainEnd(Sequential& model, const History& history) { return OkStatus(); }
-};
 
 // One CSV row per epoch ("epoch,loss,mae,val_loss,..."), flushed as it is written. The
 // columns are fixed by the first epoch's logs.

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "model/callbacks.h"
+#include "model/callback.h"
 #include "model/distribution.h"
 #include "model/fit_position.h"
 #include "model/layer.h"

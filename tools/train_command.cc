@@ -11,6 +11,7 @@
 #include "data/synthetic.h"
 #include "device/config.h"
 #include "device/device_flags.h"
+#include "model/callbacks.h"
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/checkpoint/safetensors.h"
+#include "model/checkpoint/file.h"
 #include "util/statusor.h"
 
 namespace tower::checkpoint::internal {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "device/context.h"
+#include "model/callbacks.h"
 #include "model/dense.h"
 #include "model/distribution.h"
 
