@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs Tower's benchmarks and their PyTorch / OpenBLAS / MPI peers side by side on this
-# machine, then prints the table of ratios for every target of issue 7 (docs/BENCHMARKS.md).
+# machine, then prints the table of ratios for every target of docs/BENCHMARKS.md.
 #
 #   bench/compare.sh                      # everything, ~5 minutes on 2 cores
 #   bench/compare.sh --sweep              # plus the parameter / batch sweep of the step cost

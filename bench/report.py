@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Reads the raw outputs of bench/compare.sh and prints the table of ratios for every target of
-issue 7 (markdown), the measured figures behind them, and (with --plots=DIR) writes the plots:
+docs/BENCHMARKS.md (markdown), the measured figures behind them, and (with --plots=DIR) writes the plots:
 throughput vs replicas, all-reduce bandwidth vs size, and the step-cost sweep.
 
   /usr/bin/python3 bench/report.py /tmp/tower-bench.XXXX [--plots=docs]

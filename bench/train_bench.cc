@@ -1,4 +1,4 @@
-// train_bench: training throughput of the BENCHMARKS.md workloads.
+// train_bench: training throughput of the workloads of docs/BENCHMARKS.md.
 //
 //   bazel-bin/bench/train_bench --workload=linreg --replicas=2 --steps=20000
 //   bazel-bin/bench/train_bench --workload=mlp --replicas=2 --steps=200
@@ -9,7 +9,7 @@
 // and the peak memory of each replica's device against the bytes the step needs
 // (parameters + gradients + activations + optimizer state).
 //
-// The global batches are generated once (BENCHMARKS.md's synthetic data, --batches of them)
+// The global batches are generated once (the synthetic data of docs/BENCHMARKS.md, --batches of them)
 // and cycled, as the PyTorch peers do: the figure is the training step, not the generator.
 // Every step is Sequential::TrainStep, the step Fit runs.
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Synthetic datasets: rows computed on the fly from (seed, row index), nothing stored.
 //
-// Exactly the workloads of BENCHMARKS.md:
+// Exactly the workloads of docs/BENCHMARKS.md:
 //   linreg: 1 feature  x ~ U(-1, 1);          target y = 3·x + 2 + 0.01·N(0, 1)
 //   mlp:    256 features x ~ U(-1, 1)^256;    target y = 3·(x·w) + 2 + 0.01·N(0, 1),
 //           w = linspace(-1, 1, 256)

@@ -1,4 +1,4 @@
-// Seed 001's multi-GPU loop (TensorFlow 1's cifar10_multi_gpu_train), in C++: the variables
+// TensorFlow 1's multi-GPU loop (cifar10_multi_gpu_train), in C++: the variables
 // live on /CPU:0; each step splits the batch across the towers, every tower computes its loss
 // and gradients on its own device, the tower gradients are averaged on the CPU, and the
 // update is applied once.

@@ -42,11 +42,6 @@ RowRange ReplicaRows(int64_t global_rows, int num_replicas, int replica) {
   return range;
 }
 
-RowRange Distribution::LocalRows(int64_t global_rows) const {
-  const RowRange first = ShardRows(global_rows, first_global_replica());
-  const RowRange last = ShardRows(global_rows, first_global_replica() + num_local_replicas() - 1);
-  return RowRange{first.first, last.end() - first.first};
-}
 
 std::string SingleDeviceDistribution::Describe() const {
   return "OneDevice(" + device_->full_name() + ")";

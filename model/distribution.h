@@ -96,9 +96,6 @@ class Distribution {
   RowRange ShardRows(int64_t global_rows, int replica) const {
     return ReplicaRows(global_rows, num_replicas_in_sync(), replica);
   }
-  // The rows of this process's replicas together: contiguous, since a worker's replicas
-  // have consecutive global indices.
-  RowRange LocalRows(int64_t global_rows) const;
 
   // Checks, before the first step, that every worker of a multi-process job describes the
   // same training (`model_signature`, plus the distribution's own settings: replica counts,

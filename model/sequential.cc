@@ -239,12 +239,27 @@ Status Sequential::CheckNumerics(const ReplicaPass& pass, bool training) const {
   return OkStatus();
 }
 
+namespace {
+
+// The whole batch's outputs [global_rows, out_dim] on every replica of every worker, once
+// summed over replicas: each replica's own rows, zeros elsewhere (x + 0 is exact).
+StatusOr<Tensor> OwnRowsOfAll(Device* device, const Tensor& outputs, RowRange mine,
+                              int64_t global_rows, int64_t out_dim) {
+  std::vector<float> all(static_cast<size_t>(global_rows * out_dim), 0.0f);
+  if (mine.count > 0) TOWER_RETURN_IF_ERROR(outputs.ToHostBytes(all.data() + mine.first * out_dim));
+  return Tensor::FromHost(device, Shape{global_rows, out_dim}, all);
+}
+
+}  // namespace
+
 StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
                                       std::vector<float>* predictions) {
   Distribution& dist = *distribution_;
   const int64_t in_dim = input_dim_;
   const int64_t out_dim = output_dim();
   if (predictions != nullptr) predictions->assign(static_cast<size_t>(batch.rows * out_dim), 0.0f);
+  // Other workers hold the other rows' predictions: they come with the loss's all-reduce.
+  const bool gather = predictions != nullptr && dist.num_replicas_in_sync() > dist.num_local_replicas();
   std::vector<double> losses(static_cast<size_t>(dist.num_local_replicas()), 0.0);
   // Every replica reads the step number before the all-reduce, which nobody passes before
   // all have read it.
@@ -270,19 +285,28 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     options.reducer = &ctx.gradient_reducer();
     ReplicaPass pass;
     TOWER_RETURN_IF_ERROR(ForwardBackward(r, x, options, &pass));
+    // The loss rides in the last bucket: one all-reduce also gives every replica the
+    // global loss (and, across workers, every row's prediction).
+    std::vector<Tensor*> extra = {&pass.loss};
+    Tensor all_outputs;
+    if (gather) {
+      TOWER_ASSIGN_OR_RETURN(all_outputs,
+                             OwnRowsOfAll(device, pass.outputs, rows, batch.rows, out_dim));
+      extra.push_back(&all_outputs);
+    }
     if (training) {
-      // The loss rides in the last bucket: one all-reduce also gives every replica the
-      // global loss.
-      TOWER_RETURN_IF_ERROR(ctx.gradient_reducer().Finish({&pass.loss}));
+      TOWER_RETURN_IF_ERROR(ctx.gradient_reducer().Finish(extra));
     } else {
-      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({&pass.loss}));
+      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(extra));
       TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
     }
     if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
     if (training) TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
     TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, pass.loss.ToHost());
     losses[r] = loss_value[0];
-    if (predictions != nullptr && rows.count > 0) {
+    if (gather) {
+      if (r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
+    } else if (predictions != nullptr && rows.count > 0) {
       TOWER_RETURN_IF_ERROR(pass.outputs.ToHostBytes(predictions->data() + rows.first * out_dim));
     }
     return OkStatus();
@@ -293,8 +317,9 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
 }
 
 void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions) {
-  // Only this process's rows have predictions (the others are other workers').
-  const RowRange rows = distribution_->LocalRows(batch.rows);
+  // RunBatch filled every row's prediction (across workers it gathers them), so every
+  // worker's metrics cover the whole batch.
+  const RowRange rows{0, batch.rows};
   for (const auto& metric : metrics_) {
     metric->Update(predictions.data() + rows.first * output_dim(),
                    batch.targets.data() + rows.first * batch.target_dim, rows.count,
@@ -442,14 +467,9 @@ StatusOr<std::vector<float>> Sequential::Predict(const std::vector<float>& featu
       if (mine.count == 0) return OkStatus();
       return pass.outputs.ToHostBytes(outputs.data() + mine.first * out_dim);
     }
-    // Other workers hold the other rows: every replica contributes its rows to a zeroed
-    // copy of the whole output, and one all-reduce gives everyone all of it.
-    std::vector<float> all(outputs.size(), 0.0f);
-    if (mine.count > 0) {
-      TOWER_RETURN_IF_ERROR(pass.outputs.ToHostBytes(all.data() + mine.first * out_dim));
-    }
+    // Other workers hold the other rows: one all-reduce gives everyone all of them.
     TOWER_ASSIGN_OR_RETURN(Tensor gathered,
-                           Tensor::FromHost(ctx.device(), Shape{rows, out_dim}, all));
+                           OwnRowsOfAll(ctx.device(), pass.outputs, mine, rows, out_dim));
     TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({&gathered}));
     TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
     if (ctx.replica_id() != 0) return OkStatus();

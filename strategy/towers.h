@@ -1,4 +1,4 @@
-// Manual towers, as in TensorFlow 1's cifar10_multi_gpu_train (seed 001): the variables live
+// Manual towers, as in TensorFlow 1's cifar10_multi_gpu_train: the variables live
 // on one device (the CPU), each tower computes the loss and gradients of its part of the
 // batch on its own device, the tower gradients are averaged on one device, and the update
 // is applied once.

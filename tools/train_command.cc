@@ -58,7 +58,7 @@ struct TrainFlags {
   DeviceFlags device;
 };
 
-// The models of BENCHMARKS.md's workloads, used when the flags leave them out, with a
+// The models of the workloads of docs/BENCHMARKS.md, used when the flags leave them out, with a
 // learning rate that trains them stably. (The mlp benchmark's SGD at 0.01 is a throughput
 // setting: on targets of standard deviation ≈ 16 it makes the loss jump from 228 to ~2500 in
 // three steps, and such dynamics amplify float rounding between runs a thousandfold.)

@@ -1,4 +1,4 @@
-// Synthetic datasets: the BENCHMARKS.md formulas, determinism, statistics, endless sources.
+// Synthetic datasets: the formulas of docs/BENCHMARKS.md, determinism, statistics, endless sources.
 #include "data/synthetic.h"
 
 #include <cmath>

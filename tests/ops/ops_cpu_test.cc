@@ -116,7 +116,7 @@ TEST(OpsCpuTest, MatMulAllTransposes) {
   }
 }
 
-TEST(OpsCpuTest, MatMulOfTheSeeds) {
+TEST(OpsCpuTest, MatMulOfTensorFlowsPlacementGuide) {
   const Values got = Host(ops::MatMul(Make(Shape{2, 3}, {1, 2, 3, 4, 5, 6}),
                                       Make(Shape{3, 2}, {1, 2, 3, 4, 5, 6})));
   EXPECT_EQ(got, (Values{22, 28, 49, 64}));

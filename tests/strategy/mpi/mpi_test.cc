@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -129,7 +130,7 @@ void ExpectClose(const std::vector<std::vector<double>>& a,
   }
 }
 
-// The Done-when: DistributeDataset, Run and Reduce (sum and mean, tensor and
+// DistributeDataset, Run and Reduce (sum and mean, tensor and
 // scalar) under mpirun -np 2 with 2 replicas each give what 4 replicas give in one process,
 // including the uneven final batch (11 rows in batches of 4), and both match closed forms
 // (checked inside the worker, on every rank).
@@ -183,12 +184,34 @@ TEST(MpiTest, TwoProcessesTimesTwoReplicasTrainLikeFourLocalReplicas) {
   const std::string dir = tmp ? tmp : "/tmp";
   const std::string tower = Runfile("tools/tower");
   const std::string common = " train --data=synthetic:mlp:rows=600 --layers=32:tanh,16:relu,1 "
-                             "--steps=20 --global-batch=30 --verbose=0 --save=";
-  ProgramOutput local = Shell(tower + common + dir + "/local.safetensors --replicas=4");
+                             "--steps=20 --global-batch=30 --verbose=0 --metrics=mae "
+                             "--save=";
+  ProgramOutput local = Shell(tower + common + dir + "/local.safetensors --replicas=4 "
+                              "--metrics-out=" + dir + "/local.csv");
   ASSERT_EQ(local.exit_code, 0) << local.text;
-  ProgramOutput multi = Shell(Mpirun(2) + tower + common + dir + "/multi.safetensors --replicas=2");
+  ProgramOutput multi = Shell(Mpirun(2) + tower + common + dir + "/multi.safetensors --replicas=2 "
+                              "--metrics-out=" + dir + "/multi.csv");
   ASSERT_EQ(multi.exit_code, 0) << multi.text;
   EXPECT_THAT(multi.text, HasSubstr("MultiWorkerMirroredStrategy"));
+  // The chief's metrics cover every worker's rows, not only its own: the epoch's loss and
+  // mean absolute error are those of 4 local replicas.
+  // The CSV's header and its first row's numbers.
+  auto csv = [](const std::string& path, std::string* header) {
+    std::ifstream in(path);
+    std::string row;
+    std::getline(in, *header);
+    std::getline(in, row);
+    std::replace(row.begin(), row.end(), ',', ' ');
+    return NumbersAfter("row " + row + "\n", "row ");
+  };
+  std::string local_header, multi_header;
+  const auto local_row = csv(dir + "/local.csv", &local_header);
+  const auto multi_row = csv(dir + "/multi.csv", &multi_header);
+  EXPECT_EQ(local_header, "epoch,loss,mae");
+  EXPECT_EQ(multi_header, local_header);
+  ASSERT_EQ(local_row.size(), 1u);
+  ASSERT_EQ(local_row[0].size(), 3u);
+  ExpectClose(multi_row, local_row, 1e-5, "epoch 1's loss and mae");
   ProgramOutput single = Shell(tower + common + dir + "/single.safetensors --replicas=1");
   ASSERT_EQ(single.exit_code, 0) << single.text;
   // ‖a − b‖ / ‖b‖ over every weight.
