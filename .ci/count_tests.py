@@ -5,7 +5,9 @@ usage: count_tests.py <testlogs dir> [<marker file>]
 Only files newer than the marker (when given) count, so a second `bazel test` run counts
 the tests it re-ran, not the cached results of the first. Prints "passed failed skipped".
 A test binary that crashed before writing XML gets an XML from Bazel with an <error>; that
-counts as a failed case.
+counts as a failed case. A case gtest did not run (DISABLED_, status="notrun") or skipped
+(GTEST_SKIP) counts as skipped, never as passed. A file that cannot be parsed is named on
+stderr and counts as one failed case.
 """
 import os
 import sys
@@ -23,13 +25,18 @@ def count(root_dir, marker=None):
             continue
         try:
             tree = ET.parse(path)
-        except ET.ParseError:
-            failed += 1  # a truncated XML is a test that died mid-write
+        except ET.ParseError as error:
+            # A truncated XML is a test that died mid-write.
+            print("count_tests: cannot parse %s: %s (counted as one failed case)" % (path, error),
+                  file=sys.stderr)
+            failed += 1
             continue
         for case in tree.iter("testcase"):
             if case.find("failure") is not None or case.find("error") is not None:
                 failed += 1
-            elif case.get("result") == "skipped" or case.find("skipped") is not None:
+            elif (case.get("status") == "notrun"
+                  or case.get("result") in ("skipped", "suppressed")
+                  or case.find("skipped") is not None):
                 skipped += 1
             else:
                 passed += 1

@@ -351,9 +351,38 @@ class RecordingDistribution : public Distribution {
   Context replica_;
 };
 
-// The model hands each gradient to the distribution's reducer as backward produces it, last
-// layer first, after announcing their sizes; the loss comes with Finish. (How they are
-// bucketed is the strategy's: tests/strategy/gradient_reducer_test.cc.)
+// A layer that records when its backward pass runs, into the distribution's call list, so
+// that the order of backward passes and reducer calls can be checked.
+class RecordingLayer : public Layer {
+ public:
+  RecordingLayer(std::shared_ptr<Layer> inner, std::vector<std::string>* calls)
+      : inner_(std::move(inner)), calls_(calls) {}
+  std::string Describe() const override { return inner_->Describe(); }
+  Status Build(int64_t input_dim, int index, VariableFactory& factory) override {
+    index_ = index;
+    return inner_->Build(input_dim, index, factory);
+  }
+  int64_t output_dim() const override { return inner_->output_dim(); }
+  std::vector<Variable*> variables() const override { return inner_->variables(); }
+  StatusOr<Tensor> Forward(int replica, const Tensor& x, LayerCache* cache) override {
+    return inner_->Forward(replica, x, cache);
+  }
+  StatusOr<Tensor> Backward(int replica, const Tensor& dy, const LayerCache& cache,
+                            bool need_input_grad, std::vector<Tensor>* grads) override {
+    calls_->push_back("backward:" + std::to_string(index_));
+    return inner_->Backward(replica, dy, cache, need_input_grad, grads);
+  }
+
+ private:
+  std::shared_ptr<Layer> inner_;
+  std::vector<std::string>* calls_;
+  int index_ = -1;
+};
+
+// The model hands each gradient to the distribution's reducer as soon as backward produces
+// it, last layer first (before the next layer's backward runs), after announcing their
+// sizes; the loss comes with Finish. (How they are bucketed, and that a full bucket is summed
+// on the spot, is the strategy's: tests/strategy/gradient_reducer_test.cc.)
 TEST(SequentialTest, GradientsGoToTheReducerAsBackwardProducesThem) {
   Device* cpu = *tower::Context::Default().DefaultDevice();
   data::SyntheticOptions mlp;
@@ -361,7 +390,11 @@ TEST(SequentialTest, GradientsGoToTheReducerAsBackwardProducesThem) {
   mlp.rows = 8;
   const data::Dataset dataset = data::Dataset::Synthetic(mlp)->Batch(8);
   RecordingDistribution distribution(cpu);
-  Sequential model({Dense(32, "tanh"), Dense(16, "relu"), Dense(1)}, 3);
+  std::vector<std::shared_ptr<Layer>> layers;
+  for (auto layer : {Dense(32, "tanh"), Dense(16, "relu"), Dense(1)}) {
+    layers.push_back(std::make_shared<RecordingLayer>(layer, &distribution.calls));
+  }
+  Sequential model(layers, 3);
   {
     DistributionScope scope(distribution);
     ASSERT_TRUE(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)).ok());
@@ -374,8 +407,11 @@ TEST(SequentialTest, GradientsGoToTheReducerAsBackwardProducesThem) {
   // Gradient bytes (kernel, bias), last layer first: 16·1·4 and 4; 32·16·4 and 16·4;
   // 256·32·4 and 32·4. The loss (4 bytes) comes with Finish.
   const std::vector<std::string> expected = {
-      "begin:64,4,2048,64,32768,128", "add:64", "add:4", "add:2048", "add:64", "add:32768",
-      "add:128", "finish:4"};
+      "begin:64,4,2048,64,32768,128",
+      "backward:2", "add:64", "add:4",
+      "backward:1", "add:2048", "add:64",
+      "backward:0", "add:32768", "add:128",
+      "finish:4"};
   EXPECT_EQ(distribution.calls, expected);
   // Evaluation sums only the loss.
   distribution.calls.clear();

@@ -3,11 +3,13 @@
 // follow the usual forms (k·ε·|A|·|B| for a product of inner size k).
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "device/context.h"
@@ -46,10 +48,13 @@ Values Host(const StatusOr<Tensor>& t) {
   return *t->ToHost();
 }
 
-// |got − want| <= bound (per element) for every element; reports the worst one.
+// |got − want| <= bound (per element) for every element; reports the worst one. A NaN or
+// Inf where the reference is finite always fails (the comparison is written so that NaN
+// cannot pass it); a NaN reference wants a NaN, an infinite one the same infinity.
 void ExpectWithin(const Values& got, const Values& want, const Values& bound,
                   const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
+  bool failed = false;
   double worst = 0;
   size_t worst_index = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -57,15 +62,24 @@ void ExpectWithin(const Values& got, const Values& want, const Values& bound,
       EXPECT_TRUE(std::isnan(got[i])) << what << " at " << i;
       continue;
     }
-    const double excess = std::fabs(double{got[i]} - want[i]) - bound[i];
-    if (excess > worst) {
+    if (std::isinf(want[i])) {
+      EXPECT_EQ(got[i], want[i]) << what << " at " << i;
+      continue;
+    }
+    const double error = std::fabs(double{got[i]} - want[i]);
+    if (error <= bound[i]) continue;
+    // NaN or Inf in `got` ranks above every finite excess.
+    const double excess = std::isfinite(error) ? error - bound[i]
+                                               : std::numeric_limits<double>::infinity();
+    if (!failed || excess > worst) {
       worst = excess;
       worst_index = i;
     }
+    failed = true;
   }
-  EXPECT_EQ(worst, 0) << what << ": element " << worst_index << " is " << got[worst_index]
-                      << ", reference " << want[worst_index] << ", allowed error "
-                      << bound[worst_index];
+  EXPECT_FALSE(failed) << what << ": element " << worst_index << " is " << got[worst_index]
+                       << ", reference " << want[worst_index] << ", allowed error "
+                       << bound[worst_index];
 }
 
 // Relative tolerance: bound = tol · max(1, |want|).
@@ -94,6 +108,17 @@ std::string Name(const Case& c) {
 // Odd shapes, a single element, an empty batch, and large values.
 const Case kCases[] = {{1, 1, 1}, {7, 13, 1}, {33, 65, 2}, {257, 129, 1},
                        {0, 5, 1}, {5, 0, 1},  {16, 16, 1000}};
+
+// The helper itself: a NaN or Inf result never passes against a finite reference.
+TEST(OpsCpuTest, TheComparisonFailsOnNaNAndInf) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_NONFATAL_FAILURE((ExpectClose({1, nan}, {1, 2}, 1e-3f, "nan")), "element 1 is nan");
+  EXPECT_NONFATAL_FAILURE((ExpectClose({inf, 2}, {1, 2}, 1e-3f, "inf")), "element 0 is inf");
+  EXPECT_NONFATAL_FAILURE((ExpectClose({1, 2.5f}, {1, 2}, 1e-3f, "far")), "element 1 is 2.5");
+  EXPECT_NONFATAL_FAILURE((ExpectClose({1}, {nan}, 1e-3f, "want nan")), "want nan at 0");
+  ExpectClose({1, 2.0001f, nan, inf}, {1, 2, nan, inf}, 1e-3f, "within");
+}
 
 TEST(OpsCpuTest, MatMulAllTransposes) {
   for (const Case& c : kCases) {

@@ -89,6 +89,21 @@ TEST(InProcessAllReduceTest, ClosedFormSumsForManySizesAndReplicaCounts) {
   }
 }
 
+// Past 8 replicas the sum is the general blocked loop, and past 64 its buffer table is on the
+// heap: 9 and 65 replica threads, closed forms (exact in float32 for these values).
+TEST(InProcessAllReduceTest, ClosedFormSumsForNineAndSixtyFiveReplicas) {
+  for (int n : {9, 65}) {
+    auto context = Cpus(n);
+    std::vector<Device*> devices = *context->Devices("CPU");
+    ASSERT_EQ(static_cast<int>(devices.size()), n);
+    InProcessAllReduce ops(Names(devices), std::chrono::seconds(60), false);
+    for (const auto& sizes : std::vector<std::vector<int64_t>>{{0}, {1}, {1023}, {1, 0, 5, 4096},
+                                                                {3000, 513}}) {
+      CheckAllReduce(ops, devices, sizes);
+    }
+  }
+}
+
 TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
   auto context = Cpus(2);
   std::vector<Device*> devices = *context->Devices("CPU");

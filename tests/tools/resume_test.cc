@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <thread>
 
@@ -80,7 +81,12 @@ TEST(ResumeTest, KilledAtARandomStepAndResumedGivesTheSameBits) {
   const std::string expected = ReadBytes(reference);
   ASSERT_FALSE(expected.empty());
 
-  std::mt19937 random(std::random_device{}());
+  // A fixed seed, printed, so that a failure replays: TOWER_RESUME_SEED=<seed> repeats it.
+  const char* seed_env = std::getenv("TOWER_RESUME_SEED");
+  const uint32_t seed = seed_env != nullptr ? static_cast<uint32_t>(std::strtoul(seed_env, nullptr, 10))
+                                            : 20261123u;
+  std::cout << "kill points from seed " << seed << " (set TOWER_RESUME_SEED to replay)\n";
+  std::mt19937 random(seed);
   for (int trial = 0; trial < 3; ++trial) {
     const std::string backup = Path("backup" + std::to_string(trial) + ".safetensors");
     const std::string saved = Path("resumed" + std::to_string(trial) + ".safetensors");
@@ -89,7 +95,9 @@ TEST(ResumeTest, KilledAtARandomStepAndResumedGivesTheSameBits) {
     // to finish first, try again with an earlier kill.
     bool killed = false;
     for (int attempt = 0; attempt < 4 && !killed; ++attempt) {
+      // Nothing from an earlier attempt may pass for this one's output.
       std::remove(backup.c_str());
+      std::remove(saved.c_str());
       const int backups_before_kill =
           attempt == 0 ? std::uniform_int_distribution<int>(1, 12)(random) : 1;
       const int extra_ms = attempt == 0 ? std::uniform_int_distribution<int>(0, 10)(random) : 0;
@@ -127,7 +135,7 @@ TEST(ResumeTest, KilledAtARandomStepAndResumedGivesTheSameBits) {
     ASSERT_EQ(resumed.exit_code, 0) << resumed.text;
     EXPECT_THAT(resumed.text, HasSubstr("Resuming from " + backup));
     EXPECT_EQ(ReadBytes(saved), expected)
-        << "trial " << trial << ": killed after step " << killed_at.total_steps
+        << "trial " << trial << " (seed " << seed << "): killed after step " << killed_at.total_steps
         << ", the resumed run's weights differ from the uninterrupted run's";
     // The final backups agree too (same position, same weights).
     EXPECT_EQ(PositionIn(backup), PositionIn(Path("reference_backup.safetensors")));

@@ -86,10 +86,53 @@ TEST(MpiTest, AMismatchedWorkerIsReportedOnEveryRank) {
   EXPECT_THAT(out.text, HasSubstr("layers.0.kernel [8, 32]"));
 }
 
+// What README promises: workers with other replica counts or other gradient buckets are
+// refused on every rank, naming both sides.
+TEST(MpiTest, WorkersWithOtherReplicaCountsOrBucketsAreRefusedOnEveryRank) {
+  ProgramOutput replicas = Worker(2, "replicas-mismatch 1");
+  EXPECT_NE(replicas.exit_code, 0);
+  EXPECT_NE(replicas.exit_code, 124) << "timed out: the job hung\n" << replicas.text;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(replicas.text, HasSubstr("rank " + std::to_string(r) +
+                                         " error: INVALID_ARGUMENT: workers disagree on local "
+                                         "replicas: rank 0 (host "));
+  }
+  EXPECT_THAT(replicas.text, HasSubstr(") has 1, rank 1 (host "));
+  EXPECT_THAT(replicas.text, HasSubstr(") has 2; give every worker the same --replicas"));
+
+  ProgramOutput buckets = Worker(2, "buckets-mismatch 1");
+  EXPECT_NE(buckets.exit_code, 0);
+  EXPECT_NE(buckets.exit_code, 124) << "timed out: the job hung\n" << buckets.text;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(buckets.text, HasSubstr("rank " + std::to_string(r) +
+                                        " error: INVALID_ARGUMENT: workers disagree before the "
+                                        "first step"));
+  }
+  EXPECT_THAT(buckets.text, HasSubstr("gradient buckets of 26214400 bytes"));
+  EXPECT_THAT(buckets.text, HasSubstr("gradient buckets of 1048576 bytes"));
+}
+
 std::vector<float> Weights(const std::string& path, const std::string& name) {
   StatusOr<checkpoint::File> file = checkpoint::Load(path);
   TOWER_CHECK_OK(file.status());
   return *checkpoint::ToFloats(*file->Find(name));
+}
+
+// ‖a − b‖ / ‖b‖ over the named weights of two saved models; NaN (which fails every ≤)
+// when their sizes differ or a value is NaN.
+double RelativeError(const std::string& a_path, const std::string& b_path,
+                     const std::vector<std::string>& names) {
+  double num = 0, den = 0;
+  for (const std::string& name : names) {
+    const std::vector<float> a = Weights(a_path, name);
+    const std::vector<float> b = Weights(b_path, name);
+    if (a.size() != b.size()) return NAN;
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      den += double{b[i]} * b[i];
+    }
+  }
+  return std::sqrt(num / den);
 }
 
 // The numbers after "<prefix>" on each line that starts with it, line by line.
@@ -163,19 +206,10 @@ TEST(MpiTest, CustomTrainingLoopOnTwoWorkersTrainsLikeFourLocalReplicas) {
   EXPECT_THAT(multi.text, HasSubstr("over 10 steps on 4 replicas"));
   ExpectClose(NumbersAfter(multi.text, "epoch "), NumbersAfter(local.text, "epoch "), 1e-5,
               "the epochs' losses");
-  double num = 0, den = 0;
-  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"}) {
-    const std::vector<float> a = Weights(dir + "/loop_multi.safetensors", name);
-    const std::vector<float> b = Weights(dir + "/loop_local.safetensors", name);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-      den += double{b[i]} * b[i];
-    }
-  }
-  EXPECT_LE(std::sqrt(num / den), 1e-5);
+  EXPECT_LE(RelativeError(dir + "/loop_multi.safetensors", dir + "/loop_local.safetensors",
+                          {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"}),
+            1e-5);
 }
-
 
 // The Done-when of the multi-worker issue, at test size: 2 processes × 2 replicas save what
 // 4 replicas in one process save, and what one device saves on the same global batches.
@@ -193,9 +227,17 @@ TEST(MpiTest, TwoProcessesTimesTwoReplicasTrainLikeFourLocalReplicas) {
                               "--metrics-out=" + dir + "/multi.csv");
   ASSERT_EQ(multi.exit_code, 0) << multi.text;
   EXPECT_THAT(multi.text, HasSubstr("MultiWorkerMirroredStrategy"));
+  // Two workers of one job (not two processes each training alone on the whole batch).
+  for (int r = 0; r < 2; ++r) {
+    const std::string worker = "] Worker rank " + std::to_string(r) + " (host ";
+    const size_t at = multi.text.find(worker);
+    ASSERT_NE(at, std::string::npos) << multi.text;
+    EXPECT_THAT(multi.text.substr(at, multi.text.find('\n', at) - at),
+                ::testing::EndsWith(" of 2: 4 replicas in sync"));
+  }
   // The chief's metrics cover every worker's rows, not only its own: the epoch's loss and
-  // mean absolute error are those of 4 local replicas.
-  // The CSV's header and its first row's numbers.
+  // mean absolute error are those of 4 local replicas. (The CSV's header, and its first
+  // row's numbers.)
   auto csv = [](const std::string& path, std::string* header) {
     std::ifstream in(path);
     std::string row;
@@ -214,24 +256,12 @@ TEST(MpiTest, TwoProcessesTimesTwoReplicasTrainLikeFourLocalReplicas) {
   ExpectClose(multi_row, local_row, 1e-5, "epoch 1's loss and mae");
   ProgramOutput single = Shell(tower + common + dir + "/single.safetensors --replicas=1");
   ASSERT_EQ(single.exit_code, 0) << single.text;
-  // ‖a − b‖ / ‖b‖ over every weight.
-  auto relative_error = [&](const std::string& a_path, const std::string& b_path) {
-    double num = 0, den = 0;
-    for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel",
-                             "layers.1.bias", "layers.2.kernel", "layers.2.bias"}) {
-      const std::vector<float> a = Weights(a_path, name);
-      const std::vector<float> b = Weights(b_path, name);
-      EXPECT_EQ(a.size(), b.size());
-      for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-        num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-        den += double{b[i]} * b[i];
-      }
-    }
-    return std::sqrt(num / den);
-  };
-  EXPECT_LE(relative_error(dir + "/multi.safetensors", dir + "/local.safetensors"), 1e-5);
+  const std::vector<std::string> weights = {"layers.0.kernel", "layers.0.bias",
+                                            "layers.1.kernel", "layers.1.bias",
+                                            "layers.2.kernel", "layers.2.bias"};
+  EXPECT_LE(RelativeError(dir + "/multi.safetensors", dir + "/local.safetensors", weights), 1e-5);
   // And as one device on the whole global batch.
-  EXPECT_LE(relative_error(dir + "/multi.safetensors", dir + "/single.safetensors"), 1e-5);
+  EXPECT_LE(RelativeError(dir + "/multi.safetensors", dir + "/single.safetensors", weights), 1e-5);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 //   die        rank 1 kills itself (SIGKILL) before the 3rd all-reduce; the others must fail
 //   stall      rank 1 sleeps past the deadline before the 3rd all-reduce
 //   mismatch   rank 1 builds a different model; every rank must report it
+//   replicas-mismatch  rank 1 has one local replica more; every rank must refuse to start
+//   buckets-mismatch   rank 1 sums gradients in other buckets; every rank must report it
 //   api        DistributeDataset, Run and Reduce (sum and mean, tensor and scalar) over 11
 //              rows in global batches of 4 (the last one uneven), checked against closed
 //              forms on every rank; rank 0 prints each batch's reductions ("rank 0: batch
@@ -73,8 +75,8 @@ Status AllReduceRounds(MirroredStrategy& strategy, int rounds, const std::string
   return OkStatus();
 }
 
-Status Mismatch(MirroredStrategy& strategy) {
-  const int64_t units = strategy.world().rank() == 1 ? 32 : 16;
+Status Mismatch(MirroredStrategy& strategy, bool same_model) {
+  const int64_t units = strategy.world().rank() == 1 && !same_model ? 32 : 16;
   Sequential model({Dense(units, "relu"), Dense(1)});
   {
     auto scope = strategy.Scope();
@@ -181,21 +183,27 @@ int Main(int argc, char** argv) {
   const std::string scenario = argv[1];
   const int replicas = std::atoi(argv[2]);
   const int timeout_ms = argc > 3 ? std::atoi(argv[3]) : 60000;
+  // The rank before MPI starts (mpirun's environment), for the mismatch scenarios.
+  const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
+  const bool odd_one = rank_env != nullptr && std::string(rank_env) == "1";
+  const int local = replicas + (scenario == "replicas-mismatch" && odd_one ? 1 : 0);
   Context& context = Context::Global();
   Status status = context.SetLogicalDeviceConfiguration(
-      context.ListPhysicalDevices("CPU")[0], std::vector<LogicalDeviceConfiguration>(replicas));
+      context.ListPhysicalDevices("CPU")[0], std::vector<LogicalDeviceConfiguration>(local));
   MirroredStrategyOptions options;
   options.collective_timeout = std::chrono::milliseconds(timeout_ms);
+  if (scenario == "buckets-mismatch" && odd_one) options.bucket_bytes = 1 << 20;
   StatusOr<std::unique_ptr<MirroredStrategy>> strategy =
       status.ok() ? CreateStrategyFromEnvironment(options)
                   : StatusOr<std::unique_ptr<MirroredStrategy>>(status);
   if (!strategy.ok()) {
-    std::fprintf(stderr, "error: %s\n", strategy.status().ToString().c_str());
+    std::fprintf(stderr, "rank %s error: %s\n", rank_env != nullptr ? rank_env : "?",
+                 strategy.status().ToString().c_str());
     return 1;
   }
   const int rank = (*strategy)->world().rank();
-  if (scenario == "mismatch") {
-    status = Mismatch(**strategy);
+  if (scenario == "mismatch" || scenario == "buckets-mismatch") {
+    status = Mismatch(**strategy, /*same_model=*/scenario != "mismatch");
   } else if (scenario == "api") {
     status = Api(**strategy);
   } else {
