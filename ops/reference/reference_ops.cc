@@ -1,9 +1,10 @@
 #include "ops/reference/reference_ops.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
-#include "ops/philox.h"
 #include "util/check.h"
 
 namespace tower::reference {
@@ -223,26 +224,109 @@ Values Concat(const std::vector<Values>& inputs) {
 
 Values Fill(int64_t n, float value) { return Values(static_cast<size_t>(n), value); }
 
+std::array<uint32_t, 4> Philox4x32_10(std::array<uint32_t, 4> counter,
+                                      std::array<uint32_t, 2> key) {
+  // Written from the paper's definition (Salmon et al., SC 2011, Philox-4×32 with its
+  // multipliers and Weyl key bumps), independently of ops/philox.h: ten rounds of
+  // (L0, R0, L1, R1) -> (hi(M1·R1) ^ k0 ^ L0... ) in its permuted form.
+  constexpr uint64_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57;
+  constexpr uint32_t kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += kW0;
+      key[1] += kW1;
+    }
+    const uint64_t p0 = kM0 * counter[0];
+    const uint64_t p1 = kM1 * counter[2];
+    counter = {static_cast<uint32_t>(p1 >> 32) ^ counter[1] ^ key[0],
+               static_cast<uint32_t>(p1),
+               static_cast<uint32_t>(p0 >> 32) ^ counter[3] ^ key[1],
+               static_cast<uint32_t>(p0)};
+  }
+  return counter;
+}
+
+namespace {
+
+// The four words of Philox block `block` under `seed` (counter = block, key = seed).
+std::array<uint32_t, 4> RandomWords(uint64_t seed, uint64_t block) {
+  return Philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0, 0},
+                       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+}
+
+// The top 24 bits of a word as a fraction in [0, 1): exact.
+double Fraction24(uint32_t word) { return std::ldexp(static_cast<double>(word >> 8), -24); }
+
+}  // namespace
+
 Values RandomUniform(int64_t n, const attrs::Random& random) {
+  // Element i: word i % 4 of block i / 4; lo + u·(hi − lo), with (hi − lo) rounded to float
+  // and one rounding of the product-sum (an fma), here in long double then float.
   Values out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[i] = philox::Uniform(random.seed, i, random.a, random.b);
+  const float range = random.b - random.a;
+  for (int64_t i = 0; i < n; ++i) {
+    const double u = Fraction24(RandomWords(random.seed, static_cast<uint64_t>(i) / 4)[i % 4]);
+    out[i] = static_cast<float>(static_cast<long double>(u) * range + random.a);
+  }
   return out;
 }
 
 Values RandomNormal(int64_t n, const attrs::Random& random) {
+  // Box–Muller with the C library's log and cos (the kernel writes its own, for bitwise
+  // equality across devices): equal to it within float rounding, not bitwise.
   Values out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[i] = philox::Normal(random.seed, i, random.a, random.b);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::array<uint32_t, 4> words = RandomWords(random.seed ^ 0x5DEECE66Dull, i);
+    const double u1 = Fraction24(words[0]) + std::ldexp(1.0, -24);  // (0, 1]
+    const double u2 = Fraction24(words[1]);                          // [0, 1)
+    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    out[i] = static_cast<float>(static_cast<double>(static_cast<float>(z)) * random.b + random.a);
+  }
   return out;
 }
+
+namespace {
+
+// The float nearest to x with `significand_bits` bits of significand (the implicit one
+// included) and exponents down to `min_exponent` (below it: subnormal steps), ties to even;
+// ±inf past `max_finite`. Arithmetic on the value, not the bit tricks of ops/dtype.
+float RoundToFormat(float x, int significand_bits, int min_exponent, double max_finite) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  int exponent = 0;
+  std::frexp(static_cast<double>(x), &exponent);  // |x| = m·2^exponent, m in [0.5, 1)
+  const int e = std::max(exponent - 1, min_exponent);  // x = f·2^e, f in [1, 2) if normal
+  const double step = std::ldexp(1.0, e - (significand_bits - 1));
+  const double rounded = std::nearbyint(static_cast<double>(x) / step) * step;  // ties to even
+  if (std::fabs(rounded) > max_finite) return std::copysign(INFINITY, x);
+  return static_cast<float>(rounded);
+}
+
+}  // namespace
 
 Values CastRoundTrip(const Values& x, DType to) {
   Values out(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
+    const float v = x[i];
     switch (to) {
-      case DType::kFloat32: out[i] = x[i]; break;
-      case DType::kFloat16: out[i] = Float16ToFloat(FloatToFloat16(x[i])); break;
-      case DType::kBFloat16: out[i] = BFloat16ToFloat(FloatToBFloat16(x[i])); break;
-      case DType::kInt32: out[i] = static_cast<float>(SaturatingFloatToInt32(x[i])); break;
+      case DType::kFloat32: out[i] = v; break;
+      // IEEE binary16: 11-bit significand, exponents from −14, largest finite 65504.
+      case DType::kFloat16: out[i] = RoundToFormat(v, 11, -14, 65504.0); break;
+      // bfloat16: float32's exponent range with an 8-bit significand.
+      case DType::kBFloat16:
+        out[i] = RoundToFormat(v, 8, -126, std::ldexp(255.0 / 128.0, 127));
+        break;
+      // Toward zero, saturating; NaN to 0.
+      case DType::kInt32:
+        if (std::isnan(v)) {
+          out[i] = 0;
+        } else if (v >= 2147483648.0) {
+          out[i] = 2147483647.0f;
+        } else if (v <= -2147483648.0) {
+          out[i] = -2147483648.0f;
+        } else {
+          out[i] = static_cast<float>(std::trunc(static_cast<double>(v)));
+        }
+        break;
     }
   }
   return out;

@@ -5,6 +5,7 @@
 #ifndef TOWER_OPS_REFERENCE_REFERENCE_OPS_H_
 #define TOWER_OPS_REFERENCE_REFERENCE_OPS_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -50,9 +51,16 @@ Values SparseSoftmaxCrossEntropyGrad(const Values& logits, const Shape& shape,
 
 Values Concat(const std::vector<Values>& inputs);  // along the first dimension
 Values Fill(int64_t n, float value);
+// Philox4x32-10 of one counter under one key, written independently of the kernels'
+// (ops/philox.h) and checked against the published known answers (tests/ops/random_test).
+std::array<uint32_t, 4> Philox4x32_10(std::array<uint32_t, 4> counter,
+                                      std::array<uint32_t, 2> key);
+// Bitwise what RandomUniform gives.
 Values RandomUniform(int64_t n, const attrs::Random& random);
+// Within float rounding of what RandomNormal gives (the C library's log and cos).
 Values RandomNormal(int64_t n, const attrs::Random& random);
-// Cast: values as float, converted to `to` and back (what the stored values read as).
+// Cast: values as float, converted to `to` and back (what the stored values read as),
+// computed by rounding the value arithmetically, not with ops/dtype's conversions.
 Values CastRoundTrip(const Values& x, DType to);
 
 // Updates var (and velocity) in place, as attrs::Sgd documents; plain SGD without velocity

@@ -341,6 +341,31 @@ TEST(OpsCpuTest, CastBetweenAllTypes) {
       }
     }
   }
+  // Known answers, bit for bit (IEEE 754 binary16; bfloat16 = float32's top half, rounded
+  // to nearest even): what the stored values are, not only what they read back as.
+  struct Bits {
+    float x;
+    uint16_t f16;
+    uint16_t bf16;
+  };
+  const Bits table[] = {
+      {0.0f, 0x0000, 0x0000},        {-0.0f, 0x8000, 0x8000},
+      {1.0f, 0x3C00, 0x3F80},        {-2.0f, 0xC000, 0xC000},
+      {0.1f, 0x2E66, 0x3DCD},        {65504.0f, 0x7BFF, 0x4780},
+      {65520.0f, 0x7C00, 0x4780},    {5.9604645e-8f, 0x0001, 0x3380},
+      {2.9802322e-8f, 0x0000, 0x3300}, {2049.0f, 0x6800, 0x4500},
+      {2051.0f, 0x6802, 0x4500},     {1.00390625f, 0x3C04, 0x3F80},
+      {1.01171875f, 0x3C0C, 0x3F82}, {INFINITY, 0x7C00, 0x7F80},
+      {-INFINITY, 0xFC00, 0xFF80},   {3.4028235e38f, 0x7C00, 0x7F80},
+  };
+  for (const Bits& b : table) {
+    EXPECT_EQ(FloatToFloat16(b.x), b.f16) << b.x;
+    EXPECT_EQ(FloatToBFloat16(b.x), b.bf16) << b.x;
+  }
+  EXPECT_EQ(FloatToFloat16(NAN) & 0x7C00, 0x7C00);  // a NaN stays a NaN
+  EXPECT_NE(FloatToFloat16(NAN) & 0x03FF, 0);
+  EXPECT_EQ(FloatToBFloat16(NAN) & 0x7F80, 0x7F80);
+  EXPECT_NE(FloatToBFloat16(NAN) & 0x007F, 0);
   // Spot values: float16 max and overflow, bfloat16 rounding, int saturation.
   const Values f16 = Host(ops::Cast(*ops::Cast(t, DType::kFloat16), DType::kFloat32));
   EXPECT_EQ(f16[3], 65504.0f);
