@@ -1,11 +1,14 @@
 // train_bench: training throughput of the workloads of docs/BENCHMARKS.md.
 //
-//   bazel-bin/bench/train_bench --workload=linreg --replicas=2 --steps=20000
-//   bazel-bin/bench/train_bench --workload=mlp --replicas=2 --steps=200
+//   bazel-bin/bench/train_bench --workload=linreg --replicas=2
+//   bazel-bin/bench/train_bench --workload=mlp --replicas=2 --window-s=2
 //
 // Prints, after warm-up, one line per run:
 //   workload=mlp replicas=2 steps_per_s=… samples_per_s=… gflops=… params=… ...
 // with the median of --repeats timed windows (every window's figure follows in `runs=`),
+// each window --window-s seconds long (as the PyTorch peers' windows): its step count comes
+// from the warm-up's rate (--steps fixes it instead), and `loss_last` shows the weights the
+// figure was taken on (a throughput on diverged weights is worthless);
 // and the peak memory of each replica's device against the bytes the step needs
 // (parameters + gradients + activations + optimizer state).
 //
@@ -36,8 +39,9 @@ namespace {
 struct Options {
   std::string workload = "linreg";
   int64_t replicas = 1;
-  int64_t steps = 0;  // 0: the workload's default
-  int64_t warmup = -1;
+  int64_t steps = 0;    // 0: as many as fill window_s
+  double window_s = 2;  // length of each timed window, seconds
+  double warmup_s = 1;  // untimed steps first, this long
   int64_t repeats = 3;
   int64_t batches = 16;
   int64_t global_batch = 0;  // 0: the workload's (64 / 256)
@@ -67,8 +71,9 @@ Status Run(Options options) {
   if (options.lr <= 0) options.lr = mlp ? 0.01 : 0.2;
   if (options.hidden <= 0) options.hidden = 1024;
   if (options.depth <= 0) options.depth = 2;
-  if (options.steps <= 0) options.steps = mlp ? 200 : 20000;
-  if (options.warmup < 0) options.warmup = std::max<int64_t>(options.steps / 10, 5);
+  if (!(options.window_s > 0) || !(options.warmup_s > 0)) {
+    return InvalidArgumentError("--window-s and --warmup-s must be positive");
+  }
   if (options.repeats < 1 || options.batches < 1) {
     return InvalidArgumentError("--repeats and --batches must be at least 1");
   }
@@ -143,7 +148,20 @@ Status Run(Options options) {
   };
   TOWER_ASSIGN_OR_RETURN(first_loss, model.TrainStep(batches[0]));
   next = 1 % batches.size();
-  TOWER_RETURN_IF_ERROR(steps(options.warmup));
+  // Warm-up for warmup_s; its rate sizes the windows.
+  int64_t warmup_steps = 0;
+  const auto warmup_start = std::chrono::steady_clock::now();
+  double warmup_seconds = 0;
+  while (warmup_seconds < options.warmup_s) {
+    TOWER_RETURN_IF_ERROR(steps(1));
+    ++warmup_steps;
+    warmup_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count();
+  }
+  if (options.steps <= 0) {
+    options.steps = std::max<int64_t>(
+        5, static_cast<int64_t>(options.window_s * warmup_steps / warmup_seconds));
+  }
   std::vector<double> rates;
   for (int64_t rep = 0; rep < options.repeats; ++rep) {
     const auto start = std::chrono::steady_clock::now();
@@ -180,11 +198,12 @@ Status Run(Options options) {
   for (double rate : rates) runs += (runs.empty() ? "" : ",") + Fmt("%.1f", rate);
   std::printf(
       "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
-      "global_batch=%lld steps=%lld runs=%s cross_device_ops=%s peak_mem_bytes=%llu "
-      "needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g\n",
+      "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
+      "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
-      static_cast<long long>(options.steps), runs.c_str(),
+      static_cast<long long>(options.steps), static_cast<double>(options.steps) / steps_per_s,
+      runs.c_str(),
       strategy != nullptr ? strategy->cross_device_ops().name().c_str() : "none",
       static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
       worst_ratio, first_loss, last_loss);
@@ -202,10 +221,11 @@ Status Run(Options options) {
 int main(int argc, char** argv) {
   tower::Options options;
   tower::FlagParser parser("train_bench");
-  parser.AddString("workload", &options.workload, "linreg or mlp (BENCHMARKS.md)");
+  parser.AddString("workload", &options.workload, "linreg or mlp (docs/BENCHMARKS.md)");
   parser.AddInt("replicas", &options.replicas, "data-parallel replicas (logical CPUs)");
-  parser.AddInt("steps", &options.steps, "timed steps per window (0: 20000 linreg, 200 mlp)");
-  parser.AddInt("warmup", &options.warmup, "untimed steps first (-1: steps/10, at least 5)");
+  parser.AddDouble("window-s", &options.window_s, "seconds per timed window (the peers' too)");
+  parser.AddInt("steps", &options.steps, "timed steps per window instead (0: fill --window-s)");
+  parser.AddDouble("warmup-s", &options.warmup_s, "untimed steps first, seconds");
   parser.AddInt("repeats", &options.repeats, "timed windows; the median is printed");
   parser.AddInt("batches", &options.batches, "distinct global batches, generated once and cycled");
   parser.AddInt("global-batch", &options.global_batch, "rows per step (0: 64 linreg, 256 mlp)");

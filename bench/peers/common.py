@@ -64,26 +64,44 @@ def params_of(model):
     return sum(p.numel() for p in model.parameters())
 
 
-def timed_windows(step, steps, warmup, repeats, sync=None):
-    """Runs warmup steps, then `repeats` windows of `steps`; returns steps/s per window."""
-    for i in range(warmup):
-        step(i)
+def timed_windows(step, window_s, repeats, warmup_s=1.0, steps=0, sync=None, agree=None):
+    """Warm-up for `warmup_s` seconds, then `repeats` timed windows of about `window_s` each
+    (Tower's train_bench times the same): the warm-up's rate sets the steps per window, or
+    `steps` does. `agree(n)` makes every process use the same count (DDP: rank 0's).
+    `step(i)` returns the loss tensor. Returns (steps/s per window, steps per window, the
+    last loss as a float)."""
+    loss = None
+    start = time.perf_counter()
+    done = 0
+    while True:
+        loss = step(done)
+        done += 1
+        go_on = time.perf_counter() - start < warmup_s
+        if agree:  # processes in a collective stop warming up together
+            go_on = bool(agree(int(go_on)))
+        if not go_on:
+            break
+    if not steps:
+        steps = max(5, int(window_s * done / (time.perf_counter() - start)))
+    if agree:
+        steps = agree(steps)
     rates = []
     for _ in range(repeats):
         if sync:
             sync()
         start = time.perf_counter()
         for i in range(steps):
-            step(i)
+            loss = step(i)
         if sync:
             sync()
         rates.append(steps / (time.perf_counter() - start))
-    return rates
+    return rates, steps, float(loss.item())
 
 
-def report(prefix, workload, replicas, rates, batch, params, extra=""):
+def report(prefix, workload, replicas, rates, batch, params, steps, loss_last, extra=""):
     sps = statistics.median(rates)
     print(f"{prefix} workload={workload} replicas={replicas} steps_per_s={sps:.1f} "
           f"samples_per_s={sps * batch:.0f} gflops={6 * params * sps * batch / 1e9:.2f} "
-          f"params={params} global_batch={batch} runs={','.join(f'{r:.1f}' for r in rates)}"
+          f"params={params} global_batch={batch} steps={steps} window_s={steps / sps:.2f} "
+          f"runs={','.join(f'{r:.1f}' for r in rates)} loss_last={loss_last:.4g}"
           f"{(' ' + extra) if extra else ''}", flush=True)

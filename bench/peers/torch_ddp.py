@@ -5,7 +5,8 @@ batch / N rows per step, one intra-op thread each (N processes share the machine
   /usr/bin/python3 bench/peers/torch_ddp.py --workload=linreg --replicas=2
 
 Rank 0 prints `torch_ddp workload=... replicas=N steps_per_s=... samples_per_s=...` (global
-samples), median of --repeats windows, each window started and ended at a barrier.
+samples), median of --repeats windows of --window-s seconds (rank 0's warm-up rate sets the
+steps, every rank runs them), each started and ended at a barrier; with the last loss.
 """
 import argparse
 import os
@@ -36,8 +37,6 @@ def worker(rank, a, port):
     opt = torch.optim.SGD(model.parameters(), lr=spec["lr"])
     loss_fn = torch.nn.MSELoss()
     batches = make_batches(a.workload, batch // a.replicas, seed=rank)
-    steps = a.steps or (100 if a.workload == "mlp" else 2000)
-    warmup = a.warmup if a.warmup >= 0 else max(steps // 10, 5)
 
     def step(i):
         x, y = batches[i % len(batches)]
@@ -45,11 +44,21 @@ def worker(rank, a, port):
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
+        return loss
 
-    rates = timed_windows(step, steps, warmup, a.repeats, sync=dist.barrier)
+    def agree(steps):  # every process runs rank 0's count (the collectives must match)
+        count = torch.tensor([steps])
+        dist.broadcast(count, 0)
+        return int(count.item())
+
+    rates, steps, loss_last = timed_windows(step, a.window_s, a.repeats, a.warmup_s, a.steps,
+                                            sync=dist.barrier, agree=agree)
+    # The global loss: each rank's loss is over its own rows.
+    loss = torch.tensor([loss_last])
+    dist.all_reduce(loss)
     if rank == 0:
-        report("torch_ddp", a.workload, a.replicas, rates, batch, params_of(model),
-               f"backend=gloo threads_per_process={a.threads}")
+        report("torch_ddp", a.workload, a.replicas, rates, batch, params_of(model), steps,
+               loss.item() / a.replicas, f"backend=gloo threads_per_process={a.threads}")
     dist.destroy_process_group()
 
 
@@ -58,8 +67,9 @@ def main():
     p.add_argument("--workload", default="linreg", choices=sorted(WORKLOADS))
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
-    p.add_argument("--steps", type=int, default=0)
-    p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--window-s", type=float, default=2.0, help="seconds per timed window")
+    p.add_argument("--steps", type=int, default=0, help="timed steps per window instead")
+    p.add_argument("--warmup-s", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--global-batch", type=int, default=0)
     a = p.parse_args()

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """PyTorch single-process peer of bench/train_bench: the same workload, model, data and step
-(forward, MSE, backward, SGD), timed after warm-up; median of --repeats windows.
+(forward, MSE, backward, SGD), timed after warm-up; median of --repeats windows of
+--window-s seconds each (as train_bench's), with the last loss.
 
   /usr/bin/python3 bench/peers/torch_train.py --workload=mlp --threads=1,2 --blas-threads=1,2
 
@@ -23,8 +24,9 @@ def main():
     p.add_argument("--workload", default="linreg", choices=sorted(WORKLOADS))
     p.add_argument("--threads", default="1,2", help="intra-op thread settings to try")
     p.add_argument("--blas-threads", default="1,2", help="OpenBLAS thread settings to try")
-    p.add_argument("--steps", type=int, default=0, help="timed steps per window")
-    p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--window-s", type=float, default=2.0, help="seconds per timed window")
+    p.add_argument("--steps", type=int, default=0, help="timed steps per window instead")
+    p.add_argument("--warmup-s", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--global-batch", type=int, default=0)
     p.add_argument("--hidden", type=int, default=0)
@@ -32,8 +34,6 @@ def main():
     a = p.parse_args()
     spec = WORKLOADS[a.workload]
     batch = a.global_batch or spec["batch"]
-    steps = a.steps or (200 if a.workload == "mlp" else 5000)
-    warmup = a.warmup if a.warmup >= 0 else max(steps // 10, 5)
     best = None
     settings = [(int(t), int(b)) for t in a.threads.split(",") for b in a.blas_threads.split(",")]
     for threads, blas in settings:
@@ -50,14 +50,16 @@ def main():
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
+            return loss
 
-        rates = timed_windows(step, steps, warmup, a.repeats)
-        report("torch_single", a.workload, 1, rates, batch, params_of(model),
+        rates, steps, loss_last = timed_windows(step, a.window_s, a.repeats, a.warmup_s, a.steps)
+        report("torch_single", a.workload, 1, rates, batch, params_of(model), steps, loss_last,
                f"threads={threads} blas_threads={blas}")
         if best is None or statistics.median(rates) > statistics.median(best[1]):
-            best = (f"threads={threads} blas_threads={blas}", rates, params_of(model))
+            best = (f"threads={threads} blas_threads={blas}", rates, params_of(model), steps,
+                    loss_last)
     if len(settings) > 1:
-        report("torch_single_best", a.workload, 1, best[1], batch, best[2],
+        report("torch_single_best", a.workload, 1, best[1], batch, best[2], best[3], best[4],
                best[0] + " blas=" + blas_info())
 
 
