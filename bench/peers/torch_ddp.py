@@ -59,6 +59,7 @@ def worker(rank, a, port):
     if rank == 0:
         report("torch_ddp", a.workload, a.replicas, rates, batch, params_of(model), steps,
                loss.item() / a.replicas, f"backend=gloo threads_per_process={a.threads}")
+    dist.barrier()  # no rank tears gloo down while another still uses it
     dist.destroy_process_group()
 
 
