@@ -103,15 +103,24 @@ Status EarlyStopping::OnTrainBegin(Sequential& model) {
   return OkStatus();
 }
 
-Status EarlyStopping::OnEpochEnd(Sequential& model, int epoch, const Logs& logs) {
-  auto it = logs.find(monitor_);
+namespace {
+
+// The value `who` monitors, or an error naming what the logs have instead.
+StatusOr<double> Monitored(const Logs& logs, const std::string& monitor, const std::string& who) {
+  auto it = logs.find(monitor);
   if (it == logs.end()) {
     std::string available;
     for (const auto& [key, value] : logs) available += (available.empty() ? "" : ", ") + key;
-    return InvalidArgumentError("EarlyStopping monitors '" + monitor_ +
+    return InvalidArgumentError(who + " monitors '" + monitor +
                                 "', which the logs do not have (they have: " + available + ")");
   }
-  const double value = it->second;
+  return it->second;
+}
+
+}  // namespace
+
+Status EarlyStopping::OnEpochEnd(Sequential& model, int epoch, const Logs& logs) {
+  TOWER_ASSIGN_OR_RETURN(const double value, Monitored(logs, monitor_, "EarlyStopping"));
   const bool improved = maximize_ ? value > best_ + min_delta_ : value < best_ - min_delta_;
   if (improved) {
     best_ = value;
@@ -123,6 +132,26 @@ Status EarlyStopping::OnEpochEnd(Sequential& model, int epoch, const Logs& logs)
     model.StopTraining();
   }
   return OkStatus();
+}
+
+}  // namespace tower
+
+namespace tower {
+
+Status BestCheckpoint::OnTrainBegin(Sequential& model) {
+  best_ = maximize_ ? -std::numeric_limits<double>::infinity()
+                    : std::numeric_limits<double>::infinity();
+  best_epoch_ = -1;
+  return OkStatus();
+}
+
+Status BestCheckpoint::OnEpochEnd(Sequential& model, int epoch, const Logs& logs) {
+  TOWER_ASSIGN_OR_RETURN(const double value, Monitored(logs, monitor_, "BestCheckpoint"));
+  // A NaN never counts as better.
+  if (!(maximize_ ? value > best_ : value < best_)) return OkStatus();
+  best_ = value;
+  best_epoch_ = epoch;
+  return model.SaveWeights(path_);
 }
 
 }  // namespace tower

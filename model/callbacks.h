@@ -88,6 +88,26 @@ class EarlyStopping : public Callback {
   int stopped_epoch_ = -1;
 };
 
+// Saves the weights (and optimizer state) at the end of every epoch whose `monitor` is the
+// best so far (Keras's ModelCheckpoint with save_best_only), atomically: `path` always holds
+// the best epoch's model. `mode`: "min" (losses) or "max" (accuracy).
+class BestCheckpoint : public Callback {
+ public:
+  BestCheckpoint(std::string path, std::string monitor = "val_loss", std::string mode = "min")
+      : path_(std::move(path)), monitor_(std::move(monitor)), maximize_(mode == "max") {}
+  Status OnTrainBegin(Sequential& model) override;
+  Status OnEpochEnd(Sequential& model, int epoch, const Logs& logs) override;
+  // The epoch (0-based) whose weights `path` holds, or -1.
+  int best_epoch() const { return best_epoch_; }
+
+ private:
+  std::string path_;
+  std::string monitor_;
+  bool maximize_;
+  double best_ = std::numeric_limits<double>::infinity();
+  int best_epoch_ = -1;
+};
+
 }  // namespace tower
 
 #endif  // TOWER_MODEL_CALLBACKS_H_

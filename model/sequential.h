@@ -50,6 +50,9 @@ struct FitOptions {
   int64_t max_steps = -1;
   // Evaluated after each epoch; its figures are logged with a "val_" prefix.
   const data::Dataset* validation = nullptr;
+  // A step whose loss is NaN or Inf stops training with an error (Keras's TerminateOnNaN,
+  // on by default): such a run has diverged, and training on would only write NaN weights.
+  bool terminate_on_nan = true;
   std::vector<std::shared_ptr<Callback>> callbacks;
   int verbose = 1;               // 0 silent, 1 progress bar, 2 one line per epoch
   std::ostream* out = nullptr;   // where progress goes; nullptr: std::cout

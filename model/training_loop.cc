@@ -1,6 +1,8 @@
 // The training loop: Fit (epochs, callbacks, progress, backups and resume) and Evaluate,
 // on top of the step (Sequential::TrainStep, sequential.cc).
+#include <cmath>
 #include <iostream>
+#include <string>
 
 #include "model/progress.h"
 #include "model/sequential.h"
@@ -102,6 +104,14 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
       if (!batch.has_value()) break;
       if (batch->rows == 0) continue;
       StatusOr<double> loss = TrainStep(*batch);
+      if (loss.ok() && options.terminate_on_nan && !std::isfinite(*loss)) {
+        // Every replica and worker holds the same all-reduced loss: all stop here together.
+        loss = InvalidArgumentError(
+            std::string("training diverged: the loss is ") + (std::isnan(*loss) ? "NaN" : "Inf") +
+            " at global step " + std::to_string(optimizer_->iterations()) +
+            " (lower the learning rate, or normalize the features; check-numerics names the "
+            "first non-finite tensor)");
+      }
       if (!loss.ok()) {
         return loss.status().WithContext("epoch " + std::to_string(epoch + 1) + ", step " +
                                          std::to_string(step + 1));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "data/csv.h"
 #include "data/dataset.h"
@@ -48,6 +49,11 @@ struct TrainFlags {
   int64_t backup_every = 100;
   bool resume = false;
   bool check_numerics = false;
+  // Validation.
+  double validation_split = 0;
+  std::string validation_data;
+  int64_t early_stopping = -1;  // patience in epochs; -1: off
+  std::string save_best;
   // Distribution.
   int64_t replicas = 1;
   std::string devices;
@@ -116,24 +122,25 @@ struct Prepared {
   std::string synthetic;  // the workload name, or "" for CSV
 };
 
-StatusOr<Prepared> LoadData(const TrainFlags& flags) {
-  if (flags.data.empty()) {
+// `spec`: a CSV file (with `target` naming its target columns) or synthetic:... .
+StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target) {
+  if (spec.empty()) {
     return InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or synthetic:mlp");
   }
-  if (StartsWith(flags.data, "synthetic:")) {
-    if (!flags.target.empty()) {
+  if (StartsWith(spec, "synthetic:")) {
+    if (!target.empty()) {
       return InvalidArgumentError("--target applies to CSV data; synthetic data has its own");
     }
-    TOWER_ASSIGN_OR_RETURN(data::SyntheticOptions options, data::ParseSyntheticSpec(flags.data));
+    TOWER_ASSIGN_OR_RETURN(data::SyntheticOptions options, data::ParseSyntheticSpec(spec));
     TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(options));
     return Prepared{std::move(dataset), options.name};
   }
-  if (flags.target.empty()) {
+  if (target.empty()) {
     return InvalidArgumentError("--target is required for CSV data: the column(s) to predict");
   }
   data::CsvOptions csv;
-  csv.target_columns = Split(flags.target, ',');
-  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(flags.data, csv));
+  csv.target_columns = Split(target, ',');
+  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(spec, csv));
   return Prepared{std::move(dataset), ""};
 }
 
@@ -154,6 +161,60 @@ Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {
       }
     }
   }
+}
+
+// The validation data: the last --validation-split of the rows (Keras's validation_split,
+// taken before any shuffle), or --validation-data, a file with the training data's columns.
+// `training` becomes the rest (`training_rows` of it); `validation` stays empty without either.
+Status PrepareValidation(const TrainFlags& flags, const Prepared& prepared, int64_t rows,
+                         std::optional<int64_t> classes, data::Dataset* training,
+                         int64_t* training_rows, std::optional<data::Dataset>* validation) {
+  *training = prepared.dataset;
+  *training_rows = rows;
+  if (flags.validation_split != 0 && !flags.validation_data.empty()) {
+    return InvalidArgumentError("give --validation-split or --validation-data, not both");
+  }
+  if (flags.validation_split != 0) {
+    if (!(flags.validation_split > 0 && flags.validation_split < 1)) {
+      return InvalidArgumentError("--validation-split=" + std::to_string(flags.validation_split) +
+                                  " must be a fraction in (0, 1)");
+    }
+    if (rows < 0) {
+      return InvalidArgumentError("--validation-split needs data with a known number of rows "
+                                  "(synthetic:...:rows=N, or a file)");
+    }
+    const int64_t split_at = static_cast<int64_t>(rows * (1 - flags.validation_split));
+    if (split_at < 1 || split_at >= rows) {
+      return InvalidArgumentError("--validation-split=" + std::to_string(flags.validation_split) +
+                                  " of " + std::to_string(rows) + " rows leaves " +
+                                  (split_at < 1 ? "no training rows" : "no validation rows"));
+    }
+    *training = prepared.dataset.Take(split_at);
+    *training_rows = split_at;
+    *validation = prepared.dataset.Skip(split_at);
+    return OkStatus();
+  }
+  if (flags.validation_data.empty()) return OkStatus();
+  StatusOr<Prepared> loaded = LoadData(flags.validation_data, flags.target);
+  if (!loaded.ok()) return loaded.status().WithContext("--validation-data");
+  const data::Schema& want = prepared.dataset.schema();
+  const data::Schema& got = loaded->dataset.schema();
+  if (got.feature_names != want.feature_names || got.target_names != want.target_names) {
+    return InvalidArgumentError("--validation-data=" + flags.validation_data + " has columns (" +
+                                Join(got.feature_names, ",") + " -> " +
+                                Join(got.target_names, ",") + "), the training data (" +
+                                Join(want.feature_names, ",") + " -> " +
+                                Join(want.target_names, ",") + ")");
+  }
+  if (loaded->dataset.num_rows() < 0) {
+    return InvalidArgumentError("--validation-data=" + flags.validation_data +
+                                " is endless: give it rows=N");
+  }
+  if (classes.has_value()) {
+    TOWER_RETURN_IF_ERROR(CheckClassIds(loaded->dataset, *classes).WithContext("--validation-data"));
+  }
+  *validation = loaded->dataset;
+  return OkStatus();
 }
 
 // Output paths are checked before training, so a typo costs seconds, not a training run.
@@ -179,7 +240,8 @@ std::string RunSignature(const TrainFlags& flags, const std::string& layers, dou
                   "global-batch=" + std::to_string(flags.global_batch),
                   "shuffle=" + std::to_string(flags.shuffle),
                   "drop-remainder=" + std::to_string(flags.drop_remainder),
-                  "seed=" + std::to_string(flags.seed), "metrics=" + flags.metrics},
+                  "seed=" + std::to_string(flags.seed), "metrics=" + flags.metrics,
+                  "validation-split=" + std::to_string(flags.validation_split)},
               " ");
 }
 
@@ -216,6 +278,10 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddInt("backup-every", &flags.backup_every, "steps between backups");
   parser.AddBool("resume", &flags.resume, "continue from the --backup file if there is one (a killed run then ends with the same weights, bitwise)");
   parser.AddBool("check-numerics", &flags.check_numerics, "stop at the first NaN or Inf in a loss or gradient, naming it");
+  parser.AddDouble("validation-split", &flags.validation_split, "hold out the last fraction F of the rows (before shuffling) for validation each epoch");
+  parser.AddString("validation-data", &flags.validation_data, "validate each epoch on this file (the training data's columns)");
+  parser.AddInt("early-stopping", &flags.early_stopping, "stop after N epochs without improving val_loss (loss without validation data)");
+  parser.AddString("save-best", &flags.save_best, "write the weights of the epoch with the best val_loss (loss without validation data) here");
   parser.AddInt("replicas", &flags.replicas, "data-parallel replicas (logical CPUs or virtual GPUs as needed)");
   parser.AddString("devices", &flags.devices, "replica devices, e.g. /GPU:0,/GPU:1 (instead of --replicas)");
   parser.AddString("cross-device-ops", &flags.cross_device_ops, "auto, in-process, nccl, same-card or to-cpu");
@@ -258,9 +324,13 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (flags.resume && flags.backup.empty()) {
     return Usage(err, InvalidArgumentError("--resume needs --backup=PATH (the file to resume from)"));
   }
+  if (flags.early_stopping < -1) {
+    return Usage(err, InvalidArgumentError("--early-stopping is a number of epochs (0 or more)"));
+  }
   for (const auto& [flag, path] : {std::pair<std::string, std::string>{"save", flags.save},
                                     {"backup", flags.backup},
-                                    {"metrics-out", flags.metrics_out}}) {
+                                    {"metrics-out", flags.metrics_out},
+                                    {"save-best", flags.save_best}}) {
     status = CheckWritable(flag, path);
     if (!status.ok()) return Usage(err, status);
   }
@@ -276,7 +346,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   for (const std::string& name : metrics) {
     if (!MetricFromName(name).ok()) return Usage(err, MetricFromName(name).status());
   }
-  StatusOr<Prepared> prepared = LoadData(flags);
+  StatusOr<Prepared> prepared = LoadData(flags.data, flags.target);
   if (!prepared.ok()) return Usage(err, prepared.status());
   const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
   StatusOr<std::vector<std::shared_ptr<Layer>>> layers =
@@ -288,14 +358,21 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   const int64_t outputs = (*layers).back()->output_dim();
   Status shapes = (*loss)->CheckShapes(outputs, prepared->dataset.target_dim());
   if (!shapes.ok()) return Usage(err, shapes);
+  std::optional<int64_t> classes;
   if (flags.loss != "mse" && flags.loss != "mean_squared_error" && prepared->synthetic.empty()) {
+    classes = outputs;
     Status labels = CheckClassIds(prepared->dataset, outputs);
     if (!labels.ok()) return Usage(err, labels);
   }
-  const int64_t rows = prepared->dataset.num_rows();
-  if (rows < 0 && flags.steps == 0) {
+  if (prepared->dataset.num_rows() < 0 && flags.steps == 0) {
     return Usage(err, InvalidArgumentError("synthetic data without rows= is endless: give --steps"));
   }
+  data::Dataset training_data;
+  int64_t rows = 0;
+  std::optional<data::Dataset> validation;
+  status = PrepareValidation(flags, *prepared, prepared->dataset.num_rows(), classes,
+                             &training_data, &rows, &validation);
+  if (!status.ok()) return Usage(err, status);
 
   // ---- Devices and strategy.
   Context& context = Context::Global();
@@ -364,7 +441,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
 
   // ---- The pipeline and the loop.
-  data::Dataset dataset = prepared->dataset;
+  data::Dataset dataset = training_data;
   if (flags.shuffle) {
     const int64_t buffer = rows > 0 ? rows : 10 * flags.global_batch;
     dataset = dataset.Shuffle(buffer, static_cast<uint64_t>(flags.seed));
@@ -386,6 +463,18 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     fit.epochs = static_cast<int>(flags.epochs > 0 ? flags.epochs
                                                    : (flags.steps + per_epoch - 1) / per_epoch);
     if (flags.steps > 0) fit.max_steps = flags.steps;
+  }
+  data::Dataset validation_batches;
+  if (validation.has_value()) {
+    validation_batches = validation->Batch(flags.global_batch);
+    fit.validation = &validation_batches;
+  }
+  const std::string monitor = validation.has_value() ? "val_loss" : "loss";
+  if (flags.early_stopping >= 0) {
+    fit.callbacks.push_back(std::make_shared<EarlyStopping>(monitor, flags.early_stopping));
+  }
+  if (!flags.save_best.empty()) {
+    fit.callbacks.push_back(std::make_shared<BestCheckpoint>(flags.save_best, monitor));
   }
   fit.backup_path = flags.backup;
   fit.backup_every_steps = flags.backup.empty() ? 0 : flags.backup_every;

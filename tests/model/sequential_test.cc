@@ -452,6 +452,27 @@ TEST(SequentialTest, CheckNumericsNamesTheFirstNonFiniteLossOrGradient) {
               HasSubstr("check-numerics: global step 2: the loss has NaN"));
 }
 
+// A diverging run (x = 1e30 overflows the loss in the second step) stops with an error
+// that says what to do, by default; terminate_on_nan = false trains on (Keras without
+// TerminateOnNaN).
+TEST(SequentialTest, ADivergingRunStopsByDefault) {
+  const data::Dataset huge = *data::Dataset::FromTensors({1e18f, 1e18f, 1e18f}, 1,
+                                                         {0.0f, 0.0f, 0.0f}, 1);
+  FitOptions options;
+  options.verbose = 0;
+  auto model = SeedsModel();
+  StatusOr<History> history = model->Fit(huge.Batch(1), options);
+  ASSERT_FALSE(history.ok());
+  EXPECT_TRUE(IsInvalidArgument(history.status())) << history.status();
+  EXPECT_THAT(history.status().message(), HasSubstr("training diverged: the loss is"));
+  EXPECT_THAT(history.status().message(), HasSubstr("lower the learning rate"));
+  options.terminate_on_nan = false;
+  model = SeedsModel();
+  history = model->Fit(huge.Batch(1), options);
+  ASSERT_TRUE(history.ok()) << history.status();
+  EXPECT_FALSE(std::isfinite(history->epochs.back().at("loss")));
+}
+
 TEST(SequentialTest, FitPositionRoundTripsThroughMetadataExactly) {
   FitPosition position;
   position.epoch = 3;

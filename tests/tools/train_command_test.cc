@@ -171,9 +171,77 @@ TEST(TrainCommandTest, CheckNumericsStopsAtTheFirstInfNamingIt) {
   EXPECT_THAT(out.text, HasSubstr("error: epoch 1, step 2: check-numerics: global step 2: the "
                                   "loss has Inf"));
   EXPECT_FALSE(Exists(save));
-  // Without the guard the run "succeeds" with Inf/NaN weights.
-  EXPECT_EQ(Train("--data=synthetic:linreg:rows=64 --lr=1e20 --epochs=5 --global-batch=8 "
-                  "--verbose=0").exit_code, 0);
+  // Without it, the divergence still stops the run (the loss is checked every step), with
+  // an error that says what to do, a non-zero exit and no weights written.
+  ProgramOutput plain = Train("--data=synthetic:linreg:rows=64 --lr=1e20 --epochs=5 "
+                              "--global-batch=8 --verbose=0 --save=" + save);
+  EXPECT_EQ(plain.exit_code, 1) << plain.text;
+  EXPECT_THAT(plain.text, HasSubstr("error: epoch 1, step 2: training diverged: the loss is Inf "
+                                    "at global step 2 (lower the learning rate"));
+  EXPECT_FALSE(Exists(save));
+}
+
+// Lines of a file.
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(TrainCommandTest, ValidationSplitIsEvaluatedEveryEpoch) {
+  const std::string csv = Path("validated.csv");
+  WriteCsv(csv);
+  const std::string log = Path("validated_log.csv");
+  for (int replicas : {1, 2}) {
+    ProgramOutput out = Train("--data=" + csv + " --target=y --layers=1 --epochs=3 "
+                              "--global-batch=16 --lr=0.1 --validation-split=0.25 "
+                              "--metrics=mae --verbose=2 --replicas=" + std::to_string(replicas) +
+                              " --metrics-out=" + log);
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    EXPECT_THAT(out.text, HasSubstr(" - val_loss: ")) << out.text;
+    EXPECT_THAT(out.text, HasSubstr(" - val_mae: ")) << out.text;
+    const std::vector<std::string> lines = Lines(log);
+    ASSERT_EQ(lines.size(), 4u);
+    EXPECT_EQ(lines[0], "epoch,loss,mae,val_loss,val_mae");
+  }
+  // y = 2·x1 − 3·x2 + 1 is learnable: the held-out rows' loss falls too.
+  const std::vector<std::string> lines = Lines(log);
+  const auto val_loss = [](const std::string& line) {
+    return std::stod(line.substr(line.find(',', line.find(',', line.find(',') + 1) + 1) + 1));
+  };
+  EXPECT_LT(val_loss(lines[3]), val_loss(lines[1]));
+}
+
+// Training on y = x and validating on y = −x: the better the model fits, the worse the
+// validation loss, so early stopping with patience 0 ends the run at epoch 2, and the best
+// checkpoint holds epoch 1's weights.
+TEST(TrainCommandTest, EarlyStoppingAndTheBestCheckpointFollowValLoss) {
+  const std::string train = Path("up.csv");
+  const std::string flipped = Path("down.csv");
+  {
+    std::ofstream a(train), b(flipped);
+    a << "x,y\n";
+    b << "x,y\n";
+    for (int i = 0; i < 64; ++i) {
+      const float x = -1.0f + 2.0f * i / 63;
+      a << x << "," << x << "\n";
+      b << x << "," << -x << "\n";
+    }
+  }
+  const std::string log = Path("early.csv");
+  const std::string best = Path("best.safetensors");
+  const std::string common = "--data=" + train + " --target=y --layers=1 --global-batch=8 "
+                             "--lr=0.05 --verbose=0 ";
+  ProgramOutput out = Train(common + "--epochs=10 --validation-data=" + flipped +
+                            " --early-stopping=0 --save-best=" + best + " --metrics-out=" + log);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(Lines(log).size(), 3u) << "header and epochs 1 and 2";
+  const std::string first = Path("epoch1.safetensors");
+  ProgramOutput one = Train(common + "--epochs=1 --save=" + first);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  EXPECT_EQ(Weights(best, "layers.0.kernel"), Weights(first, "layers.0.kernel"));
+  EXPECT_EQ(Weights(best, "layers.0.bias"), Weights(first, "layers.0.bias"));
 }
 
 TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
@@ -283,6 +351,16 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
        "labels.csv:3: target 2.500000 is not a class id in [0, 3)"},
       {"--data=" + csv + " --target=class --layers=1 --loss=sparse_ce --epochs=1",
        "needs a model with one output (logit) per class"},
+      {base + layers + epochs + "--validation-split=1.5", "--validation-split=1.500000 must be a fraction in (0, 1)"},
+      {base + layers + epochs + "--validation-split=0.999", "of 400 rows leaves no training rows"},
+      {base + layers + epochs + "--validation-split=0.2 --validation-data=" + csv,
+       "give --validation-split or --validation-data, not both"},
+      {base + layers + epochs + "--validation-data=" + duplicate, "--validation-data"},
+      {base + layers + epochs + "--validation-data=" + ragged, "--validation-data"},
+      {base + layers + epochs + "--validation-data=" + labels, "has columns (a -> y), the training data (x1,x2,class -> y)"},
+      {"--data=synthetic:linreg --steps=3 --validation-split=0.5", "--validation-split needs data with a known number of rows"},
+      {base + layers + epochs + "--early-stopping=-2", "--early-stopping is a number of epochs"},
+      {base + layers + epochs + "--save-best=/nonexistent/dir/b.safetensors", "--save-best=/nonexistent/dir/b.safetensors: the directory"},
   };
   EXPECT_GE(std::size(cases), 60u) << "the table of bad inputs shrank";
   for (const Case& c : cases) {
