@@ -323,7 +323,8 @@ class Parser {
       return Error(std::string("CsvOptions::delimiter ") + Quoted(std::string_view(&d, 1)) +
                    " cannot separate numbers");
     }
-    if (options_.target_columns.empty()) {
+    // No targets is allowed only for features named one by one (data to predict on).
+    if (options_.target_columns.empty() && options_.feature_columns.empty()) {
       return Error("no target column given (set CsvOptions::target_columns)");
     }
     return OkStatus();

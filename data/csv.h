@@ -24,7 +24,8 @@
 namespace tower::data {
 
 struct CsvOptions {
-  // Columns that make the targets, in this order; at least one.
+  // Columns that make the targets, in this order; at least one, unless feature_columns
+  // names the features (data to predict on has no targets).
   std::vector<std::string> target_columns;
   // Columns that make the features, in this order; empty = every non-target column in file
   // order. Columns that are neither are not parsed (they may hold text, such as an id).

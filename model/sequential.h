@@ -33,6 +33,7 @@
 #include "model/logs.h"
 #include "model/loss.h"
 #include "model/metrics.h"
+#include "model/model_file.h"
 #include "model/optimizer.h"
 
 namespace tower {
@@ -149,13 +150,20 @@ class Sequential {
   // Written atomically, by the chief process only.
   Status SaveWeights(const std::string& path) const;
   // Checks every name, shape and dtype and says which is wrong; builds the model from the
-  // file's first kernel if it is not built yet. Optimizer state is loaded when present.
-  Status LoadWeights(const std::string& path);
+  // file's first kernel if it is not built yet. Optimizer state is loaded when present,
+  // unless `with_optimizer_state` is false (evaluation and prediction: the file may hold
+  // another optimizer's state, which is then ignored).
+  Status LoadWeights(const std::string& path, bool with_optimizer_state = true);
   // A backup written during Fit: the weights, optimizer state and the position to pass as
   // FitOptions::resume. Refused, leaving the model as it was, when the backup was written
   // by a run with another `signature`.
   Status SaveBackup(const std::string& path, const FitPosition& position) const;
   StatusOr<FitPosition> RestoreBackup(const std::string& path, const std::string& signature);
+
+  // What SaveWeights and SaveBackup also write, so that the file rebuilds the model
+  // (model/model_file.h). Without it a file holds weights only.
+  void set_description(ModelDescription description) { description_ = std::move(description); }
+  const std::optional<ModelDescription>& description() const { return description_; }
 
   // With it on, the first NaN or Inf in a loss or gradient fails the step with the layer,
   // tensor and step named (TensorFlow's check_numerics). Costs a pass over every gradient.
@@ -188,7 +196,8 @@ class Sequential {
   void UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions);
   Status WriteCheckpoint(const std::string& path,
                          const std::map<std::string, std::string>& metadata) const;
-  Status ApplyCheckpoint(const checkpoint::File& file, const std::string& path);
+  Status ApplyCheckpoint(const checkpoint::File& file, const std::string& path,
+                         bool with_optimizer_state = true);
 
   std::vector<std::shared_ptr<Layer>> layers_;
   const uint64_t seed_;
@@ -206,6 +215,7 @@ class Sequential {
   int64_t input_dim_ = -1;
   bool stop_training_ = false;
   bool check_numerics_ = false;
+  std::optional<ModelDescription> description_;
 };
 
 }  // namespace tower

@@ -32,11 +32,14 @@ Status Mismatch(const std::string& path, const std::string& what) {
 }  // namespace
 
 Status Sequential::SaveWeights(const std::string& path) const {
-  return WriteCheckpoint(path, {});
+  std::map<std::string, std::string> metadata;
+  if (description_.has_value()) metadata = ToMetadata(*description_);
+  return WriteCheckpoint(path, metadata);
 }
 
 Status Sequential::SaveBackup(const std::string& path, const FitPosition& position) const {
   std::map<std::string, std::string> metadata;
+  if (description_.has_value()) metadata = ToMetadata(*description_);
   AddToMetadata(position, &metadata);
   return WriteCheckpoint(path, metadata);
 }
@@ -92,13 +95,14 @@ Status Sequential::WriteCheckpoint(const std::string& path,
   return checkpoint::Save(path, file);
 }
 
-Status Sequential::LoadWeights(const std::string& path) {
+Status Sequential::LoadWeights(const std::string& path, bool with_optimizer_state) {
   TOWER_RETURN_IF_ERROR(CheckCompiled());
   TOWER_ASSIGN_OR_RETURN(checkpoint::File file, checkpoint::Load(path));
-  return ApplyCheckpoint(file, path);
+  return ApplyCheckpoint(file, path, with_optimizer_state);
 }
 
-Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::string& path) {
+Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::string& path,
+                                   bool with_optimizer_state) {
   if (!built()) {
     const checkpoint::TensorData* first = file.Find("layers.0.kernel");
     if (first == nullptr || first->shape.size() != 2) {
@@ -113,6 +117,7 @@ Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::stri
   known.insert(kIterations);
   bool has_optimizer_state = false;
   for (const checkpoint::TensorData& tensor : file.tensors) {
+    if (!with_optimizer_state && StartsWith(tensor.name, "optimizer.")) continue;
     if (known.count(tensor.name) == 0) {
       std::vector<std::string> names;
       for (Variable* variable : trainable_) names.push_back(variable->name());
@@ -126,6 +131,7 @@ Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::stri
   std::vector<std::pair<Variable*, std::vector<float>>> updates;
   for (Variable* variable : AllVariables(*this)) {
     const bool slot = StartsWith(variable->name(), "optimizer.");
+    if (slot && !with_optimizer_state) continue;
     const checkpoint::TensorData* tensor = file.Find(variable->name());
     if (tensor == nullptr) {
       if (slot && !has_optimizer_state) continue;
@@ -144,7 +150,9 @@ Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::stri
     updates.emplace_back(variable, std::move(values));
   }
   int64_t iterations = optimizer_->iterations();
-  if (const checkpoint::TensorData* tensor = file.Find(kIterations)) {
+  const checkpoint::TensorData* iterations_tensor =
+      with_optimizer_state ? file.Find(kIterations) : nullptr;
+  if (const checkpoint::TensorData* tensor = iterations_tensor) {
     if (tensor->dtype != checkpoint::DType::kI64 || !tensor->shape.empty() ||
         tensor->bytes.size() != sizeof(int64_t)) {
       return Mismatch(path, std::string("tensor '") + kIterations + "' must be an I64 scalar");

@@ -1,12 +1,15 @@
 // tower: the command-line tool.
 //   tower devices [flags]   what this process can run on (see `tower devices --help`)
 //   tower train [flags]     train a dense network (see `tower train --help`)
+//   tower evaluate [flags]  loss and metrics of a saved model on a CSV file
+//   tower predict [flags]   predictions of a saved model for a CSV file
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "device/context.h"
 #include "tools/devices_command.h"
+#include "tools/model_commands.h"
 #include "tools/train_command.h"
 
 namespace {
@@ -16,6 +19,8 @@ constexpr char kUsage[] =
     "commands:\n"
     "  devices   list platforms, physical and logical devices (--json for scripts)\n"
     "  train     train a dense network on a CSV file or synthetic data\n"
+    "  evaluate  the loss and metrics of a model saved by train, on a CSV file\n"
+    "  predict   a model's predictions for a CSV file, written as CSV\n"
     "run `tower <command> --help` for a command's flags\n";
 
 }  // namespace
@@ -35,6 +40,8 @@ int main(int argc, char** argv) {
     return tower::RunDevicesCommand(args, tower::Context::Global(), std::cout, std::cerr);
   }
   if (command == "train") return tower::RunTrainCommand(args, std::cout, std::cerr);
+  if (command == "evaluate") return tower::RunEvaluateCommand(args, std::cout, std::cerr);
+  if (command == "predict") return tower::RunPredictCommand(args, std::cout, std::cerr);
   std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

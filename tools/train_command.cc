@@ -14,6 +14,7 @@
 #include "device/device_flags.h"
 #include "model/callbacks.h"
 #include "model/dense.h"
+#include "model/model_file.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/replica_devices.h"
@@ -83,18 +84,8 @@ StatusOr<std::vector<std::shared_ptr<Layer>>> ParseLayers(const std::string& spe
   if (spec.empty()) {
     return InvalidArgumentError("--layers is required for CSV data, e.g. --layers=64:relu,1");
   }
-  std::vector<std::shared_ptr<Layer>> layers;
-  for (const std::string& part : Split(spec, ',')) {
-    const std::vector<std::string> fields = Split(part, ':');
-    std::optional<int64_t> units = ParseInt64(fields[0]);
-    if (fields.size() > 2 || !units || *units <= 0 || *units > (1 << 20)) {
-      return InvalidArgumentError("--layers='" + spec + "': '" + part +
-                                  "' is not UNITS[:ACTIVATION], e.g. 64:relu");
-    }
-    const std::string activation = fields.size() == 2 ? fields[1] : "linear";
-    TOWER_RETURN_IF_ERROR(ParseActivation(activation).status().WithContext("--layers='" + spec + "'"));
-    layers.push_back(Dense(*units, activation));  // Keras's defaults: glorot_uniform, zeros
-  }
+  StatusOr<std::vector<std::shared_ptr<Layer>>> layers = LayersFromSpec(spec);
+  if (!layers.ok()) return layers.status().WithContext("--layers");
   return layers;
 }
 
@@ -423,6 +414,15 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     if (!status.ok()) return Usage(err, status.WithContext("--init"));
   }
   model.set_check_numerics(flags.check_numerics);
+  // The saved files rebuild the model (tower evaluate / predict need nothing else).
+  {
+    ModelDescription description;
+    description.layers = flags.layers.empty() ? defaults.layers : flags.layers;
+    description.loss = model.loss()->name();
+    description.feature_names = prepared->dataset.schema().feature_names;
+    description.target_names = prepared->dataset.schema().target_names;
+    model.set_description(std::move(description));
+  }
   const bool chief = strategy == nullptr || strategy->is_chief();
   const std::string signature =
       RunSignature(flags, flags.layers.empty() ? defaults.layers : flags.layers, lr);

@@ -210,6 +210,18 @@ TEST(CsvTest, DatasetKeepsLinesForMessages) {
   EXPECT_EQ(simple->num_rows(), 1);
 }
 
+// Data to predict on: features named one by one, no targets, other columns ignored.
+TEST(CsvTest, FeaturesOnlyWhenNamed) {
+  CsvOptions options;
+  options.feature_columns = {"b", "a"};
+  StatusOr<CsvTable> table = ParseCsv("a,note,b\n1,x,2\n3,y,4\n", "mem.csv", options);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->rows, 2);
+  EXPECT_EQ(table->features, (std::vector<float>{2, 1, 4, 3}));
+  EXPECT_TRUE(table->targets.empty());
+  EXPECT_TRUE(table->schema.target_names.empty());
+}
+
 TEST(CsvTest, ManyRows) {
   std::string text = "a,b,y\n";
   for (int r = 0; r < 20000; ++r) {

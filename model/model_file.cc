@@ -1,0 +1,90 @@
+#include "model/model_file.h"
+
+#include "model/activation.h"
+#include "model/checkpoint/safetensors.h"
+#include "model/dense.h"
+#include "util/strings.h"
+
+namespace tower {
+namespace {
+
+constexpr char kFormat[] = "tower.format";
+constexpr char kLayers[] = "tower.layers";
+constexpr char kLoss[] = "tower.loss";
+constexpr char kFeatures[] = "tower.features";
+constexpr char kTargets[] = "tower.targets";
+
+}  // namespace
+
+StatusOr<std::vector<std::shared_ptr<Layer>>> LayersFromSpec(const std::string& spec) {
+  if (spec.empty()) return InvalidArgumentError("no layers given, e.g. 64:relu,1");
+  std::vector<std::shared_ptr<Layer>> layers;
+  for (const std::string& part : Split(spec, ',')) {
+    const std::vector<std::string> fields = Split(part, ':');
+    std::optional<int64_t> units = ParseInt64(fields[0]);
+    if (fields.size() > 2 || !units || *units <= 0 || *units > (1 << 20)) {
+      return InvalidArgumentError("'" + spec + "': '" + part +
+                                  "' is not UNITS[:ACTIVATION], e.g. 64:relu");
+    }
+    const std::string activation = fields.size() == 2 ? fields[1] : "linear";
+    TOWER_RETURN_IF_ERROR(ParseActivation(activation).status().WithContext("'" + spec + "'"));
+    layers.push_back(Dense(*units, activation));  // Keras's defaults: glorot_uniform, zeros
+  }
+  return layers;
+}
+
+std::map<std::string, std::string> ToMetadata(const ModelDescription& description) {
+  return {{kFormat, std::to_string(kModelFormatVersion)},
+          {kLayers, description.layers},
+          {kLoss, description.loss},
+          {kFeatures, Join(description.feature_names, ",")},
+          {kTargets, Join(description.target_names, ",")}};
+}
+
+StatusOr<ModelDescription> ModelDescriptionFromMetadata(
+    const std::map<std::string, std::string>& metadata, const std::string& path) {
+  auto format = metadata.find(kFormat);
+  if (format == metadata.end()) {
+    return InvalidArgumentError(path + " holds weights without a model description (no '" +
+                                kFormat + "' in its metadata): save it with `tower train "
+                                "--save` (or Sequential::set_description) to evaluate or "
+                                "predict with it");
+  }
+  std::optional<int64_t> version = ParseInt64(format->second);
+  if (!version || *version < 1) {
+    return InvalidArgumentError(path + ": '" + kFormat + "' is '" + format->second +
+                                "', not a format version");
+  }
+  if (*version > kModelFormatVersion) {
+    return InvalidArgumentError(path + " was written in model format " + format->second +
+                                ", newer than this Tower reads (" +
+                                std::to_string(kModelFormatVersion) + "): use a newer Tower");
+  }
+  ModelDescription description;
+  for (const auto& [key, field] :
+       {std::pair<const char*, std::string*>{kLayers, &description.layers}, {kLoss, &description.loss}}) {
+    auto it = metadata.find(key);
+    if (it == metadata.end() || it->second.empty()) {
+      return InvalidArgumentError(path + ": the model description has no '" + key + "'");
+    }
+    *field = it->second;
+  }
+  for (const auto& [key, names] : {std::pair<const char*, std::vector<std::string>*>{
+                                       kFeatures, &description.feature_names},
+                                   {kTargets, &description.target_names}}) {
+    auto it = metadata.find(key);
+    if (it == metadata.end() || it->second.empty()) {
+      return InvalidArgumentError(path + ": the model description has no '" + key + "'");
+    }
+    *names = Split(it->second, ',');
+  }
+  TOWER_RETURN_IF_ERROR(LayersFromSpec(description.layers).status().WithContext(path));
+  return description;
+}
+
+StatusOr<ModelDescription> ReadModelDescription(const std::string& path) {
+  TOWER_ASSIGN_OR_RETURN(checkpoint::File file, checkpoint::Load(path));
+  return ModelDescriptionFromMetadata(file.metadata, path);
+}
+
+}  // namespace tower

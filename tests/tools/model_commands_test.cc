@@ -1,0 +1,216 @@
+// `tower evaluate` and `tower predict` on models saved by `tower train`: figures checked
+// against a host computation from the saved weights, any replica count, columns found by
+// name, and the refusals (a weights-only file, a newer format, data without the columns).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/checkpoint/safetensors.h"
+#include "tests/testing/run_program.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ProgramOutput;
+
+std::string Path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+ProgramOutput Tower(const std::string& args) { return testing::RunProgram("tools/tower", args); }
+
+std::vector<float> Weights(const std::string& path, const std::string& name) {
+  StatusOr<checkpoint::File> file = checkpoint::Load(path);
+  TOWER_CHECK_OK(file.status());
+  return *checkpoint::ToFloats(*file->Find(name));
+}
+
+// Rows (x1, x2) on a grid: y = 2·x1 − 3·x2 + 1, and a class from the signs.
+struct Row {
+  float x1, x2, y;
+  int klass;
+};
+std::vector<Row> Grid() {
+  std::vector<Row> rows;
+  for (int i = 0; i < 200; ++i) {
+    const float a = -1.0f + 2.0f * (i % 20) / 19;
+    const float b = -1.0f + 2.0f * (i / 20) / 9;
+    rows.push_back({a, b, 2 * a - 3 * b + 1, (a > 0 ? 1 : 0) + (b > 0 ? 2 : 0)});
+  }
+  return rows;
+}
+
+void WriteTrainingCsv(const std::string& path) {
+  std::ofstream out(path);
+  out << "x1,x2,y,class\n";
+  for (const Row& r : Grid()) out << r.x1 << "," << r.x2 << "," << r.y << "," << r.klass << "\n";
+}
+
+// The number after "name=" on its own line of `text`; NaN when missing.
+double Figure(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + "=") != std::string::npos
+                        ? text.find("\n" + name + "=") + 1
+                        : (text.rfind(name + "=", 0) == 0 ? 0 : std::string::npos);
+  return at == std::string::npos ? NAN : std::atof(text.c_str() + at + name.size() + 1);
+}
+
+TEST(ModelCommandsTest, EvaluateAndPredictALinearModelAsTheWeightsSay) {
+  const std::string csv = Path("grid.csv");
+  WriteTrainingCsv(csv);
+  const std::string model = Path("linear.safetensors");
+  // Adam's state is in the file too: evaluate and predict ignore it.
+  ProgramOutput trained = Tower("train --data=" + csv + " --target=y --layers=1 --epochs=3 "
+                                "--optimizer=adam --lr=0.05 --verbose=0 --save=" + model);
+  ASSERT_EQ(trained.exit_code, 0) << trained.text;
+  // The reference: the saved weights applied on the host. Features are every non-target
+  // column of the training file, in order: x1, x2, class.
+  const std::vector<float> w = Weights(model, "layers.0.kernel");
+  const std::vector<float> b = Weights(model, "layers.0.bias");
+  ASSERT_EQ(w.size(), 3u);
+  double se = 0, ae = 0;
+  std::vector<double> predictions;
+  for (const Row& r : Grid()) {
+    const double p = double{w[0]} * r.x1 + double{w[1]} * r.x2 + double{w[2]} * r.klass + b[0];
+    predictions.push_back(p);
+    se += (p - r.y) * (p - r.y);
+    ae += std::fabs(p - r.y);
+  }
+  const double mse = se / 200, mae = ae / 200;
+  for (int replicas : {1, 2, 3}) {
+    ProgramOutput out = Tower("evaluate --model=" + model + " --data=" + csv +
+                              " --global-batch=64 --replicas=" + std::to_string(replicas));
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    EXPECT_NEAR(Figure(out.text, "loss"), mse, 1e-5 * std::max(1.0, mse)) << out.text;
+    EXPECT_NEAR(Figure(out.text, "mse"), mse, 1e-5 * std::max(1.0, mse)) << out.text;
+    EXPECT_NEAR(Figure(out.text, "mae"), mae, 1e-5 * std::max(1.0, mae)) << out.text;
+  }
+  // Prediction data: the columns in another order, an extra one, no target.
+  const std::string features = Path("features.csv");
+  {
+    std::ofstream out(features);
+    out << "class,note,x2,x1\n";
+    for (const Row& r : Grid()) out << r.klass << ",7," << r.x2 << "," << r.x1 << "\n";
+  }
+  for (int replicas : {1, 3}) {
+    const std::string predicted = Path("predicted" + std::to_string(replicas) + ".csv");
+    ProgramOutput out = Tower("predict --model=" + model + " --data=" + features + " --out=" +
+                              predicted + " --replicas=" + std::to_string(replicas));
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    std::ifstream in(predicted);
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "y");
+    for (size_t i = 0; i < predictions.size(); ++i) {
+      ASSERT_TRUE(std::getline(in, line)) << "row " << i;
+      const double got = std::atof(line.c_str());
+      EXPECT_NEAR(got, predictions[i], 1e-5 * std::max(1.0, std::fabs(predictions[i])))
+          << "row " << i;
+    }
+    EXPECT_FALSE(std::getline(in, line)) << "more rows than the data";
+  }
+}
+
+TEST(ModelCommandsTest, AClassifierPredictsClassesItsAccuracyCounts) {
+  const std::string csv = Path("classes.csv");
+  WriteTrainingCsv(csv);
+  {
+    // Features x1, x2 only: the class column is the target here, y is left out.
+    std::ifstream in(csv);
+    std::ostringstream text;
+    std::string line;
+    std::getline(in, line);
+    text << "x1,x2,class\n";
+    for (const Row& r : Grid()) text << r.x1 << "," << r.x2 << "," << r.klass << "\n";
+    std::ofstream(csv) << text.str();
+  }
+  const std::string model = Path("classifier.safetensors");
+  ProgramOutput trained = Tower("train --data=" + csv + " --target=class --layers=16:relu,4 "
+                                "--loss=sparse_categorical_crossentropy --optimizer=adam "
+                                "--lr=0.05 --epochs=20 --verbose=0 --save=" + model);
+  ASSERT_EQ(trained.exit_code, 0) << trained.text;
+  ProgramOutput evaluated = Tower("evaluate --model=" + model + " --data=" + csv);
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.text;
+  const double accuracy = Figure(evaluated.text, "accuracy");
+  EXPECT_GT(accuracy, 0.9) << evaluated.text;  // the classes are separable
+  const std::string predicted = Path("classes_predicted.csv");
+  ProgramOutput out = Tower("predict --model=" + model + " --data=" + csv + " --out=" + predicted +
+                            " --replicas=2");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  std::ifstream in(predicted);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "class");
+  int right = 0, rows = 0;
+  for (const Row& r : Grid()) {
+    ASSERT_TRUE(std::getline(in, line));
+    right += std::atoi(line.c_str()) == r.klass;
+    ++rows;
+  }
+  // The predicted classes give the accuracy evaluate reported.
+  EXPECT_NEAR(static_cast<double>(right) / rows, accuracy, 1e-6);
+}
+
+TEST(ModelCommandsTest, FilesThatAreNotAModelAreRefused) {
+  const std::string csv = Path("refusals.csv");
+  WriteTrainingCsv(csv);
+  // Weights without a description.
+  checkpoint::File bare;
+  bare.tensors.push_back(checkpoint::FromFloats("layers.0.kernel", {3, 1}, {1, 2, 3}));
+  bare.tensors.push_back(checkpoint::FromFloats("layers.0.bias", {1}, {0}));
+  const std::string weights_only = Path("weights_only.safetensors");
+  TOWER_CHECK_OK(checkpoint::Save(weights_only, bare));
+  // A newer format.
+  checkpoint::File newer = bare;
+  newer.metadata = {{"tower.format", "2"}, {"tower.layers", "1"}, {"tower.loss", "mse"},
+                    {"tower.features", "x1,x2,class"}, {"tower.targets", "y"}};
+  const std::string future = Path("future.safetensors");
+  TOWER_CHECK_OK(checkpoint::Save(future, newer));
+  // A description without its columns.
+  checkpoint::File partial = bare;
+  partial.metadata = {{"tower.format", "1"}, {"tower.layers", "1"}, {"tower.loss", "mse"}};
+  const std::string incomplete = Path("incomplete.safetensors");
+  TOWER_CHECK_OK(checkpoint::Save(incomplete, partial));
+  const std::string good = Path("good_model.safetensors");
+  ASSERT_EQ(Tower("train --data=" + csv + " --target=y --layers=1 --epochs=1 --verbose=0 "
+                  "--save=" + good).exit_code, 0);
+  const std::string no_target = Path("no_target.csv");
+  std::ofstream(no_target) << "x1,x2,class\n1,2,3\n";
+  const std::string out = Path("never.csv");
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"evaluate --model=" + weights_only + " --data=" + csv, "holds weights without a model description"},
+      {"predict --model=" + weights_only + " --data=" + csv + " --out=" + out, "holds weights without a model description"},
+      {"evaluate --model=" + future + " --data=" + csv, "was written in model format 2, newer than this Tower reads (1)"},
+      {"evaluate --model=" + incomplete + " --data=" + csv, "the model description has no 'tower.features'"},
+      {"evaluate --model=" + Path("missing.safetensors") + " --data=" + csv, "missing.safetensors"},
+      {"evaluate --data=" + csv, "--model is required"},
+      {"evaluate --model=" + good + " --data=" + no_target, "no column named 'y'; columns are: x1, x2, class"},
+      {"predict --model=" + good + " --data=" + csv, "--out is required"},
+      {"predict --model=" + good + " --data=" + csv + " --out=/nonexistent/p.csv", "--out=/nonexistent/p.csv"},
+  };
+  for (const Case& c : cases) {
+    ProgramOutput result = Tower(c.args);
+    EXPECT_TRUE(result.exit_code >= 1 && result.exit_code < 128) << c.args << "\n" << result.text;
+    EXPECT_THAT(result.text, HasSubstr("error: ")) << c.args;
+    EXPECT_THAT(result.text, HasSubstr(c.message)) << c.args << "\n" << result.text;
+  }
+  struct stat info;
+  EXPECT_NE(stat(out.c_str(), &info), 0) << "nothing is written on an error";
+}
+
+}  // namespace
+}  // namespace tower
