@@ -3,6 +3,7 @@
 #include "model/activation.h"
 #include "model/checkpoint/safetensors.h"
 #include "model/dense.h"
+#include "model/normalization.h"
 #include "util/strings.h"
 
 namespace tower {
@@ -20,6 +21,14 @@ StatusOr<std::vector<std::shared_ptr<Layer>>> LayersFromSpec(const std::string& 
   if (spec.empty()) return InvalidArgumentError("no layers given, e.g. 64:relu,1");
   std::vector<std::shared_ptr<Layer>> layers;
   for (const std::string& part : Split(spec, ',')) {
+    if (part == "normalize") {
+      if (!layers.empty()) {
+        return InvalidArgumentError("'" + spec + "': normalize must come first (it scales the "
+                                    "input features)");
+      }
+      layers.push_back(Normalization());
+      continue;
+    }
     const std::vector<std::string> fields = Split(part, ':');
     std::optional<int64_t> units = ParseInt64(fields[0]);
     if (fields.size() > 2 || !units || *units <= 0 || *units > (1 << 20)) {

@@ -26,13 +26,14 @@ namespace tower {
 constexpr int kModelFormatVersion = 1;
 
 struct ModelDescription {
-  std::string layers;  // "UNITS[:ACTIVATION],...", e.g. "64:relu,64:relu,1"
+  std::string layers;  // "[normalize,]UNITS[:ACTIVATION],...", e.g. "normalize,64:relu,1"
   std::string loss;    // a name LossFromName takes
   std::vector<std::string> feature_names;
   std::vector<std::string> target_names;
 };
 
-// Dense layers from "UNITS[:ACTIVATION],..." ("64:relu,1"; no activation: linear).
+// Layers from "UNITS[:ACTIVATION],..." ("64:relu,1"; no activation: linear): Dense layers,
+// after an optional leading "normalize" (a Normalization layer, model/normalization.h).
 StatusOr<std::vector<std::shared_ptr<Layer>>> LayersFromSpec(const std::string& spec);
 
 std::map<std::string, std::string> ToMetadata(const ModelDescription& description);

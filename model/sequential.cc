@@ -52,6 +52,12 @@ Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, uint64_t seed
 
 Sequential::~Sequential() = default;
 
+std::vector<Variable*> Sequential::variables() const {
+  std::vector<Variable*> all;
+  for (const auto& variable : variables_) all.push_back(variable.get());
+  return all;
+}
+
 int64_t Sequential::output_dim() const {
   return layers_.empty() ? -1 : layers_.back()->output_dim();
 }

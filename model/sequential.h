@@ -174,6 +174,9 @@ class Sequential {
 
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
   const std::vector<Variable*>& trainable_variables() const { return trainable_; }
+  // Every variable of the layers, trainable or not (a Normalization's statistics), in
+  // creation order; not the optimizer's slots.
+  std::vector<Variable*> variables() const;
   Optimizer* optimizer() const { return optimizer_.get(); }
   const Loss* loss() const { return loss_.get(); }
   Distribution* distribution() const { return distribution_; }

@@ -18,7 +18,7 @@ checkpoint::TensorData ToData(const std::string& name, const Shape& shape,
 }
 
 std::vector<Variable*> AllVariables(const Sequential& model) {
-  std::vector<Variable*> all = model.trainable_variables();
+  std::vector<Variable*> all = model.variables();
   if (model.optimizer() != nullptr) {
     for (Variable* slot : model.optimizer()->slots()) all.push_back(slot);
   }

@@ -15,6 +15,7 @@
 #include "model/callbacks.h"
 #include "model/dense.h"
 #include "model/model_file.h"
+#include "model/normalization.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/replica_devices.h"
@@ -54,6 +55,7 @@ struct TrainFlags {
   double validation_split = 0;
   std::string validation_data;
   int64_t early_stopping = -1;  // patience in epochs; -1: off
+  bool normalize = false;
   std::string save_best;
   // Distribution.
   int64_t replicas = 1;
@@ -269,6 +271,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddInt("backup-every", &flags.backup_every, "steps between backups");
   parser.AddBool("resume", &flags.resume, "continue from the --backup file if there is one (a killed run then ends with the same weights, bitwise)");
   parser.AddBool("check-numerics", &flags.check_numerics, "stop at the first NaN or Inf in a loss or gradient, naming it");
+  parser.AddBool("normalize", &flags.normalize, "scale every feature to mean 0, std 1 with the training data's statistics (a Normalization layer, saved with the model)");
   parser.AddDouble("validation-split", &flags.validation_split, "hold out the last fraction F of the rows (before shuffling) for validation each epoch");
   parser.AddString("validation-data", &flags.validation_data, "validate each epoch on this file (the training data's columns)");
   parser.AddInt("early-stopping", &flags.early_stopping, "stop after N epochs without improving val_loss (loss without validation data)");
@@ -340,8 +343,13 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   StatusOr<Prepared> prepared = LoadData(flags.data, flags.target);
   if (!prepared.ok()) return Usage(err, prepared.status());
   const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
-  StatusOr<std::vector<std::shared_ptr<Layer>>> layers =
-      ParseLayers(flags.layers.empty() ? defaults.layers : flags.layers);
+  // The model's layers as the file will describe them: a leading "normalize" with --normalize.
+  const std::string dense_spec = flags.layers.empty() ? defaults.layers : flags.layers;
+  const std::string layer_spec =
+      (flags.normalize && !dense_spec.empty() ? "normalize," : "") + dense_spec;
+  // --layers=normalize,... is the same as --normalize.
+  const bool normalized = layer_spec == "normalize" || StartsWith(layer_spec, "normalize,");
+  StatusOr<std::vector<std::shared_ptr<Layer>>> layers = ParseLayers(layer_spec);
   if (!layers.ok()) return Usage(err, layers.status());
   const double lr = flags.lr > 0 || parser.WasSet("lr") ? flags.lr : defaults.lr;
   StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(flags, lr);
@@ -409,6 +417,12 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (!status.ok()) return Usage(err, status);
   status = model.Build(prepared->dataset.feature_dim());
   if (!status.ok()) return Usage(err, status);
+  if (normalized) {
+    // The statistics of the training rows only (never the validation rows), before --init or
+    // --resume, which bring their own.
+    status = static_cast<NormalizationLayer&>(*model.layers().front()).Adapt(training_data);
+    if (!status.ok()) return Usage(err, status.WithContext("--normalize"));
+  }
   if (!flags.init.empty()) {
     status = model.LoadWeights(flags.init);
     if (!status.ok()) return Usage(err, status.WithContext("--init"));
@@ -417,7 +431,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   // The saved files rebuild the model (tower evaluate / predict need nothing else).
   {
     ModelDescription description;
-    description.layers = flags.layers.empty() ? defaults.layers : flags.layers;
+    description.layers = layer_spec;
     description.loss = model.loss()->name();
     description.feature_names = prepared->dataset.schema().feature_names;
     description.target_names = prepared->dataset.schema().target_names;
@@ -425,7 +439,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   const bool chief = strategy == nullptr || strategy->is_chief();
   const std::string signature =
-      RunSignature(flags, flags.layers.empty() ? defaults.layers : flags.layers, lr);
+      RunSignature(flags, layer_spec, lr);
   std::optional<FitPosition> resume;
   if (flags.resume && std::ifstream(flags.backup).good()) {
     StatusOr<FitPosition> position = model.RestoreBackup(flags.backup, signature);

@@ -15,6 +15,7 @@
 #include "model/callbacks.h"
 #include "model/dense.h"
 #include "model/distribution.h"
+#include "model/normalization.h"
 
 namespace tower {
 namespace {
@@ -471,6 +472,44 @@ TEST(SequentialTest, ADivergingRunStopsByDefault) {
   history = model->Fit(huge.Batch(1), options);
   ASSERT_TRUE(history.ok()) << history.status();
   EXPECT_FALSE(std::isfinite(history->epochs.back().at("loss")));
+}
+
+// Normalization: adapt computes each feature's mean and population std (a constant feature
+// is only centred), forward applies (x − mean) / std, and the statistics travel with the
+// weights.
+TEST(SequentialTest, NormalizationAdaptsAppliesAndIsSaved) {
+  const data::Dataset rows = *data::Dataset::FromTensors(
+      {1, 10, -1, 2, 10, 1, 3, 10, -1, 4, 10, 1}, 3, {0, 0, 0, 0}, 1);
+  auto make = [] {
+    auto model = std::make_unique<Sequential>(
+        std::vector<std::shared_ptr<Layer>>{Normalization(), Dense(1)}, 1);
+    TOWER_CHECK_OK(model->Compile(MeanSquaredErrorLoss(), SGD(0.1f)));
+    TOWER_CHECK_OK(model->Build(3));
+    return model;
+  };
+  auto model = make();
+  auto& norm = static_cast<NormalizationLayer&>(*model->layers()[0]);
+  EXPECT_THAT(*norm.Mean(), ::testing::ElementsAre(0, 0, 0));  // the identity until adapted
+  ASSERT_TRUE(norm.Adapt(rows).ok());
+  const float std0 = std::sqrt(1.25f);  // of 1, 2, 3, 4
+  EXPECT_THAT(*norm.Mean(), ::testing::Pointwise(::testing::FloatNear(1e-6f), {2.5f, 10.0f, 0.0f}));
+  EXPECT_THAT(*norm.Std(), ::testing::Pointwise(::testing::FloatNear(1e-6f), {std0, 1.0f, 1.0f}));
+  Device* cpu = *tower::Context::Default().DefaultDevice();
+  const Tensor x = *Tensor::FromHost(cpu, Shape{2, 3}, {1, 10, -1, 4, 10, 1});
+  const std::vector<float> y = *(*norm.Forward(0, x, nullptr)).ToHost();
+  EXPECT_THAT(y, ::testing::Pointwise(::testing::FloatNear(1e-6f),
+                                      {-1.5f / std0, 0.0f, -1.0f, 1.5f / std0, 0.0f, 1.0f}));
+  EXPECT_TRUE(model->trainable_variables().size() == 2) << "only the dense layer trains";
+  // Saved and loaded with the weights.
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/normalized.safetensors";
+  ASSERT_TRUE(model->SaveWeights(path).ok());
+  auto loaded = make();
+  ASSERT_TRUE(loaded->LoadWeights(path, /*with_optimizer_state=*/false).ok());
+  EXPECT_EQ(*static_cast<NormalizationLayer&>(*loaded->layers()[0]).Mean(), *norm.Mean());
+  // Training leaves the statistics alone.
+  ASSERT_TRUE(model->Fit(rows.Batch(2), FitOptions{.verbose = 0}).ok());
+  EXPECT_THAT(*norm.Mean(), ::testing::Pointwise(::testing::FloatNear(1e-6f), {2.5f, 10.0f, 0.0f}));
 }
 
 TEST(SequentialTest, FitPositionRoundTripsThroughMetadataExactly) {
