@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -248,6 +249,7 @@ class Parser {
     int64_t first_blank_line = 0;
     std::vector<float> features(static_cast<size_t>(feature_dim));
     std::vector<float> targets(static_cast<size_t>(target_dim));
+    std::vector<std::string> labels;  // with class_labels: each row's label as written
     while (reader.Next(&line)) {
       const int64_t line_number = reader.line_number();
       if (IsBlank(line)) {
@@ -276,6 +278,14 @@ class Parser {
       for (int64_t c = 0; c < columns; ++c) {
         const Destination& destination = destinations_[static_cast<size_t>(c)];
         if (destination.kind == Destination::kSkip) continue;
+        if (destination.kind == Destination::kTarget && options_.class_labels) {
+          labels.push_back(LabelText(fields[static_cast<size_t>(c)]));
+          if (labels.back().empty()) {
+            return Error("line " + std::to_string(line_number) + ", " + ColumnName(c) +
+                         ": an empty class label");
+          }
+          continue;  // mapped to ids once every label is known
+        }
         float value = 0;
         const CellError error = ParseCell(fields[static_cast<size_t>(c)].text, &value);
         if (error != CellError::kNone) {
@@ -294,7 +304,62 @@ class Parser {
     }
     table.rows = static_cast<int64_t>(table.lines.size());
     if (table.rows == 0) return Error("the file has a header (line 1) but no data rows");
+    if (options_.class_labels) TOWER_RETURN_IF_ERROR(MapLabels(labels, &table));
+    table.schema = schema_;
     return table;
+  }
+
+  // A class label as written: without the quotes and surrounding spaces.
+  static std::string LabelText(const Field& field) {
+    std::string text(field.text);
+    if (field.quoted) {
+      for (size_t at = text.find("\"\""); at != std::string::npos; at = text.find("\"\"", at + 1)) {
+        text.erase(at, 1);
+      }
+    }
+    const size_t first = text.find_first_not_of(" \t");
+    if (first == std::string::npos) return "";
+    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  }
+
+  // The labels as class ids (see CsvOptions::class_labels), into table->targets.
+  Status MapLabels(const std::vector<std::string>& labels, CsvTable* table) {
+    std::vector<std::string> names = options_.class_names;
+    if (names.empty()) {
+      // All integers: ids as they are.
+      bool numeric = true;
+      std::vector<float> ids;
+      for (const std::string& label : labels) {
+        float value = 0;
+        if (ParseCell(label, &value) != CellError::kNone) {
+          numeric = false;
+          break;
+        }
+        ids.push_back(value);
+      }
+      if (numeric) {
+        table->targets = std::move(ids);
+        return OkStatus();
+      }
+      names = labels;
+      std::sort(names.begin(), names.end());
+      names.erase(std::unique(names.begin(), names.end()), names.end());
+      schema_.class_names = names;
+    } else {
+      schema_.class_names = names;
+    }
+    std::unordered_map<std::string, int64_t> id;
+    for (size_t k = 0; k < names.size(); ++k) id.emplace(names[k], static_cast<int64_t>(k));
+    table->targets.resize(labels.size());
+    for (size_t r = 0; r < labels.size(); ++r) {
+      const auto it = id.find(labels[r]);
+      if (it == id.end()) {
+        return Error("line " + std::to_string(table->lines[r]) + ": class '" + labels[r] +
+                     "' is not one of the model's classes (" + Join(names, ", ") + ")");
+      }
+      table->targets[r] = static_cast<float>(it->second);
+    }
+    return OkStatus();
   }
 
  private:
@@ -322,6 +387,10 @@ class Parser {
         d == '+' || (d >= '0' && d <= '9')) {
       return Error(std::string("CsvOptions::delimiter ") + Quoted(std::string_view(&d, 1)) +
                    " cannot separate numbers");
+    }
+    if (options_.class_labels && options_.target_columns.size() != 1) {
+      return Error("class labels need exactly one target column, not " +
+                   std::to_string(options_.target_columns.size()));
     }
     // No targets is allowed only for features named one by one (data to predict on).
     if (options_.target_columns.empty() && options_.feature_columns.empty()) {

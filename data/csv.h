@@ -31,6 +31,12 @@ struct CsvOptions {
   // order. Columns that are neither are not parsed (they may hold text, such as an id).
   std::vector<std::string> feature_columns;
   char delimiter = ',';
+  // The (one) target column holds class labels. Integer labels are class ids as they are;
+  // text labels ("setosa") become ids: their positions in `class_names` when it is given (a
+  // label outside it is an error naming the line), else in sorted order, which the table's
+  // schema then lists (Schema::class_names).
+  bool class_labels = false;
+  std::vector<std::string> class_names;
 };
 
 // A parsed file, in memory.

@@ -11,6 +11,9 @@ namespace tower::data {
 struct Schema {
   std::vector<std::string> feature_names;
   std::vector<std::string> target_names;
+  // A class column of text labels (CsvOptions::class_labels): class id i is named
+  // class_names[i]. Empty for numeric targets and numeric class ids.
+  std::vector<std::string> class_names;
 };
 
 // Default names for unnamed columns: features "x0".."x{n-1}"; targets "y" when there is one,

@@ -14,6 +14,7 @@ constexpr char kLayers[] = "tower.layers";
 constexpr char kLoss[] = "tower.loss";
 constexpr char kFeatures[] = "tower.features";
 constexpr char kTargets[] = "tower.targets";
+constexpr char kClasses[] = "tower.classes";
 
 }  // namespace
 
@@ -43,11 +44,17 @@ StatusOr<std::vector<std::shared_ptr<Layer>>> LayersFromSpec(const std::string& 
 }
 
 std::map<std::string, std::string> ToMetadata(const ModelDescription& description) {
-  return {{kFormat, std::to_string(kModelFormatVersion)},
-          {kLayers, description.layers},
-          {kLoss, description.loss},
-          {kFeatures, Join(description.feature_names, ",")},
-          {kTargets, Join(description.target_names, ",")}};
+  // Names one per line: column and class names may hold commas.
+  std::map<std::string, std::string> metadata = {
+      {kFormat, std::to_string(kModelFormatVersion)},
+      {kLayers, description.layers},
+      {kLoss, description.loss},
+      {kFeatures, Join(description.feature_names, "\n")},
+      {kTargets, Join(description.target_names, "\n")}};
+  if (!description.class_names.empty()) {
+    metadata[kClasses] = Join(description.class_names, "\n");
+  }
+  return metadata;
 }
 
 StatusOr<ModelDescription> ModelDescriptionFromMetadata(
@@ -85,7 +92,10 @@ StatusOr<ModelDescription> ModelDescriptionFromMetadata(
     if (it == metadata.end() || it->second.empty()) {
       return InvalidArgumentError(path + ": the model description has no '" + key + "'");
     }
-    *names = Split(it->second, ',');
+    *names = Split(it->second, '\n');
+  }
+  if (auto it = metadata.find(kClasses); it != metadata.end() && !it->second.empty()) {
+    description.class_names = Split(it->second, '\n');
   }
   TOWER_RETURN_IF_ERROR(LayersFromSpec(description.layers).status().WithContext(path));
   return description;

@@ -5,7 +5,8 @@
 //   "tower.format": "1"                  the version of this description
 //   "tower.layers": "64:relu,1"          LayersFromSpec
 //   "tower.loss":   "mean_squared_error" LossFromName
-//   "tower.features": "x1,x2"  "tower.targets": "y"   column names, in order
+//   "tower.features": "x1\nx2"  "tower.targets": "y"  column names, in order, one per line
+//   "tower.classes": "setosa\nversicolor"               a classifier's class names, if any
 //
 // A file from a newer format, or without a description (weights only), is refused by
 // ModelDescriptionFromMetadata with a message that says which.
@@ -30,6 +31,8 @@ struct ModelDescription {
   std::string loss;    // a name LossFromName takes
   std::vector<std::string> feature_names;
   std::vector<std::string> target_names;
+  // A classifier trained on text labels: class id i is class_names[i]. Empty otherwise.
+  std::vector<std::string> class_names;
 };
 
 // Layers from "UNITS[:ACTIVATION],..." ("64:relu,1"; no activation: linear): Dense layers,

@@ -125,6 +125,14 @@ Status WriteAtomically(const std::string& path, const std::string& text) {
   return OkStatus();
 }
 
+// A CSV field: quoted when it holds a delimiter, a quote or a line end.
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 std::string Number(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.9g", value);
@@ -150,6 +158,9 @@ int RunEvaluateCommand(const std::vector<std::string>& args, std::ostream& out,
   data::CsvOptions csv;
   csv.feature_columns = loaded->description.feature_names;
   csv.target_columns = loaded->description.target_names;
+  // A classifier's labels as it knows them: its class names, else ids.
+  csv.class_labels = IsClassifier(loaded->description);
+  csv.class_names = loaded->description.class_names;
   StatusOr<data::Dataset> dataset = data::Dataset::FromCsv(flags.data, csv);
   if (!dataset.ok()) return Usage(err, dataset.status());
   StatusOr<Logs> logs = loaded->model->Evaluate(dataset->Batch(flags.global_batch));
@@ -195,7 +206,10 @@ int RunPredictCommand(const std::vector<std::string>& args, std::ostream& out, s
   const ModelDescription& description = loaded->description;
   const int64_t width = loaded->model->output_dim();
   std::ostringstream text;
-  text << Join(description.target_names, ",") << "\n";
+  for (size_t k = 0; k < description.target_names.size(); ++k) {
+    text << (k ? "," : "") << CsvField(description.target_names[k]);
+  }
+  text << "\n";
   for (int64_t row = 0; row < table->rows; ++row) {
     const float* values = outputs->data() + row * width;
     if (IsClassifier(description)) {
@@ -204,7 +218,11 @@ int RunPredictCommand(const std::vector<std::string>& args, std::ostream& out, s
       for (int64_t k = 1; k < width; ++k) {
         if (values[k] > values[best]) best = k;
       }
-      text << best << "\n";
+      if (description.class_names.empty()) {
+        text << best << "\n";
+      } else {
+        text << CsvField(description.class_names[static_cast<size_t>(best)]) << "\n";
+      }
     } else {
       for (int64_t k = 0; k < width; ++k) text << (k ? "," : "") << Number(values[k]);
       text << "\n";

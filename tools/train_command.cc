@@ -115,8 +115,12 @@ struct Prepared {
   std::string synthetic;  // the workload name, or "" for CSV
 };
 
-// `spec`: a CSV file (with `target` naming its target columns) or synthetic:... .
-StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target) {
+// `spec`: a CSV file (with `target` naming its target columns) or synthetic:... . A
+// classifier's CSV target may hold class names (`class_labels`), mapped as `class_names` says
+// (empty: sorted).
+StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
+                            bool class_labels = false,
+                            const std::vector<std::string>& class_names = {}) {
   if (spec.empty()) {
     return InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or synthetic:mlp");
   }
@@ -133,6 +137,8 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target) 
   }
   data::CsvOptions csv;
   csv.target_columns = Split(target, ',');
+  csv.class_labels = class_labels;
+  csv.class_names = class_names;
   TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(spec, csv));
   return Prepared{std::move(dataset), ""};
 }
@@ -188,7 +194,10 @@ Status PrepareValidation(const TrainFlags& flags, const Prepared& prepared, int6
     return OkStatus();
   }
   if (flags.validation_data.empty()) return OkStatus();
-  StatusOr<Prepared> loaded = LoadData(flags.validation_data, flags.target);
+  // The training data's class names, in its order: the same ids on both sides.
+  const std::vector<std::string>& class_names = prepared.dataset.schema().class_names;
+  StatusOr<Prepared> loaded = LoadData(flags.validation_data, flags.target, classes.has_value(),
+                                       class_names);
   if (!loaded.ok()) return loaded.status().WithContext("--validation-data");
   const data::Schema& want = prepared.dataset.schema();
   const data::Schema& got = loaded->dataset.schema();
@@ -340,7 +349,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   for (const std::string& name : metrics) {
     if (!MetricFromName(name).ok()) return Usage(err, MetricFromName(name).status());
   }
-  StatusOr<Prepared> prepared = LoadData(flags.data, flags.target);
+  const bool classifier = flags.loss != "mse" && flags.loss != "mean_squared_error";
+  StatusOr<Prepared> prepared = LoadData(flags.data, flags.target, classifier);
   if (!prepared.ok()) return Usage(err, prepared.status());
   const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
   // The model's layers as the file will describe them: a leading "normalize" with --normalize.
@@ -358,7 +368,14 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   Status shapes = (*loss)->CheckShapes(outputs, prepared->dataset.target_dim());
   if (!shapes.ok()) return Usage(err, shapes);
   std::optional<int64_t> classes;
-  if (flags.loss != "mse" && flags.loss != "mean_squared_error" && prepared->synthetic.empty()) {
+  const std::vector<std::string>& class_names = prepared->dataset.schema().class_names;
+  if (static_cast<int64_t>(class_names.size()) > outputs) {
+    return Usage(err, InvalidArgumentError(
+                          "the data has " + std::to_string(class_names.size()) + " classes (" +
+                          Join(class_names, ", ") + "), the last layer " +
+                          std::to_string(outputs) + " units: give it one per class"));
+  }
+  if (classifier && prepared->synthetic.empty()) {
     classes = outputs;
     Status labels = CheckClassIds(prepared->dataset, outputs);
     if (!labels.ok()) return Usage(err, labels);
@@ -435,6 +452,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     description.loss = model.loss()->name();
     description.feature_names = prepared->dataset.schema().feature_names;
     description.target_names = prepared->dataset.schema().target_names;
+    description.class_names = prepared->dataset.schema().class_names;
     model.set_description(std::move(description));
   }
   const bool chief = strategy == nullptr || strategy->is_chief();

@@ -222,6 +222,36 @@ TEST(CsvTest, FeaturesOnlyWhenNamed) {
   EXPECT_TRUE(table->schema.target_names.empty());
 }
 
+// A class column of text: names become ids in sorted order (or the order given), integer
+// labels stay ids, and a name outside a given list is an error naming the line.
+TEST(CsvTest, ClassLabelsByName) {
+  CsvOptions options;
+  options.target_columns = {"kind"};
+  options.class_labels = true;
+  const std::string text = "x,kind\n1,b\n2, a \n3,\"c,d\"\n4,b\n";
+  StatusOr<CsvTable> table = ParseCsv(text, "mem.csv", options);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->schema.class_names, (std::vector<std::string>{"a", "b", "c,d"}));
+  EXPECT_EQ(table->targets, (std::vector<float>{1, 0, 2, 1}));
+  options.class_names = {"c,d", "b", "a"};
+  table = ParseCsv(text, "mem.csv", options);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->targets, (std::vector<float>{1, 2, 0, 1}));
+  options.class_names = {"a", "b"};
+  EXPECT_EQ(ParseCsv(text, "mem.csv", options).status().message(),
+            "mem.csv: line 4: class 'c,d' is not one of the model's classes (a, b)");
+  options.class_names.clear();
+  table = ParseCsv("x,kind\n1,2\n2,0\n", "mem.csv", options);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_TRUE(table->schema.class_names.empty());
+  EXPECT_EQ(table->targets, (std::vector<float>{2, 0}));
+  EXPECT_EQ(ParseCsv("x,kind\n1, \n", "mem.csv", options).status().message(),
+            "mem.csv: line 2, column 'kind' (2): an empty class label");
+  options.target_columns = {"x", "kind"};
+  EXPECT_EQ(ParseCsv(text, "mem.csv", options).status().message(),
+            "mem.csv: class labels need exactly one target column, not 2");
+}
+
 TEST(CsvTest, ManyRows) {
   std::string text = "a,b,y\n";
   for (int r = 0; r < 20000; ++r) {
