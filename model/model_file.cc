@@ -1,5 +1,9 @@
 #include "model/model_file.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 #include "model/activation.h"
 #include "model/checkpoint/safetensors.h"
 #include "model/dense.h"
@@ -15,6 +19,32 @@ constexpr char kLoss[] = "tower.loss";
 constexpr char kFeatures[] = "tower.features";
 constexpr char kTargets[] = "tower.targets";
 constexpr char kClasses[] = "tower.classes";
+constexpr char kTargetMean[] = "tower.target_mean";
+constexpr char kTargetStd[] = "tower.target_std";
+
+// Floats one per line, each written so that it reads back to the same bits.
+std::string FloatsText(const std::vector<float>& values) {
+  std::vector<std::string> lines;
+  for (float value : values) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.9g", value);
+    lines.push_back(text);
+  }
+  return Join(lines, "\n");
+}
+
+StatusOr<std::vector<float>> ParseFloats(const std::string& text, const std::string& where) {
+  std::vector<float> values;
+  for (const std::string& line : Split(text, '\n')) {
+    char* end = nullptr;
+    const float value = std::strtof(line.c_str(), &end);
+    if (line.empty() || *end != '\0' || !std::isfinite(value)) {
+      return InvalidArgumentError(where + ": '" + line + "' is not a finite number");
+    }
+    values.push_back(value);
+  }
+  return values;
+}
 
 }  // namespace
 
@@ -53,6 +83,10 @@ std::map<std::string, std::string> ToMetadata(const ModelDescription& descriptio
       {kTargets, Join(description.target_names, "\n")}};
   if (!description.class_names.empty()) {
     metadata[kClasses] = Join(description.class_names, "\n");
+  }
+  if (!description.target_mean.empty()) {
+    metadata[kTargetMean] = FloatsText(description.target_mean);
+    metadata[kTargetStd] = FloatsText(description.target_std);
   }
   return metadata;
 }
@@ -96,6 +130,23 @@ StatusOr<ModelDescription> ModelDescriptionFromMetadata(
   }
   if (auto it = metadata.find(kClasses); it != metadata.end() && !it->second.empty()) {
     description.class_names = Split(it->second, '\n');
+  }
+  auto mean = metadata.find(kTargetMean);
+  auto std_dev = metadata.find(kTargetStd);
+  if ((mean == metadata.end()) != (std_dev == metadata.end())) {
+    return InvalidArgumentError(path + ": the model description has only one of '" +
+                                kTargetMean + "' and '" + kTargetStd + "'");
+  }
+  if (mean != metadata.end()) {
+    TOWER_ASSIGN_OR_RETURN(description.target_mean,
+                           ParseFloats(mean->second, path + ": " + kTargetMean));
+    TOWER_ASSIGN_OR_RETURN(description.target_std,
+                           ParseFloats(std_dev->second, path + ": " + kTargetStd));
+    if (description.target_mean.size() != description.target_names.size() ||
+        description.target_std.size() != description.target_names.size()) {
+      return InvalidArgumentError(path + ": the target statistics do not match the " +
+                                  std::to_string(description.target_names.size()) + " targets");
+    }
   }
   TOWER_RETURN_IF_ERROR(LayersFromSpec(description.layers).status().WithContext(path));
   return description;

@@ -7,6 +7,7 @@
 //   "tower.loss":   "mean_squared_error" LossFromName
 //   "tower.features": "x1\nx2"  "tower.targets": "y"  column names, in order, one per line
 //   "tower.classes": "setosa\nversicolor"               a classifier's class names, if any
+//   "tower.target_mean", "tower.target_std": "22.53\n..."  normalized targets (regression), if any
 //
 // A file from a newer format, or without a description (weights only), is refused by
 // ModelDescriptionFromMetadata with a message that says which.
@@ -33,6 +34,10 @@ struct ModelDescription {
   std::vector<std::string> target_names;
   // A classifier trained on text labels: class id i is class_names[i]. Empty otherwise.
   std::vector<std::string> class_names;
+  // Regression trained on normalized targets (Sequential::SetTargetNormalization): per
+  // target column. Empty otherwise.
+  std::vector<float> target_mean;
+  std::vector<float> target_std;
 };
 
 // Layers from "UNITS[:ACTIVATION],..." ("64:relu,1"; no activation: linear): Dense layers,

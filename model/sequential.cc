@@ -52,6 +52,55 @@ Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, uint64_t seed
 
 Sequential::~Sequential() = default;
 
+Status Sequential::SetTargetNormalization(std::vector<float> mean, std::vector<float> std_dev) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  if (loss_->name() != "mean_squared_error") {
+    return InvalidArgumentError("target normalization is for regression (mean squared error), "
+                                "not " + loss_->name());
+  }
+  if (mean.size() != std_dev.size() || mean.empty() ||
+      (output_dim() >= 0 && static_cast<int64_t>(mean.size()) != output_dim())) {
+    return InvalidArgumentError("target normalization: " + std::to_string(mean.size()) +
+                                " means and " + std::to_string(std_dev.size()) +
+                                " standard deviations for " + std::to_string(output_dim()) +
+                                " outputs");
+  }
+  for (size_t k = 0; k < mean.size(); ++k) {
+    if (!std::isfinite(mean[k]) || !(std_dev[k] > 0) || !std::isfinite(std_dev[k])) {
+      return InvalidArgumentError("target normalization: target " + std::to_string(k) +
+                                  " has mean " + std::to_string(mean[k]) + " and std " +
+                                  std::to_string(std_dev[k]));
+    }
+  }
+  target_mean_ = std::move(mean);
+  target_std_ = std::move(std_dev);
+  return OkStatus();
+}
+
+std::vector<float> Sequential::NormalizedTargets(const float* targets, int64_t rows,
+                                                 int64_t target_dim) const {
+  std::vector<float> out(targets, targets + rows * target_dim);
+  if (target_mean_.empty()) return out;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < target_dim; ++k) {
+      float& y = out[r * target_dim + k];
+      y = (y - target_mean_[k]) / target_std_[k];
+    }
+  }
+  return out;
+}
+
+void Sequential::DenormalizeOutputs(float* outputs, int64_t rows) const {
+  if (target_mean_.empty()) return;
+  const int64_t width = output_dim();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < width; ++k) {
+      float& y = outputs[r * width + k];
+      y = y * target_std_[k] + target_mean_[k];
+    }
+  }
+}
+
 std::vector<Variable*> Sequential::variables() const {
   std::vector<Variable*> all;
   for (const auto& variable : variables_) all.push_back(variable.get());
@@ -278,10 +327,15 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     TOWER_ASSIGN_OR_RETURN(
         Tensor x, Tensor::FromHostBytes(device, Shape{rows.count, in_dim}, DType::kFloat32,
                                         batch.features.data() + rows.first * in_dim));
+    const float* host_targets = batch.targets.data() + rows.first * batch.target_dim;
+    std::vector<float> normalized;
+    if (normalizes_targets()) {
+      normalized = NormalizedTargets(host_targets, rows.count, batch.target_dim);
+      host_targets = normalized.data();
+    }
     TOWER_ASSIGN_OR_RETURN(
         Tensor targets,
-        loss_->PrepareTargets(device, batch.targets.data() + rows.first * batch.target_dim,
-                              rows.count, batch.target_dim, out_dim,
+        loss_->PrepareTargets(device, host_targets, rows.count, batch.target_dim, out_dim,
                               batch.source_rows.empty() ? nullptr
                                                         : batch.source_rows.data() + rows.first));
     PassOptions options;
@@ -319,6 +373,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   });
   TOWER_RETURN_IF_ERROR(status);
   if (training) optimizer_->set_iterations(iteration + 1);
+  if (predictions != nullptr) DenormalizeOutputs(predictions->data(), batch.rows);
   return losses[0];
 }
 
@@ -390,6 +445,8 @@ StatusOr<ReplicaGradients> Sequential::ComputeGradients(ReplicaContext& ctx,
   TOWER_RETURN_IF_ERROR(loss_->CheckShapes(output_dim(), targets.shape().dim(1)));
   // The loss checks and converts targets on the host (class ids).
   TOWER_ASSIGN_OR_RETURN(std::vector<float> host_targets, targets.ToHost());
+  host_targets = NormalizedTargets(host_targets.data(), targets.shape().dim(0),
+                                   targets.shape().dim(1));
   TOWER_ASSIGN_OR_RETURN(Tensor prepared,
                          loss_->PrepareTargets(ctx.device(), host_targets.data(),
                                                targets.shape().dim(0), targets.shape().dim(1),
@@ -481,6 +538,7 @@ StatusOr<std::vector<float>> Sequential::Predict(const std::vector<float>& featu
     if (ctx.replica_id() != 0) return OkStatus();
     return gathered.ToHostBytes(outputs.data());
   }));
+  DenormalizeOutputs(outputs.data(), rows);
   return outputs;
 }
 

@@ -160,6 +160,12 @@ class Sequential {
   Status SaveBackup(const std::string& path, const FitPosition& position) const;
   StatusOr<FitPosition> RestoreBackup(const std::string& path, const std::string& signature);
 
+  // Regression on normalized targets: the loss compares outputs with (y − mean) / std per
+  // target column, and Predict and the metrics undo it (outputs · std + mean, the original
+  // units). The loss figures stay in normalized units. Not for classifiers.
+  Status SetTargetNormalization(std::vector<float> mean, std::vector<float> std_dev);
+  bool normalizes_targets() const { return !target_mean_.empty(); }
+
   // What SaveWeights and SaveBackup also write, so that the file rebuilds the model
   // (model/model_file.h). Without it a file holds weights only.
   void set_description(ModelDescription description) { description_ = std::move(description); }
@@ -219,6 +225,13 @@ class Sequential {
   bool stop_training_ = false;
   bool check_numerics_ = false;
   std::optional<ModelDescription> description_;
+  // SetTargetNormalization's statistics, per target column (empty: off).
+  std::vector<float> target_mean_;
+  std::vector<float> target_std_;
+  // Host targets [rows, target_dim] as the loss sees them (normalized when on).
+  std::vector<float> NormalizedTargets(const float* targets, int64_t rows, int64_t target_dim) const;
+  // Outputs [rows, output_dim] back to the targets' units, in place (when on).
+  void DenormalizeOutputs(float* outputs, int64_t rows) const;
 };
 
 }  // namespace tower

@@ -88,6 +88,11 @@ StatusOr<LoadedModel> Load(const ModelFlags& flags) {
       static_cast<int64_t>(loaded.description.feature_names.size())));
   // The weights only: the optimizer's state (whichever trained it) plays no part here.
   TOWER_RETURN_IF_ERROR(loaded.model->LoadWeights(flags.model, /*with_optimizer_state=*/false));
+  if (!loaded.description.target_mean.empty()) {
+    TOWER_RETURN_IF_ERROR(loaded.model->SetTargetNormalization(loaded.description.target_mean,
+                                                               loaded.description.target_std)
+                              .WithContext(flags.model));
+  }
   return loaded;
 }
 

@@ -56,6 +56,7 @@ struct TrainFlags {
   std::string validation_data;
   int64_t early_stopping = -1;  // patience in epochs; -1: off
   bool normalize = false;
+  bool normalize_target = false;
   std::string save_best;
   // Distribution.
   int64_t replicas = 1;
@@ -219,6 +220,36 @@ Status PrepareValidation(const TrainFlags& flags, const Prepared& prepared, int6
   return OkStatus();
 }
 
+// Each target column's mean and population standard deviation over `data`'s rows (a
+// constant column: std 1).
+StatusOr<std::pair<std::vector<float>, std::vector<float>>> TargetStatistics(
+    const data::Dataset& data) {
+  const int64_t dim = data.target_dim();
+  std::vector<double> sum(dim, 0), squares(dim, 0);
+  int64_t rows = 0;
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> it, data.Batch(4096).MakeIterator());
+  while (true) {
+    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, it->Next());
+    if (!batch.has_value()) break;
+    for (int64_t r = 0; r < batch->rows; ++r, ++rows) {
+      for (int64_t k = 0; k < dim; ++k) {
+        const double y = batch->targets[r * dim + k];
+        sum[k] += y;
+        squares[k] += y * y;
+      }
+    }
+  }
+  if (rows == 0) return InvalidArgumentError("no rows to compute the target statistics from");
+  std::vector<float> mean(dim), std_dev(dim);
+  for (int64_t k = 0; k < dim; ++k) {
+    const double m = sum[k] / rows;
+    const double variance = std::max(0.0, squares[k] / rows - m * m);
+    mean[k] = static_cast<float>(m);
+    std_dev[k] = variance > 1e-14 ? static_cast<float>(std::sqrt(variance)) : 1.0f;
+  }
+  return std::make_pair(mean, std_dev);
+}
+
 // Output paths are checked before training, so a typo costs seconds, not a training run.
 Status CheckWritable(const std::string& flag, const std::string& path) {
   if (path.empty()) return OkStatus();
@@ -281,6 +312,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddBool("resume", &flags.resume, "continue from the --backup file if there is one (a killed run then ends with the same weights, bitwise)");
   parser.AddBool("check-numerics", &flags.check_numerics, "stop at the first NaN or Inf in a loss or gradient, naming it");
   parser.AddBool("normalize", &flags.normalize, "scale every feature to mean 0, std 1 with the training data's statistics (a Normalization layer, saved with the model)");
+  parser.AddBool("normalize-target", &flags.normalize_target, "regression: train on targets scaled to mean 0, std 1 (the training data's statistics, saved with the model); predictions and metrics stay in the original units");
   parser.AddDouble("validation-split", &flags.validation_split, "hold out the last fraction F of the rows (before shuffling) for validation each epoch");
   parser.AddString("validation-data", &flags.validation_data, "validate each epoch on this file (the training data's columns)");
   parser.AddInt("early-stopping", &flags.early_stopping, "stop after N epochs without improving val_loss (loss without validation data)");
@@ -350,6 +382,10 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     if (!MetricFromName(name).ok()) return Usage(err, MetricFromName(name).status());
   }
   const bool classifier = flags.loss != "mse" && flags.loss != "mean_squared_error";
+  if (classifier && flags.normalize_target) {
+    return Usage(err, InvalidArgumentError("--normalize-target is for regression (--loss=mse): "
+                                           "class ids are not scaled"));
+  }
   StatusOr<Prepared> prepared = LoadData(flags.data, flags.target, classifier);
   if (!prepared.ok()) return Usage(err, prepared.status());
   const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
@@ -434,6 +470,14 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (!status.ok()) return Usage(err, status);
   status = model.Build(prepared->dataset.feature_dim());
   if (!status.ok()) return Usage(err, status);
+  std::pair<std::vector<float>, std::vector<float>> target_stats;  // mean, std (empty: off)
+  if (flags.normalize_target) {
+    StatusOr<std::pair<std::vector<float>, std::vector<float>>> stats = TargetStatistics(training_data);
+    if (!stats.ok()) return Usage(err, stats.status().WithContext("--normalize-target"));
+    target_stats = *stats;
+    status = model.SetTargetNormalization(target_stats.first, target_stats.second);
+    if (!status.ok()) return Usage(err, status.WithContext("--normalize-target"));
+  }
   if (normalized) {
     // The statistics of the training rows only (never the validation rows), before --init or
     // --resume, which bring their own.
@@ -453,6 +497,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     description.feature_names = prepared->dataset.schema().feature_names;
     description.target_names = prepared->dataset.schema().target_names;
     description.class_names = prepared->dataset.schema().class_names;
+    description.target_mean = target_stats.first;
+    description.target_std = target_stats.second;
     model.set_description(std::move(description));
   }
   const bool chief = strategy == nullptr || strategy->is_chief();

@@ -251,6 +251,54 @@ TEST(ModelCommandsTest, NormalizedFeaturesReachTheLeastSquaresOptimum) {
   }
 }
 
+// --normalize-target: the loss is over (y − mean) / std, predictions and metrics stay in the
+// original units (prices ~1e5 here), and the statistics travel in the model file.
+TEST(ModelCommandsTest, NormalizedTargetsTrainInScaledUnitsAndPredictInTheOriginalOnes) {
+  const std::string csv = Path("houses_targets.csv");
+  const std::vector<House> houses = Houses();
+  {
+    std::ofstream out(csv);
+    out.precision(17);
+    out << "area,rooms,price\n";
+    for (const House& h : houses) out << h.area << "," << h.rooms << "," << h.price << "\n";
+  }
+  double mean = 0, variance = 0;
+  for (const House& h : houses) mean += h.price / houses.size();
+  for (const House& h : houses) variance += (h.price - mean) * (h.price - mean) / houses.size();
+  const std::string model = Path("houses_targets.safetensors");
+  ProgramOutput trained = Tower("train --data=" + csv + " --target=price --layers=1 --normalize "
+                                "--normalize-target --epochs=300 --lr=0.2 --global-batch=400 "
+                                "--verbose=0 --replicas=2 --save=" + model);
+  ASSERT_EQ(trained.exit_code, 0) << trained.text;
+  StatusOr<checkpoint::File> file = checkpoint::Load(model);
+  ASSERT_TRUE(file.ok());
+  EXPECT_NEAR(std::atof(file->metadata.at("tower.target_mean").c_str()), mean, 1e-3 * mean);
+  ProgramOutput evaluated = Tower("evaluate --model=" + model + " --data=" + csv);
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.text;
+  const double loss = Figure(evaluated.text, "loss"), mse = Figure(evaluated.text, "mse");
+  // The same fit as least squares, in original units; the loss is that over the variance.
+  EXPECT_LE(mse, LeastSquaresMse(houses) * 1.01) << evaluated.text;
+  EXPECT_NEAR(loss, mse / variance, 1e-3 * loss) << evaluated.text;
+  const std::string predicted = Path("prices.csv");
+  ASSERT_EQ(Tower("predict --model=" + model + " --data=" + csv + " --out=" + predicted).exit_code, 0);
+  std::ifstream in(predicted);
+  std::string line;
+  std::getline(in, line);
+  double se = 0;
+  for (const House& h : houses) {
+    ASSERT_TRUE(std::getline(in, line));
+    const double p = std::atof(line.c_str());
+    se += (p - h.price) * (p - h.price);
+  }
+  EXPECT_NEAR(se / houses.size(), mse, 1e-3 * mse) << "predict's prices are evaluate's";
+  // Only for regression.
+  ProgramOutput refused = Tower("train --data=" + csv + " --target=price --layers=2 "
+                                "--loss=sparse_categorical_crossentropy --normalize-target "
+                                "--epochs=1 --verbose=0");
+  EXPECT_EQ(refused.exit_code, 2) << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr("--normalize-target is for regression (--loss=mse)"));
+}
+
 // Flowers by name: three overlapping Gaussian clusters in 4 features, text labels.
 struct Flower {
   double x[4];
