@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "data/statistics.h"
 #include "ops/math_ops.h"
 
 namespace tower {
@@ -71,37 +72,11 @@ Status NormalizationLayer::Adapt(const data::Dataset& data) {
                                 std::to_string(data.feature_dim()) + " features, the layer " +
                                 std::to_string(dim_));
   }
-  if (data.num_rows() < 0) return InvalidArgumentError("Normalization::Adapt: endless data");
-  std::vector<double> sum(dim_, 0.0), sum_sq(dim_, 0.0);
-  int64_t rows = 0;
-  // Two passes (mean, then squared deviations): exact enough for any scale of feature.
-  for (int pass = 0; pass < 2; ++pass) {
-    TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> it, data.Batch(4096).MakeIterator());
-    while (true) {
-      TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, it->Next());
-      if (!batch.has_value()) break;
-      for (int64_t r = 0; r < batch->rows; ++r) {
-        for (int64_t j = 0; j < dim_; ++j) {
-          const double v = batch->features[r * dim_ + j];
-          if (pass == 0) {
-            sum[j] += v;
-          } else {
-            const double d = v - sum[j];
-            sum_sq[j] += d * d;
-          }
-        }
-        if (pass == 0) ++rows;
-      }
-    }
-    if (rows == 0) return InvalidArgumentError("Normalization::Adapt: the data has no rows");
-    if (pass == 0) {
-      for (double& s : sum) s /= static_cast<double>(rows);  // the mean
-    }
-  }
-  std::vector<double> std_dev(dim_);
-  for (int64_t j = 0; j < dim_; ++j) std_dev[j] = std::sqrt(sum_sq[j] / static_cast<double>(rows));
+  StatusOr<data::ColumnStatistics> stats =
+      data::ComputeColumnStatistics(data, data::Columns::kFeatures);
+  if (!stats.ok()) return stats.status().WithContext("Normalization::Adapt");
   std::vector<float> kernel, bias;
-  AffineOf(sum, std_dev, &kernel, &bias);
+  AffineOf(stats->mean, stats->std_dev, &kernel, &bias);
   TOWER_RETURN_IF_ERROR(kernel_->Assign(kernel));
   return bias_->Assign(bias);
 }

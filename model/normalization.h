@@ -30,8 +30,8 @@ class NormalizationLayer : public Layer {
   StatusOr<Tensor> Backward(int replica, const Tensor& dy, const LayerCache& cache,
                             bool need_input_grad, std::vector<Tensor>* grads) override;
 
-  // Sets the statistics from every row of `data` (its features; double precision, the
-  // population variance), on every replica's copies. After Build.
+  // Sets the statistics from every row of `data` (its features:
+  // data::ComputeColumnStatistics), on every replica's copies. After Build.
   Status Adapt(const data::Dataset& data);
   // The statistics now in use, from the stored map.
   StatusOr<std::vector<float>> Mean() const;

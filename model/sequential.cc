@@ -347,12 +347,12 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     TOWER_RETURN_IF_ERROR(ForwardBackward(r, x, options, &pass));
     // The loss rides in the last bucket: one all-reduce also gives every replica the
     // global loss (and, across workers, every row's prediction).
-    std::vector<Tensor*> extra = {&pass.loss};
     Tensor all_outputs;
+    Tensor* extras[] = {&pass.loss, &all_outputs};  // no allocation per step
+    const Span<Tensor* const> extra(extras, gather ? 2 : 1);
     if (gather) {
       TOWER_ASSIGN_OR_RETURN(all_outputs,
                              OwnRowsOfAll(device, pass.outputs, rows, batch.rows, out_dim));
-      extra.push_back(&all_outputs);
     }
     if (training) {
       TOWER_RETURN_IF_ERROR(ctx.gradient_reducer().Finish(extra));
@@ -445,8 +445,10 @@ StatusOr<ReplicaGradients> Sequential::ComputeGradients(ReplicaContext& ctx,
   TOWER_RETURN_IF_ERROR(loss_->CheckShapes(output_dim(), targets.shape().dim(1)));
   // The loss checks and converts targets on the host (class ids).
   TOWER_ASSIGN_OR_RETURN(std::vector<float> host_targets, targets.ToHost());
-  host_targets = NormalizedTargets(host_targets.data(), targets.shape().dim(0),
-                                   targets.shape().dim(1));
+  if (normalizes_targets()) {
+    host_targets = NormalizedTargets(host_targets.data(), targets.shape().dim(0),
+                                     targets.shape().dim(1));
+  }
   TOWER_ASSIGN_OR_RETURN(Tensor prepared,
                          loss_->PrepareTargets(ctx.device(), host_targets.data(),
                                                targets.shape().dim(0), targets.shape().dim(1),

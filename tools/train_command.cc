@@ -9,6 +9,7 @@
 
 #include "data/csv.h"
 #include "data/dataset.h"
+#include "data/statistics.h"
 #include "data/synthetic.h"
 #include "device/config.h"
 #include "device/device_flags.h"
@@ -220,33 +221,14 @@ Status PrepareValidation(const TrainFlags& flags, const Prepared& prepared, int6
   return OkStatus();
 }
 
-// Each target column's mean and population standard deviation over `data`'s rows (a
-// constant column: std 1).
+// Each target column's mean and population standard deviation over `data`'s rows, as
+// SetTargetNormalization takes them (a constant column: std 1).
 StatusOr<std::pair<std::vector<float>, std::vector<float>>> TargetStatistics(
     const data::Dataset& data) {
-  const int64_t dim = data.target_dim();
-  std::vector<double> sum(dim, 0), squares(dim, 0);
-  int64_t rows = 0;
-  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> it, data.Batch(4096).MakeIterator());
-  while (true) {
-    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, it->Next());
-    if (!batch.has_value()) break;
-    for (int64_t r = 0; r < batch->rows; ++r, ++rows) {
-      for (int64_t k = 0; k < dim; ++k) {
-        const double y = batch->targets[r * dim + k];
-        sum[k] += y;
-        squares[k] += y * y;
-      }
-    }
-  }
-  if (rows == 0) return InvalidArgumentError("no rows to compute the target statistics from");
-  std::vector<float> mean(dim), std_dev(dim);
-  for (int64_t k = 0; k < dim; ++k) {
-    const double m = sum[k] / rows;
-    const double variance = std::max(0.0, squares[k] / rows - m * m);
-    mean[k] = static_cast<float>(m);
-    std_dev[k] = variance > 1e-14 ? static_cast<float>(std::sqrt(variance)) : 1.0f;
-  }
+  TOWER_ASSIGN_OR_RETURN(data::ColumnStatistics stats,
+                         data::ComputeColumnStatistics(data, data::Columns::kTargets));
+  std::vector<float> mean(stats.mean.begin(), stats.mean.end()), std_dev;
+  for (double s : stats.std_dev) std_dev.push_back(s > 1e-7 ? static_cast<float>(s) : 1.0f);
   return std::make_pair(mean, std_dev);
 }
 

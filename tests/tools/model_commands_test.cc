@@ -17,25 +17,22 @@
 #include <gtest/gtest.h>
 
 #include "model/checkpoint/safetensors.h"
-#include "tests/testing/run_program.h"
+#include "tests/testing/softmax_regression.h"
+#include "tests/testing/tower_cli.h"
 
 namespace tower {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Figure;
+using testing::LabeledRows;
 using testing::ProgramOutput;
+using testing::ReadLines;
+using testing::Tower;
 
-std::string Path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
-
-ProgramOutput Tower(const std::string& args) { return testing::RunProgram("tools/tower", args); }
-
+std::string Path(const std::string& name) { return testing::TempPath(name); }
 std::vector<float> Weights(const std::string& path, const std::string& name) {
-  StatusOr<checkpoint::File> file = checkpoint::Load(path);
-  TOWER_CHECK_OK(file.status());
-  return *checkpoint::ToFloats(*file->Find(name));
+  return testing::SavedTensor(path, name);
 }
 
 // Rows (x1, x2) on a grid: y = 2·x1 − 3·x2 + 1, and a class from the signs.
@@ -57,14 +54,6 @@ void WriteTrainingCsv(const std::string& path) {
   std::ofstream out(path);
   out << "x1,x2,y,class\n";
   for (const Row& r : Grid()) out << r.x1 << "," << r.x2 << "," << r.y << "," << r.klass << "\n";
-}
-
-// The number after "name=" on its own line of `text`; NaN when missing.
-double Figure(const std::string& text, const std::string& name) {
-  const size_t at = text.find("\n" + name + "=") != std::string::npos
-                        ? text.find("\n" + name + "=") + 1
-                        : (text.rfind(name + "=", 0) == 0 ? 0 : std::string::npos);
-  return at == std::string::npos ? NAN : std::atof(text.c_str() + at + name.size() + 1);
 }
 
 TEST(ModelCommandsTest, EvaluateAndPredictALinearModelAsTheWeightsSay) {
@@ -335,46 +324,13 @@ void WriteFlowers(const std::string& path, const std::vector<Flower>& flowers) {
   }
 }
 
-// The reference: multinomial logistic regression on standardized features, fitted by 4,000
-// full-batch gradient steps in double precision; its accuracy on `test`.
-double LogisticRegressionAccuracy(const std::vector<Flower>& train,
-                                  const std::vector<Flower>& test) {
-  double mean[4] = {}, std_dev[4] = {};
-  for (const Flower& f : train) for (int j = 0; j < 4; ++j) mean[j] += f.x[j] / train.size();
-  for (const Flower& f : train) {
-    for (int j = 0; j < 4; ++j) std_dev[j] += (f.x[j] - mean[j]) * (f.x[j] - mean[j]) / train.size();
+LabeledRows Labeled(const std::vector<Flower>& flowers) {
+  LabeledRows rows;
+  for (const Flower& f : flowers) {
+    rows.features.push_back(std::vector<double>(f.x, f.x + 4));
+    rows.classes.push_back(f.klass);
   }
-  for (double& s : std_dev) s = std::sqrt(s);
-  double w[3][5] = {};  // per class: 4 weights and a bias
-  auto logits = [&](const Flower& f, double out[3]) {
-    for (int k = 0; k < 3; ++k) {
-      out[k] = w[k][4];
-      for (int j = 0; j < 4; ++j) out[k] += w[k][j] * (f.x[j] - mean[j]) / std_dev[j];
-    }
-  };
-  for (int step = 0; step < 4000; ++step) {
-    double grad[3][5] = {};
-    for (const Flower& f : train) {
-      double z[3];
-      logits(f, z);
-      const double top = std::max({z[0], z[1], z[2]});
-      double p[3], sum = 0;
-      for (int k = 0; k < 3; ++k) sum += p[k] = std::exp(z[k] - top);
-      for (int k = 0; k < 3; ++k) {
-        const double d = p[k] / sum - (k == f.klass ? 1 : 0);
-        for (int j = 0; j < 4; ++j) grad[k][j] += d * (f.x[j] - mean[j]) / std_dev[j] / train.size();
-        grad[k][4] += d / train.size();
-      }
-    }
-    for (int k = 0; k < 3; ++k) for (int j = 0; j < 5; ++j) w[k][j] -= 0.5 * grad[k][j];
-  }
-  int right = 0;
-  for (const Flower& f : test) {
-    double z[3];
-    logits(f, z);
-    right += std::max_element(z, z + 3) - z == f.klass;
-  }
-  return static_cast<double>(right) / test.size();
+  return rows;
 }
 
 TEST(ModelCommandsTest, AClassifierOnTextLabelsPredictsNamesAsWellAsLogisticRegression) {
@@ -392,7 +348,7 @@ TEST(ModelCommandsTest, AClassifierOnTextLabelsPredictsNamesAsWellAsLogisticRegr
   ProgramOutput evaluated = Tower("evaluate --model=" + model + " --data=" + test_csv);
   ASSERT_EQ(evaluated.exit_code, 0) << evaluated.text;
   const double accuracy = Figure(evaluated.text, "accuracy");
-  const double reference = LogisticRegressionAccuracy(train, test);
+  const double reference = testing::SoftmaxRegressionAccuracy(Labeled(train), Labeled(test), 3);
   std::cout << "held-out accuracy: Tower " << accuracy << ", logistic regression " << reference
             << "\n";
   EXPECT_NEAR(accuracy, reference, 0.02) << evaluated.text;

@@ -13,35 +13,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/testing/run_program.h"
+#include "tests/testing/softmax_regression.h"
+#include "tests/testing/tower_cli.h"
 
 namespace tower {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Figure;
 using testing::ProgramOutput;
+using testing::ReadLines;
+using testing::Tower;
+
+std::string Path(const std::string& name) { return testing::TempPath(name); }
 
 constexpr char kData[] = "/usr/lib/python3/dist-packages/sklearn/datasets/data/";
-
-std::string Path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
-
-ProgramOutput Tower(const std::string& args) { return testing::RunProgram("tools/tower", args); }
-
-double Figure(const std::string& text, const std::string& name) {
-  const size_t at = ("\n" + text).find("\n" + name + "=");
-  return at == std::string::npos ? NAN : std::atof(text.c_str() + at + name.size() + 1);
-}
-
-// The file's lines; a test that cannot find its dataset fails, saying how to get it.
-std::vector<std::string> ReadLines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 std::vector<double> Numbers(const std::string& line) {
   std::vector<double> out;
@@ -171,32 +157,17 @@ TEST(PublicDatasetsTest, DiagnosisByNamePredictsAsWellAsLogisticRegression) {
   }
   train_out.close();
   test_out.close();
-  // The reference: logistic regression (softmax over 2 classes) on standardized features,
-  // 4,000 full-batch gradient steps from zero.
-  std::vector<double> mean(kFeatures, 0), sd(kFeatures, 0);
-  for (const Row& r : train) for (int j = 0; j < kFeatures; ++j) mean[j] += r.x[j] / train.size();
-  for (const Row& r : train) {
-    for (int j = 0; j < kFeatures; ++j) sd[j] += (r.x[j] - mean[j]) * (r.x[j] - mean[j]) / train.size();
-  }
-  for (double& s : sd) s = std::sqrt(s);
-  std::vector<double> w(kFeatures + 1, 0);  // the logit of class 1 minus class 0
-  auto logit = [&](const Row& r) {
-    double z = w[kFeatures];
-    for (int j = 0; j < kFeatures; ++j) z += w[j] * (r.x[j] - mean[j]) / sd[j];
-    return z;
-  };
-  for (int step = 0; step < 4000; ++step) {
-    std::vector<double> g(kFeatures + 1, 0);
-    for (const Row& r : train) {
-      const double e = 1 / (1 + std::exp(-logit(r))) - r.klass;
-      for (int j = 0; j < kFeatures; ++j) g[j] += e * (r.x[j] - mean[j]) / sd[j] / train.size();
-      g[kFeatures] += e / train.size();
+  // The reference: logistic regression (softmax over the 2 classes) on standardized
+  // features, 4,000 full-batch gradient steps from zero.
+  auto labeled = [](const std::vector<Row>& rows) {
+    testing::LabeledRows out;
+    for (const Row& r : rows) {
+      out.features.push_back(r.x);
+      out.classes.push_back(r.klass);
     }
-    for (int j = 0; j <= kFeatures; ++j) w[j] -= 0.5 * g[j];
-  }
-  int right = 0;
-  for (const Row& r : test) right += (logit(r) > 0) == (r.klass == 1);
-  const double reference = static_cast<double>(right) / test.size();
+    return out;
+  };
+  const double reference = testing::SoftmaxRegressionAccuracy(labeled(train), labeled(test), 2);
   const std::string model = Path("diagnosis.safetensors");
   ProgramOutput trained = Tower("train --data=" + train_csv + " --target=diagnosis --layers=2 "
                                 "--loss=sparse_categorical_crossentropy --normalize "
