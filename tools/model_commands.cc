@@ -1,10 +1,7 @@
 #include "tools/model_commands.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
@@ -17,6 +14,7 @@
 #include "strategy/mirrored_strategy.h"
 #include "strategy/replica_devices.h"
 #include "strategy/strategy_from_environment.h"
+#include "util/file.h"
 #include "util/flags.h"
 #include "util/strings.h"
 
@@ -108,26 +106,6 @@ void AddCommonFlags(FlagParser* parser, ModelFlags* flags) {
 
 bool IsChief(const LoadedModel& loaded) {
   return loaded.strategy == nullptr || loaded.strategy->is_chief();
-}
-
-// Writes `text` to `path` atomically: a temporary file in the same directory, renamed over
-// `path` once complete.
-Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::out | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out.good()) {
-      std::remove(temporary.c_str());
-      return InvalidArgumentError("--out=" + path + ": cannot write " + temporary);
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return InvalidArgumentError("--out=" + path + ": cannot rename " + temporary + " over it");
-  }
-  return OkStatus();
 }
 
 // A CSV field: quoted when it holds a delimiter, a quote or a line end.
@@ -233,7 +211,10 @@ int RunPredictCommand(const std::vector<std::string>& args, std::ostream& out, s
       text << "\n";
     }
   }
-  status = WriteAtomically(flags.out, text.str());
+  const std::string csv_text = text.str();
+  status = WriteFileAtomically(flags.out, "--out=" + flags.out, [&](const AppendBytes& append) {
+    return append(csv_text.data(), csv_text.size());
+  });
   if (!status.ok()) {
     err << "error: " << status.message() << "\n";
     return 1;
