@@ -10,7 +10,7 @@ thread_local Distribution* current_distribution = nullptr;
 // One replica alone: nothing to sum.
 class NoGradientReduction : public GradientReducer {
  public:
-  Status Begin(Span<const int64_t>) override { return OkStatus(); }
+  Status Begin(Span<const int64_t>, int, int) override { return OkStatus(); }
   Status Add(Tensor*) override { return OkStatus(); }
   Status Finish(Span<Tensor* const>) override { return OkStatus(); }
 };
@@ -42,6 +42,22 @@ RowRange ReplicaRows(int64_t global_rows, int num_replicas, int replica) {
   return range;
 }
 
+std::vector<RowRange> Distribution::PassRows(int64_t global_rows, int replica) const {
+  const int shards = virtual_shards();
+  if (shards <= 0) return {ReplicaRows(global_rows, num_replicas_in_sync(), replica)};
+  const RowRange mine = ReplicaRows(shards, num_replicas_in_sync(), replica);
+  std::vector<RowRange> passes;
+  for (int64_t v = mine.first; v < mine.end(); ++v) {
+    passes.push_back(ReplicaRows(global_rows, shards, static_cast<int>(v)));
+  }
+  return passes;
+}
+
+RowRange Distribution::ShardRows(int64_t global_rows, int replica) const {
+  const std::vector<RowRange> passes = PassRows(global_rows, replica);
+  if (passes.empty()) return {0, 0};
+  return {passes.front().first, passes.back().end() - passes.front().first};
+}
 
 std::string SingleDeviceDistribution::Describe() const {
   return "OneDevice(" + device_->full_name() + ")";

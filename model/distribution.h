@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "device/device.h"
 #include "ops/tensor.h"
@@ -39,14 +40,20 @@ RowRange ReplicaRows(int64_t global_rows, int num_replicas, int replica);
 class GradientReducer {
  public:
   virtual ~GradientReducer() = default;
-  // Starts a step whose backward pass will produce gradients of these sizes (bytes), in
-  // this order. Every replica must announce the same sizes.
-  virtual Status Begin(Span<const int64_t> gradient_bytes) = 0;
+  // Starts pass `pass` of the `passes` forward/backward passes this replica runs in a step
+  // (Distribution::PassRows: one, or in deterministic mode one per virtual shard), whose
+  // backward will produce gradients of these sizes (bytes), in this order. Every pass of
+  // every replica must announce the same sizes (none: only Finish's extras are summed).
+  virtual Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) = 0;
   // The next gradient, in the announced order. The tensor stays the caller's and must live
-  // until Finish; it holds the sum once Finish returns. A full bucket may start summing now.
+  // until Finish. On the step's last pass it holds the sum once Finish returns (a full
+  // bucket may start summing now); earlier passes' gradients are kept by the reducer as
+  // partial sums.
   virtual Status Add(Tensor* gradient) = 0;
-  // Sums what is left, together with `extra` (the loss rides in the last bucket), and
-  // orders the replica's later device work after every sum of the step.
+  // Ends the pass. On the last: sums what is left, together with `extra` (the loss rides in
+  // the last bucket; every pass gives the same number of extras, the sum over all passes
+  // lands in the last pass's), and orders the replica's later device work after every sum
+  // of the step.
   virtual Status Finish(Span<Tensor* const> extra) = 0;
 };
 
@@ -91,11 +98,20 @@ class Distribution {
   // Whether this process writes checkpoints and logs (rank 0 of several processes).
   virtual bool is_chief() const = 0;
 
-  // The rows of a global batch of `global_rows` that global replica `replica` trains on
-  // (ReplicaRows over num_replicas_in_sync()).
-  RowRange ShardRows(int64_t global_rows, int replica) const {
-    return ReplicaRows(global_rows, num_replicas_in_sync(), replica);
-  }
+  // Deterministic (topology-invariant) training when positive: every global batch is cut
+  // into this many fixed virtual shards (ReplicaRows over them), each computed by its own
+  // forward/backward pass whichever replica runs it, global replica g running virtual
+  // shards ReplicaRows(virtual_shards(), num_replicas_in_sync(), g); every sum over the
+  // batch follows one fixed tree over the shards (strategy/summation_tree.h). The weights
+  // then have the same bits on any replica and process count. 0: off (one pass per replica).
+  virtual int virtual_shards() const { return 0; }
+
+  // The rows of each forward/backward pass global replica `replica` runs on a global batch
+  // of `global_rows` rows, in order: its shard (ReplicaRows over num_replicas_in_sync()), or
+  // in deterministic mode its virtual shards (some may be empty on a small final batch).
+  std::vector<RowRange> PassRows(int64_t global_rows, int replica) const;
+  // The rows replica `replica` trains on: all of its passes' rows (contiguous).
+  RowRange ShardRows(int64_t global_rows, int replica) const;
 
   // Checks, before the first step, that every worker of a multi-process job describes the
   // same training (`model_signature`, plus the distribution's own settings: replica counts,

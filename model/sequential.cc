@@ -261,7 +261,9 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
   // Backward, last layer first; each gradient goes to the reducer as soon as it exists, so
   // a full bucket can be summed while earlier layers are still in backward.
   pass->gradients.assign(trainable_.size(), Tensor());
-  if (options.reducer != nullptr) TOWER_RETURN_IF_ERROR(options.reducer->Begin(gradient_bytes_));
+  if (options.reducer != nullptr) {
+    TOWER_RETURN_IF_ERROR(options.reducer->Begin(gradient_bytes_, options.pass, options.passes));
+  }
   TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, *options.targets, options.loss_rows));
   std::vector<Tensor> layer_grads;
   for (size_t i = layers_.size(); i-- > 0;) {
@@ -323,52 +325,57 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   Status status = dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
     const int r = ctx.replica_id();
     Device* device = ctx.device();
-    const RowRange rows = dist.ShardRows(batch.rows, ctx.global_replica_id());
-    TOWER_ASSIGN_OR_RETURN(
-        Tensor x, Tensor::FromHostBytes(device, Shape{rows.count, in_dim}, DType::kFloat32,
-                                        batch.features.data() + rows.first * in_dim));
-    const float* host_targets = batch.targets.data() + rows.first * batch.target_dim;
-    std::vector<float> normalized;
-    if (normalizes_targets()) {
-      normalized = NormalizedTargets(host_targets, rows.count, batch.target_dim);
-      host_targets = normalized.data();
-    }
-    TOWER_ASSIGN_OR_RETURN(
-        Tensor targets,
-        loss_->PrepareTargets(device, host_targets, rows.count, batch.target_dim, out_dim,
-                              batch.source_rows.empty() ? nullptr
-                                                        : batch.source_rows.data() + rows.first));
-    PassOptions options;
-    options.targets = &targets;
-    options.loss_rows = batch.rows;
-    options.backward = training;
-    options.reducer = &ctx.gradient_reducer();
+    // One pass over the replica's shard, or one per virtual shard (deterministic mode); the
+    // reducer keeps each pass's gradients and loss and sums them all after the last.
+    const std::vector<RowRange> passes = dist.PassRows(batch.rows, ctx.global_replica_id());
+    GradientReducer& reducer = ctx.gradient_reducer();
     ReplicaPass pass;
-    TOWER_RETURN_IF_ERROR(ForwardBackward(r, x, options, &pass));
-    // The loss rides in the last bucket: one all-reduce also gives every replica the
-    // global loss (and, across workers, every row's prediction).
     Tensor all_outputs;
     Tensor* extras[] = {&pass.loss, &all_outputs};  // no allocation per step
     const Span<Tensor* const> extra(extras, gather ? 2 : 1);
-    if (gather) {
-      TOWER_ASSIGN_OR_RETURN(all_outputs,
-                             OwnRowsOfAll(device, pass.outputs, rows, batch.rows, out_dim));
-    }
-    if (training) {
-      TOWER_RETURN_IF_ERROR(ctx.gradient_reducer().Finish(extra));
-    } else {
-      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(extra));
-      TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
+    for (size_t p = 0; p < passes.size(); ++p) {
+      const RowRange rows = passes[p];
+      TOWER_ASSIGN_OR_RETURN(
+          Tensor x, Tensor::FromHostBytes(device, Shape{rows.count, in_dim}, DType::kFloat32,
+                                          batch.features.data() + rows.first * in_dim));
+      const float* host_targets = batch.targets.data() + rows.first * batch.target_dim;
+      std::vector<float> normalized;
+      if (normalizes_targets()) {
+        normalized = NormalizedTargets(host_targets, rows.count, batch.target_dim);
+        host_targets = normalized.data();
+      }
+      TOWER_ASSIGN_OR_RETURN(
+          Tensor targets,
+          loss_->PrepareTargets(device, host_targets, rows.count, batch.target_dim, out_dim,
+                                batch.source_rows.empty() ? nullptr
+                                                          : batch.source_rows.data() + rows.first));
+      PassOptions options;
+      options.targets = &targets;
+      options.loss_rows = batch.rows;
+      options.backward = training;
+      options.reducer = &reducer;
+      options.pass = static_cast<int>(p);
+      options.passes = static_cast<int>(passes.size());
+      if (!training) {
+        TOWER_RETURN_IF_ERROR(reducer.Begin({}, options.pass, options.passes));
+      }
+      TOWER_RETURN_IF_ERROR(ForwardBackward(r, x, options, &pass));
+      // The loss rides in the last bucket: one all-reduce also gives every replica the
+      // global loss (and, across workers, every row's prediction).
+      if (gather) {
+        TOWER_ASSIGN_OR_RETURN(all_outputs,
+                               OwnRowsOfAll(device, pass.outputs, rows, batch.rows, out_dim));
+      } else if (predictions != nullptr && rows.count > 0) {
+        TOWER_RETURN_IF_ERROR(
+            pass.outputs.ToHostBytes(predictions->data() + rows.first * out_dim));
+      }
+      TOWER_RETURN_IF_ERROR(reducer.Finish(extra));
     }
     if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
     if (training) TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
     TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, pass.loss.ToHost());
     losses[r] = loss_value[0];
-    if (gather) {
-      if (r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
-    } else if (predictions != nullptr && rows.count > 0) {
-      TOWER_RETURN_IF_ERROR(pass.outputs.ToHostBytes(predictions->data() + rows.first * out_dim));
-    }
+    if (gather && r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
     return OkStatus();
   });
   TOWER_RETURN_IF_ERROR(status);
@@ -474,7 +481,7 @@ Status Sequential::ApplyGradients(ReplicaContext& ctx, std::vector<Tensor>& grad
   // same step (RunOnReplicas ends only when all have).
   const int64_t iteration = optimizer_->iterations();
   GradientReducer& reducer = ctx.gradient_reducer();
-  TOWER_RETURN_IF_ERROR(reducer.Begin(gradient_bytes_));
+  TOWER_RETURN_IF_ERROR(reducer.Begin(gradient_bytes_, /*pass=*/0, /*passes=*/1));
   for (size_t i = layers_.size(); i-- > 0;) {
     for (size_t k = 0; k < layers_[i]->variables().size(); ++k) {
       Tensor& gradient = gradients[first_gradient_[i] + k];
@@ -521,20 +528,25 @@ StatusOr<std::vector<float>> Sequential::Predict(const std::vector<float>& featu
   Distribution& dist = *distribution_;
   const bool other_workers = dist.num_replicas_in_sync() > dist.num_local_replicas();
   TOWER_RETURN_IF_ERROR(dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
-    const RowRange mine = dist.ShardRows(rows, ctx.global_replica_id());
-    TOWER_ASSIGN_OR_RETURN(Tensor x,
-                           Tensor::FromHostBytes(ctx.device(), Shape{mine.count, input_dim_},
-                                                 DType::kFloat32,
-                                                 features.data() + mine.first * input_dim_));
-    ReplicaPass pass;
-    TOWER_RETURN_IF_ERROR(ForwardBackward(ctx.replica_id(), x, PassOptions(), &pass));
-    if (!other_workers) {
-      if (mine.count == 0) return OkStatus();
-      return pass.outputs.ToHostBytes(outputs.data() + mine.first * out_dim);
+    const std::vector<RowRange> passes = dist.PassRows(rows, ctx.global_replica_id());
+    // Across workers, this replica's rows (zeros elsewhere) for one all-reduce.
+    std::vector<float> mine(other_workers ? static_cast<size_t>(rows * out_dim) : 0, 0.0f);
+    float* const destination = other_workers ? mine.data() : outputs.data();
+    for (const RowRange& pass_rows : passes) {
+      TOWER_ASSIGN_OR_RETURN(
+          Tensor x, Tensor::FromHostBytes(ctx.device(), Shape{pass_rows.count, input_dim_},
+                                          DType::kFloat32,
+                                          features.data() + pass_rows.first * input_dim_));
+      ReplicaPass pass;
+      TOWER_RETURN_IF_ERROR(ForwardBackward(ctx.replica_id(), x, PassOptions(), &pass));
+      if (pass_rows.count > 0) {
+        TOWER_RETURN_IF_ERROR(pass.outputs.ToHostBytes(destination + pass_rows.first * out_dim));
+      }
     }
+    if (!other_workers) return OkStatus();
     // Other workers hold the other rows: one all-reduce gives everyone all of them.
     TOWER_ASSIGN_OR_RETURN(Tensor gathered,
-                           OwnRowsOfAll(ctx.device(), pass.outputs, mine, rows, out_dim));
+                           Tensor::FromHost(ctx.device(), Shape{rows, out_dim}, mine));
     TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({&gathered}));
     TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
     if (ctx.replica_id() != 0) return OkStatus();

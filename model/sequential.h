@@ -86,6 +86,9 @@ struct PassOptions {
   // With backward: Begin is called, then each gradient is added as backward produces it,
   // last layer first; the caller calls Finish. nullptr: gradients are only kept.
   GradientReducer* reducer = nullptr;
+  // Which of the replica's passes this is (Distribution::PassRows), for the reducer.
+  int pass = 0;
+  int passes = 1;
 };
 
 // One replica's loss and gradients, not yet summed over replicas (ComputeGradients).

@@ -11,12 +11,23 @@
 #define TOWER_STRATEGY_CROSS_DEVICE_OPS_H_
 
 #include <string>
+#include <vector>
 
 #include "ops/tensor.h"
+#include "strategy/summation_tree.h"
 #include "util/span.h"
 #include "util/status.h"
 
 namespace tower {
+
+// One replica's share of a tree all-reduce (deterministic mode, strategy/summation_tree.h):
+// the nodes of the tree over `num_leaves` leaves whose sums it holds, in leaf order, and
+// those sums, one tensor per reduced tensor: values[k][t] is node k's sum of tensor t.
+struct PartialSums {
+  int num_leaves = 0;
+  std::vector<TreeNode> nodes;
+  std::vector<std::vector<Tensor*>> values;
+};
 
 class CrossDeviceOps {
  public:
@@ -25,6 +36,12 @@ class CrossDeviceOps {
   virtual std::string name() const = 0;
   // Sums each tensor over the replicas, in place; every replica ends with the same bits.
   virtual Status AllReduceSum(int replica, Span<Tensor* const> tensors) = 0;
+  // The sums of a fixed tree (deterministic mode): the partial sums of every replica (of
+  // every process: together they hold each leaf once) are combined along the tree of
+  // strategy/summation_tree.h, and every replica gets each tensor's root in `roots` (which
+  // may be among its own partial sums). The bits depend on the tree alone: not on the
+  // replica count, the process count or the path. Paths without it: Unimplemented.
+  virtual Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
   // Overwrites every replica's tensors with replica 0's.
   virtual Status Broadcast(int replica, Span<Tensor* const> tensors) = 0;
   // Orders `replica`'s later device work after every AllReduceSum it started (paths that
@@ -34,6 +51,30 @@ class CrossDeviceOps {
   // strategy when a replica fails, so the others do not wait for it).
   virtual void Abort(const Status& reason) = 0;
   virtual void Reset() = 0;
+};
+
+// For implementations of AllReduceTree.
+// Checks every replica's partial sums and roots against replica 0's roots: the same leaf
+// count, the same number of float32 tensors of the same shapes (and in host memory when
+// `need_host_memory`), so that every replica reports the same mismatch, naming it.
+Status CheckTreeContributions(Span<const PartialSums* const> parts,
+                              Span<const Span<Tensor* const>> roots,
+                              const std::vector<std::string>& names, bool need_host_memory);
+
+// The plan from every replica's nodes (in replica order) to `outputs`, rebuilt only when
+// the layout changes (it stays the same from step to step). One per thread that uses it.
+class TreePlanCache {
+ public:
+  StatusOr<const SumPlan*> Get(int num_leaves, Span<const PartialSums* const> parts,
+                               Span<const TreeNode> outputs);
+
+ private:
+  bool valid_ = false;
+  int num_leaves_ = 0;
+  std::vector<TreeNode> inputs_;
+  std::vector<TreeNode> outputs_;
+  std::vector<TreeNode> nodes_scratch_;
+  SumPlan plan_;
 };
 
 }  // namespace tower

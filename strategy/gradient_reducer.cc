@@ -18,7 +18,13 @@ std::vector<size_t> PlanBuckets(Span<const int64_t> gradient_bytes, int64_t buck
   return ends;
 }
 
-Status BucketedGradientReducer::Begin(Span<const int64_t> gradient_bytes) {
+Status BucketedGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pass,
+                                      int passes) {
+  if (pass != 0 || passes != 1) {
+    return FailedPreconditionError("gradient reducer: pass " + std::to_string(pass) + " of " +
+                                   std::to_string(passes) + "; without virtual shards a "
+                                   "replica runs one pass per step");
+  }
   if (!std::equal(gradient_bytes.begin(), gradient_bytes.end(), sizes_.begin(), sizes_.end())) {
     sizes_.assign(gradient_bytes.begin(), gradient_bytes.end());
     bucket_ends_ = PlanBuckets(sizes_, bucket_bytes_);

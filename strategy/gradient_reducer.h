@@ -30,7 +30,8 @@ class BucketedGradientReducer : public GradientReducer {
   BucketedGradientReducer(CrossDeviceOps* ops, int replica, int64_t bucket_bytes)
       : ops_(ops), replica_(replica), bucket_bytes_(bucket_bytes) {}
 
-  Status Begin(Span<const int64_t> gradient_bytes) override;
+  // One pass per step (`passes` must be 1).
+  Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) override;
   Status Add(Tensor* gradient) override;
   Status Finish(Span<Tensor* const> extra) override;
 

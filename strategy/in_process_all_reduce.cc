@@ -61,7 +61,9 @@ InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
                                        std::chrono::milliseconds timeout, bool spin)
     : names_(replica_names),
       barrier_(std::move(replica_names), timeout, spin),
-      published_(names_.size()) {}
+      published_(names_.size()),
+      published_parts_(names_.size()),
+      plans_(names_.size()) {}
 
 Status InProcessAllReduce::CheckAll() const {
   for (size_t r = 0; r < published_.size(); ++r) {
@@ -133,6 +135,51 @@ Status InProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors
     if (lo < hi) {
       for (int k = 0; k < n; ++k) ptrs[k] = published_[k][t]->data<float>();
       SumIntoAll(ptrs, n, lo - offset, hi - offset);
+    }
+    offset += count;
+  }
+  return barrier_.Wait(replica);
+}
+
+Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
+                                          Span<Tensor* const> roots) {
+  const int n = static_cast<int>(names_.size());
+  published_parts_[replica] = &mine;
+  published_[replica] = roots;
+  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+  Status check = CheckTreeContributions(published_parts_, published_, names_,
+                                        /*need_host_memory=*/true);
+  const TreeNode root{0, mine.num_leaves};
+  StatusOr<const SumPlan*> plan = check.ok()
+                                      ? plans_[replica].Get(mine.num_leaves, published_parts_,
+                                                            Span<const TreeNode>(&root, 1))
+                                      : StatusOr<const SumPlan*>(check);
+  if (!plan.ok()) {
+    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    return plan.status();
+  }
+  // This replica's share of the elements of all tensors laid end to end; each element's
+  // root is written into every replica's tensor.
+  int64_t total = 0;
+  for (const Tensor* t : roots) total += t->num_elements();
+  const int64_t begin = total * replica / n;
+  const int64_t end = total * (replica + 1) / n;
+  std::vector<const float*> inputs;
+  std::vector<float*> outputs(n);
+  int64_t offset = 0;
+  for (size_t t = 0; t < roots.size() && offset < end; ++t) {
+    const int64_t count = roots[t]->num_elements();
+    const int64_t lo = std::max(begin, offset);
+    const int64_t hi = std::min(end, offset + count);
+    if (lo < hi) {
+      inputs.clear();
+      for (const PartialSums* part : published_parts_) {
+        for (const std::vector<Tensor*>& node : part->values) {
+          inputs.push_back(node[t]->data<float>());
+        }
+      }
+      for (int k = 0; k < n; ++k) outputs[k] = published_[k][t]->data<float>();
+      RunSumPlan(**plan, inputs.data(), outputs.data(), n, lo - offset, hi - offset);
     }
     offset += count;
   }

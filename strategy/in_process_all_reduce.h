@@ -4,7 +4,8 @@
 // Every replica publishes its tensors; after a barrier, replica r sums its slice of the
 // tensors — laid end to end as one virtual bucket, split evenly by elements — over all
 // replicas (in replica order, so every run gives the same bits) and writes the sum into
-// every replica's tensor; a second barrier ends the call. Memory traffic: each element is
+// every replica's tensor; a second barrier ends the call. AllReduceTree (deterministic mode)
+// works the same way, each replica evaluating the summation tree over its slice. Memory traffic: each element is
 // read and written once per replica, spread over all replica threads.
 #ifndef TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
 #define TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
@@ -25,6 +26,7 @@ class InProcessAllReduce : public CrossDeviceOps {
                      bool spin);
   std::string name() const override { return "in-process"; }
   Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
+  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override;
   Status Broadcast(int replica, Span<Tensor* const> tensors) override;
   void Abort(const Status& reason) override { barrier_.Abort(reason); }
   void Reset() override { barrier_.Reset(); }
@@ -38,6 +40,9 @@ class InProcessAllReduce : public CrossDeviceOps {
   ReplicaBarrier barrier_;
   // Published per replica for the current call; read by all after the first barrier.
   std::vector<Span<Tensor* const>> published_;
+  // AllReduceTree: each replica's partial sums, and a plan per replica thread.
+  std::vector<const PartialSums*> published_parts_;
+  std::vector<TreePlanCache> plans_;
 };
 
 }  // namespace tower

@@ -23,10 +23,19 @@ namespace tower {
 
 class MirroredStrategy::Replica : public ReplicaContext {
  public:
-  Replica(MirroredStrategy* strategy, int id)
-      : strategy_(strategy),
-        id_(id),
-        reducer_(strategy->cross_device_ops_.get(), id, strategy->bucket_bytes_) {}
+  Replica(MirroredStrategy* strategy, int id) : strategy_(strategy), id_(id) {
+    CrossDeviceOps* ops = strategy->cross_device_ops_.get();
+    const int shards = strategy->virtual_shards_;
+    if (shards > 0) {
+      const RowRange leaves = ReplicaRows(shards, strategy->num_replicas_in_sync(),
+                                          strategy->first_global_replica() + id);
+      reducer_ = std::make_unique<TreeGradientReducer>(
+          ops, id, strategy->bucket_bytes_, shards,
+          TreeNode{static_cast<int>(leaves.first), static_cast<int>(leaves.end())});
+    } else {
+      reducer_ = std::make_unique<BucketedGradientReducer>(ops, id, strategy->bucket_bytes_);
+    }
+  }
   int replica_id() const override { return id_; }
   int num_replicas_in_sync() const override { return strategy_->num_replicas_in_sync(); }
   int global_replica_id() const override { return strategy_->first_global_replica() + id_; }
@@ -40,12 +49,12 @@ class MirroredStrategy::Replica : public ReplicaContext {
   Status FinishReductions() override {
     return strategy_->cross_device_ops_->FinishReductions(id_);
   }
-  GradientReducer& gradient_reducer() override { return reducer_; }
+  GradientReducer& gradient_reducer() override { return *reducer_; }
 
  private:
   MirroredStrategy* strategy_;
   int id_;
-  BucketedGradientReducer reducer_;
+  std::unique_ptr<GradientReducer> reducer_;
 };
 
 namespace {
@@ -127,6 +136,11 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
     return InvalidArgumentError(kind + ": the gradient bucket size must be positive");
   }
   setup.bucket_bytes = options.bucket_bytes;
+  if (options.virtual_shards < 0) {
+    return InvalidArgumentError(kind + ": the number of virtual shards must be 0 (off) or "
+                                "positive, not " + std::to_string(options.virtual_shards));
+  }
+  setup.virtual_shards = options.virtual_shards;
   setup.timeout = options.collective_timeout;
   std::vector<ReplicaDeviceInfo> infos;
   for (size_t r = 0; r < setup.devices.size(); ++r) {
@@ -165,8 +179,17 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
   return setup;
 }
 
-std::unique_ptr<MirroredStrategy> MirroredStrategy::Assemble(std::string kind, World* world,
-                                                             LocalSetup setup) {
+StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Assemble(std::string kind,
+                                                                       World* world,
+                                                                       LocalSetup setup) {
+  const int replicas = world->size() * static_cast<int>(setup.devices.size());
+  if (setup.virtual_shards > 0 && setup.virtual_shards < replicas) {
+    return InvalidArgumentError(
+        kind + ": deterministic mode with " + std::to_string(setup.virtual_shards) +
+        " virtual shards cannot feed " + std::to_string(replicas) + " replicas in sync; give "
+        "it at least as many shards as replicas (and the same count to every run whose "
+        "results you compare)");
+  }
   std::unique_ptr<MirroredStrategy> strategy(
       new MirroredStrategy(std::move(kind), world, std::move(setup)));
   std::vector<std::string> device_names;
@@ -176,6 +199,10 @@ std::unique_ptr<MirroredStrategy> MirroredStrategy::Assemble(std::string kind, W
   if (strategy->num_replicas_in_sync() > 1) {
     TOWER_LOG(INFO) << "Cross-device ops: " << CrossDeviceOpsName(strategy->choice_.kind) << " ("
                     << strategy->choice_.reason << ")";
+  }
+  if (strategy->virtual_shards_ > 0) {
+    TOWER_LOG(INFO) << "Deterministic: " << strategy->virtual_shards_
+                    << " virtual shards per batch, summed along a fixed tree";
   }
   return strategy;
 }
@@ -190,6 +217,7 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       cross_device_ops_(std::move(setup.ops)),
       spin_(setup.spin),
       bucket_bytes_(setup.bucket_bytes),
+      virtual_shards_(setup.virtual_shards),
       timeout_(setup.timeout),
       results_(devices_.size()) {
   for (size_t r = 0; r < devices_.size(); ++r) {
@@ -224,7 +252,8 @@ Status MirroredStrategy::CheckConsistent(const std::string& model_signature) {
   if (world_->size() == 1) return OkStatus();
   const std::string signature = "replicas " + std::to_string(num_replicas_in_sync()) +
                                 "; gradient buckets of " + std::to_string(bucket_bytes_) +
-                                " bytes; " + model_signature;
+                                " bytes; virtual shards " + std::to_string(virtual_shards_) +
+                                "; " + model_signature;
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> all,
                          world_->AllGather(signature, timeout_, "comparing the workers' models"));
   for (int r = 1; r < world_->size(); ++r) {

@@ -36,6 +36,7 @@
 #include "strategy/cross_device_ops_selection.h"
 #include "strategy/gradient_reducer.h"
 #include "strategy/per_replica.h"
+#include "strategy/tree_gradient_reducer.h"
 #include "strategy/world.h"
 
 namespace tower {
@@ -49,6 +50,13 @@ struct MirroredStrategyOptions {
   std::chrono::milliseconds collective_timeout = std::chrono::minutes(5);
   // Gradients are all-reduced in buckets of about this many bytes during backward.
   int64_t bucket_bytes = 25ll << 20;
+  // Deterministic (topology-invariant) training when positive: each global batch is cut
+  // into this many fixed virtual shards and every sum follows one fixed tree over them
+  // (Distribution::virtual_shards), so the weights have the same bits on 1 device or any
+  // number of replicas and workers up to this count, with any bucket size and on any
+  // cross-device path. Keep it the same across the runs to compare; it must be at least
+  // the number of replicas in sync. 0: off (one pass per replica, sums in path order).
+  int virtual_shards = 0;
   // Context to take devices from; nullptr: Context::Default().
   Context* context = nullptr;
 };
@@ -79,6 +87,7 @@ class MirroredStrategy : public Distribution {
   int first_global_replica() const override { return world_->rank() * num_local_replicas(); }
   Device* replica_device(int replica) const override { return devices_[replica]; }
   bool is_chief() const override { return world_->rank() == 0; }
+  int virtual_shards() const override { return virtual_shards_; }
   Status CheckConsistent(const std::string& model_signature) override;
   void Abort(int exit_code) override { world_->AbortJob(exit_code); }
   Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override;
@@ -115,6 +124,7 @@ class MirroredStrategy : public Distribution {
   struct LocalSetup {
     Context* context = nullptr;
     int64_t bucket_bytes = 25ll << 20;
+    int virtual_shards = 0;
     std::chrono::milliseconds timeout{0};
     std::vector<Device*> devices;
     std::vector<std::string> names;
@@ -125,9 +135,10 @@ class MirroredStrategy : public Distribution {
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
                                            const MirroredStrategyOptions& options);
   // The strategy `kind` over `world` (which outlives it), with `setup.ops` carrying every
-  // collective; logs "Using <kind> with devices (...)" and the cross-device ops.
-  static std::unique_ptr<MirroredStrategy> Assemble(std::string kind, World* world,
-                                                    LocalSetup setup);
+  // collective; logs "Using <kind> with devices (...)" and the cross-device ops. Fails when
+  // deterministic mode has fewer virtual shards than replicas in sync.
+  static StatusOr<std::unique_ptr<MirroredStrategy>> Assemble(std::string kind, World* world,
+                                                              LocalSetup setup);
 
  private:
   class Replica;
@@ -144,6 +155,7 @@ class MirroredStrategy : public Distribution {
   const std::unique_ptr<CrossDeviceOps> cross_device_ops_;
   const bool spin_;
   const int64_t bucket_bytes_;
+  const int virtual_shards_;
   const std::chrono::milliseconds timeout_;
   std::vector<std::unique_ptr<Replica>> replicas_;
 

@@ -12,7 +12,9 @@ ReductionToOneDevice::ReductionToOneDevice(Device* reduce_to,
       names_(replica_names),
       barrier_(std::move(replica_names), timeout, spin),
       published_(names_.size()),
-      staged_(names_.size()) {}
+      staged_(names_.size()),
+      published_parts_(names_.size()),
+      staged_nodes_(names_.size()) {}
 
 Status ReductionToOneDevice::Phase(int replica, const Status& step) {
   if (!step.ok()) {
@@ -91,6 +93,63 @@ Status ReductionToOneDevice::AllReduceSum(int replica, Span<Tensor* const> tenso
   for (size_t t = 0; t < tensors.size() && step.ok(); ++t) step = tensors[t]->CopyFrom(results_[t]);
   staged_[replica].clear();
   TOWER_RETURN_IF_ERROR(Phase(replica, step));
+  return OkStatus();
+}
+
+Status ReductionToOneDevice::AllReduceTree(int replica, const PartialSums& mine,
+                                           Span<Tensor* const> roots) {
+  published_parts_[replica] = &mine;
+  published_[replica] = roots;
+  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+  const Status check = CheckTreeContributions(published_parts_, published_, names_,
+                                              /*need_host_memory=*/false);
+  if (!check.ok()) {
+    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    return check;
+  }
+  // 1. Every replica copies its partial sums to the reduce device, in parallel.
+  Status step;
+  std::vector<std::vector<Tensor>>& staged = staged_nodes_[replica];
+  staged.assign(mine.values.size(), {});
+  for (size_t k = 0; k < mine.values.size() && step.ok(); ++k) {
+    for (const Tensor* t : mine.values[k]) {
+      StatusOr<Tensor> copy = t->CopyTo(reduce_to_);
+      if (!copy.ok()) {
+        step = copy.status();
+        break;
+      }
+      staged[k].push_back(std::move(*copy));
+    }
+  }
+  TOWER_RETURN_IF_ERROR(Phase(replica, step));
+  // 2. Replica 0 evaluates the tree there.
+  if (replica == 0) {
+    const TreeNode root{0, mine.num_leaves};
+    StatusOr<const SumPlan*> plan =
+        plan_.Get(mine.num_leaves, published_parts_, Span<const TreeNode>(&root, 1));
+    step = plan.status();
+    results_.assign(roots.size(), Tensor());
+    std::vector<const float*> inputs;
+    for (size_t t = 0; t < roots.size() && step.ok(); ++t) {
+      StatusOr<Tensor> sum = Tensor::Empty(reduce_to_, roots[t]->shape());
+      if (!sum.ok()) {
+        step = sum.status();
+        break;
+      }
+      results_[t] = std::move(*sum);
+      inputs.clear();
+      for (const auto& nodes : staged_nodes_) {
+        for (const std::vector<Tensor>& node : nodes) inputs.push_back(node[t].data<float>());
+      }
+      float* out = results_[t].data<float>();
+      RunSumPlan(**plan, inputs.data(), &out, 1, 0, results_[t].num_elements());
+    }
+  }
+  TOWER_RETURN_IF_ERROR(Phase(replica, step));
+  // 3. Every replica copies the roots back.
+  for (size_t t = 0; t < roots.size() && step.ok(); ++t) step = roots[t]->CopyFrom(results_[t]);
+  TOWER_RETURN_IF_ERROR(Phase(replica, step));
+  staged.clear();
   return OkStatus();
 }
 

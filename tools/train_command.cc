@@ -64,6 +64,8 @@ struct TrainFlags {
   std::string devices;
   std::string cross_device_ops = "auto";
   double bucket_mb = 25;
+  bool deterministic = false;
+  int64_t virtual_shards = 8;
   double collective_timeout_s = 300;
   bool log_device_placement = false;
   DeviceFlags device;
@@ -303,6 +305,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddString("devices", &flags.devices, "replica devices, e.g. /GPU:0,/GPU:1 (instead of --replicas)");
   parser.AddString("cross-device-ops", &flags.cross_device_ops, "auto, in-process, nccl, same-card or to-cpu");
   parser.AddDouble("bucket-mb", &flags.bucket_mb, "gradient bucket size of the all-reduce, MB");
+  parser.AddBool("deterministic", &flags.deterministic, "the same weights, bit for bit, on 1 device or any number of replicas and workers (up to --virtual-shards), any bucket size and cross-device path; resumable on another topology");
+  parser.AddInt("virtual-shards", &flags.virtual_shards, "with --deterministic: fixed shards each global batch is cut into (keep it the same across the runs you compare; at least the replicas in sync)");
   parser.AddDouble("collective-timeout", &flags.collective_timeout_s,
                    "seconds a collective waits for every replica and worker before failing");
   parser.AddBool("log-device-placement", &flags.log_device_placement, "print where every op runs");
@@ -329,6 +333,13 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (!(flags.bucket_mb * (1 << 20) >= 1 && flags.bucket_mb <= 1 << 20)) {
     return Usage(err, InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB), "
                                            "got " + std::to_string(flags.bucket_mb)));
+  }
+  if (parser.WasSet("virtual-shards") && !flags.deterministic) {
+    return Usage(err, InvalidArgumentError("--virtual-shards needs --deterministic"));
+  }
+  if (flags.virtual_shards < 1 || flags.virtual_shards > 65536) {
+    return Usage(err, InvalidArgumentError("--virtual-shards must be between 1 and 65536, got " +
+                                           std::to_string(flags.virtual_shards)));
   }
   if (!(flags.collective_timeout_s >= 0.001 && flags.collective_timeout_s <= 7 * 86400)) {
     return Usage(err, InvalidArgumentError("--collective-timeout must be between 0.001 and "
@@ -415,6 +426,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   MirroredStrategyOptions strategy_options;
   strategy_options.cross_device_ops = *cross_device_ops;
   strategy_options.bucket_bytes = static_cast<int64_t>(flags.bucket_mb * (1 << 20));
+  strategy_options.virtual_shards = flags.deterministic ? static_cast<int>(flags.virtual_shards) : 0;
   strategy_options.collective_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout_s * 1000));
   if (!flags.devices.empty()) {
@@ -424,6 +436,12 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
         ConfigureReplicaDevices(flags.replicas, flags.device, context);
     if (!devices.ok()) return Usage(err, devices.status());
     strategy_options.devices = *devices;
+  }
+  if (flags.deterministic && strategy_options.devices.empty()) {
+    // One device still computes the virtual shards one by one: a strategy over it.
+    StatusOr<Device*> device = context.DefaultDevice();
+    if (!device.ok()) return Usage(err, device.status());
+    strategy_options.devices = {(*device)->full_name()};
   }
   config::SetLogDevicePlacement(flags.log_device_placement);
   // Under mpirun this process is one worker of a MultiWorkerMirroredStrategy, and --replicas

@@ -137,8 +137,9 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MultiWorkerMirroredStrategy::Create(
                                                           options.collective_timeout, setup.spin);
     }
   }
-  std::unique_ptr<MirroredStrategy> strategy =
-      MirroredStrategy::Assemble("MultiWorkerMirroredStrategy", world, std::move(setup));
+  TOWER_ASSIGN_OR_RETURN(
+      std::unique_ptr<MirroredStrategy> strategy,
+      MirroredStrategy::Assemble("MultiWorkerMirroredStrategy", world, std::move(setup)));
   TOWER_LOG(INFO) << "Worker " << world->Describe(world->rank()) << " of " << world->size()
                   << ": " << strategy->num_replicas_in_sync() << " replicas in sync";
   return strategy;

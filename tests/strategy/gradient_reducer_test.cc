@@ -59,7 +59,7 @@ std::vector<std::string> Step(int64_t bucket_bytes) {
   BucketedGradientReducer reducer(&ops, 0, bucket_bytes);
   for (int step = 0; step < 2; ++step) {  // the plan is reused: the same calls each step
     ops.calls.clear();
-    TOWER_CHECK_OK(reducer.Begin(bytes));
+    TOWER_CHECK_OK(reducer.Begin(bytes, 0, 1));
     for (Tensor& grad : grads) TOWER_CHECK_OK(reducer.Add(&grad));
     TOWER_CHECK_OK(reducer.Finish({&loss}));
   }
@@ -86,12 +86,12 @@ TEST(BucketedGradientReducerTest, AStepThatBreaksItsAnnouncementFails) {
   Tensor big = *Tensor::Zeros(cpu, Shape{2});
   EXPECT_THAT(reducer.Add(&small).message(), HasSubstr("Add before Begin"));
   const std::vector<int64_t> bytes = {4, 8};
-  TOWER_CHECK_OK(reducer.Begin(bytes));
+  TOWER_CHECK_OK(reducer.Begin(bytes, 0, 1));
   EXPECT_THAT(reducer.Add(&big).message(), HasSubstr("gradient 1 has 8 bytes, announced 4"));
-  TOWER_CHECK_OK(reducer.Begin(bytes));
+  TOWER_CHECK_OK(reducer.Begin(bytes, 0, 1));
   TOWER_CHECK_OK(reducer.Add(&small));
   EXPECT_THAT(reducer.Finish({}).message(), HasSubstr("after 1 of 2 announced gradients"));
-  TOWER_CHECK_OK(reducer.Begin(bytes));
+  TOWER_CHECK_OK(reducer.Begin(bytes, 0, 1));
   TOWER_CHECK_OK(reducer.Add(&small));
   TOWER_CHECK_OK(reducer.Add(&big));
   EXPECT_THAT(reducer.Add(&big).message(), HasSubstr("gradient 3 of a step announced with 2"));
