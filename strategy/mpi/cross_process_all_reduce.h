@@ -23,6 +23,10 @@ class CrossProcessAllReduce : public CrossDeviceOps {
                         std::chrono::milliseconds timeout, bool spin);
   std::string name() const override { return local_->name() + "+mpi"; }
   Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
+  // Deterministic mode: replica 0 gathers this process's partial sums on the host and forms
+  // the process's subtrees; the workers exchange them by element range (MPI all-to-all),
+  // each evaluates the tree on its range, and an all-gather gives everyone every root.
+  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override;
   Status Broadcast(int replica, Span<Tensor* const> tensors) override;
   Status FinishReductions(int replica) override { return local_->FinishReductions(replica); }
   void Abort(const Status& reason) override;
@@ -36,9 +40,19 @@ class CrossProcessAllReduce : public CrossDeviceOps {
   const std::unique_ptr<CrossDeviceOps> local_;
   MpiWorld* const world_;
   const std::chrono::milliseconds timeout_;
+  const std::vector<std::string> names_;
   ReplicaBarrier barrier_;
   std::vector<Span<Tensor* const>> published_;
   std::vector<float> staging_;  // replica 0's host copy of the tensors, end to end
+  // AllReduceTree (replica 0's): every local replica's partial sums; host buffers.
+  Status CrossTree(Span<Tensor* const> roots);
+  std::vector<const PartialSums*> published_parts_;
+  std::vector<float> local_nodes_;   // [local node][element]
+  std::vector<float> cover_;         // [this process's subtree][element]
+  std::vector<float> send_;          // [worker][subtree][its range]
+  std::vector<float> received_;      // [worker][its subtree][my range]
+  TreePlanCache cover_plan_;
+  TreePlanCache root_plan_;
 };
 
 }  // namespace tower

@@ -41,6 +41,17 @@ class MpiWorld : public World {
   // In-place sum of `count` floats over all workers.
   Status AllReduceSum(float* data, int64_t count, std::chrono::milliseconds timeout,
                       const std::string& what) override;
+  // Worker q gets send_counts[q] floats from `send` + send_offsets[q]; the floats from worker
+  // p land at `receive` + receive_offsets[p] (receive_counts[p] of them). MPI_Alltoallv.
+  Status AllToAll(const float* send, const std::vector<int>& send_counts,
+                  const std::vector<int>& send_offsets, float* receive,
+                  const std::vector<int>& receive_counts, const std::vector<int>& receive_offsets,
+                  std::chrono::milliseconds timeout, const std::string& what);
+  // Worker p's counts[p] floats at `data` + offsets[p] go to every worker (in place: each
+  // worker's own part is already there). MPI_Allgatherv.
+  Status AllGatherInPlace(float* data, const std::vector<int>& counts,
+                          const std::vector<int>& offsets, std::chrono::milliseconds timeout,
+                          const std::string& what);
   // `bytes` bytes from `root` to everyone.
   Status Broadcast(void* data, int64_t bytes, int root, std::chrono::milliseconds timeout,
                    const std::string& what);
