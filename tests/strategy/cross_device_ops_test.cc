@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "device/testing/fake_gpu_platform.h"
+#include "model/distribution.h"
 #include "ops/testing/fake_gpu_kernels.h"
 #include "strategy/in_process_all_reduce.h"
 #include "strategy/reduction_to_one_device.h"
@@ -166,6 +167,110 @@ TEST(ReductionToOneDeviceTest, AbortFromAFailingReplicaReleasesTheOthers) {
   EXPECT_THAT(results[0].message(), HasSubstr("out of coffee"));
   EXPECT_THAT(results[1].message(), HasSubstr("out of coffee"));
   ops.Reset();
+}
+
+// ---- Deterministic mode's tree all-reduce.
+//
+// 8 leaves spread over the replicas; leaf 0 holds 2^24·s and the seven others s (s a power
+// of two per element, so every sum below is exact or rounds the same way at every scale).
+// A replica passes its largest subtrees: the tree adds the ones in pairs before meeting
+// 2^24 and keeps six of them, so the root is (2^24 + 6)·s, where a left-to-right sum over
+// the leaves (or the replicas, for 2 of them) would give 2^24·s.
+constexpr int kLeaves = 8;
+float Scale(int64_t i) { return static_cast<float>(1 << (i % 4)); }
+// A subtree's sum as its owner forms it: 2^24 + 1 rounds (to even) to 2^24.
+float SubtreeSum(const TreeNode& node) {
+  if (node.first > 0) return static_cast<float>(node.leaves());
+  return node.end <= 2 ? 16777216.0f : 16777216.0f + static_cast<float>(node.end - 2);
+}
+
+void CheckAllReduceTree(CrossDeviceOps& ops, const std::vector<Device*>& devices,
+                        const std::vector<int64_t>& sizes) {
+  const int n = static_cast<int>(devices.size());
+  // [replica][node][tensor]; replica 0's root is its own last subtree (read, then written).
+  std::vector<std::vector<std::vector<Tensor>>> subtrees(n);
+  std::vector<std::vector<Tensor>> roots(n);
+  std::vector<PartialSums> parts(n);
+  for (int r = 0; r < n; ++r) {
+    const RowRange leaves = ReplicaRows(kLeaves, n, r);
+    parts[r].num_leaves = kLeaves;
+    parts[r].nodes = CoverNodes(kLeaves, static_cast<int>(leaves.first),
+                                static_cast<int>(leaves.end()));
+    for (const TreeNode& node : parts[r].nodes) {
+      subtrees[r].emplace_back();
+      for (int64_t size : sizes) {
+        std::vector<float> values(static_cast<size_t>(size));
+        for (int64_t i = 0; i < size; ++i) values[i] = SubtreeSum(node) * Scale(i);
+        subtrees[r].back().push_back(*Tensor::FromHost(devices[r], Shape{size}, values));
+      }
+    }
+    for (int64_t size : sizes) roots[r].push_back(*Tensor::Zeros(devices[r], Shape{size}));
+    if (r == 0) roots[r] = subtrees[r].back();
+    for (auto& node : subtrees[r]) {
+      parts[r].values.emplace_back();
+      for (Tensor& t : node) parts[r].values.back().push_back(&t);
+    }
+  }
+  std::vector<Status> results = OnThreads(n, [&](int r) {
+    std::vector<Tensor*> mine;
+    for (Tensor& t : roots[r]) mine.push_back(&t);
+    return ops.AllReduceTree(r, parts[r], mine);
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
+  for (int r = 0; r < n; ++r) {
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      const std::vector<float> got = *roots[r][t].ToHost();
+      for (int64_t i = 0; i < sizes[t]; ++i) {
+        ASSERT_EQ(got[i], 16777222.0f * Scale(i))
+            << ops.name() << " n=" << n << " replica " << r << " tensor " << t << " [" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(InProcessAllReduceTest, TreeSumsInClosedFormForEveryReplicaCount) {
+  for (int n : {1, 2, 3, 4, 8}) {
+    auto context = Cpus(n);
+    std::vector<Device*> devices = *context->Devices("CPU");
+    InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), n <= 2);
+    for (const auto& sizes : kSizeSets) CheckAllReduceTree(ops, devices, sizes);
+  }
+}
+
+TEST(ReductionToOneDeviceTest, TreeSumsInClosedFormAcrossCpusAndGpus) {
+  testing::RegisterFakeGpuKernels();
+  auto context = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
+  TOWER_CHECK_OK(context->EnsureInitialized());
+  std::vector<Device*> devices = {*context->FindDevice("/CPU:0"), *context->FindDevice("/GPU:0"),
+                                  *context->FindDevice("/GPU:1")};
+  ReductionToOneDevice ops(devices[0], Names(devices), std::chrono::seconds(30), false);
+  for (const auto& sizes : kSizeSets) CheckAllReduceTree(ops, devices, sizes);
+}
+
+TEST(InProcessAllReduceTest, TreeMismatchesAreReportedOnEveryReplica) {
+  auto context = Cpus(2);
+  std::vector<Device*> devices = *context->Devices("CPU");
+  InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), true);
+  ReductionToOneDevice to_cpu(devices[0], Names(devices), std::chrono::seconds(30), true);
+  for (CrossDeviceOps* path : std::vector<CrossDeviceOps*>{&ops, &to_cpu}) {
+    // Replica 1's subtree has 5 elements where replica 0's root has 4; then a leaf is missing.
+    for (bool missing_leaf : {false, true}) {
+      Tensor a = *Tensor::Zeros(devices[0], Shape{4});
+      Tensor b = *Tensor::Zeros(devices[1], Shape{missing_leaf ? 4 : 5});
+      PartialSums first{kLeaves, {{0, 4}}, {{&a}}};
+      PartialSums second{kLeaves, {{missing_leaf ? 5 : 4, missing_leaf ? 6 : 8}}, {{&b}}};
+      std::vector<Status> results = OnThreads(2, [&](int r) {
+        return path->AllReduceTree(r, r == 0 ? first : second, {r == 0 ? &a : &b});
+      });
+      for (const Status& s : results) {
+        EXPECT_TRUE(IsInvalidArgument(s)) << path->name() << ": " << s;
+        EXPECT_THAT(s.message(), HasSubstr(missing_leaf ? "nobody holds leaf 4" : "float32[5]"))
+            << path->name();
+      }
+    }
+    path->Reset();  // as the strategy does after a failed step
+    CheckAllReduceTree(*path, devices, {3});  // usable afterwards
+  }
 }
 
 }  // namespace

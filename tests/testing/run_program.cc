@@ -34,8 +34,11 @@ ProgramOutput RunCommand(const std::string& command_line) {
 }
 
 BackgroundProgram::BackgroundProgram(const std::string& target, const std::string& args,
-                                     const std::string& log_path) {
-  const std::string command = "exec " + Runfile(target) + " " + args + " > " + log_path + " 2>&1";
+                                     const std::string& log_path)
+    : BackgroundProgram(ShellCommand{Runfile(target) + " " + args}, log_path) {}
+
+BackgroundProgram::BackgroundProgram(const ShellCommand& shell, const std::string& log_path) {
+  const std::string command = "exec " + shell.line + " > " + log_path + " 2>&1";
   pid_ = fork();
   if (pid_ == 0) {
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));

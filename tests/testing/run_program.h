@@ -25,6 +25,11 @@ class BackgroundProgram {
  public:
   BackgroundProgram(const std::string& target, const std::string& args,
                     const std::string& log_path);
+  // Any shell command line instead of a runfile (mpirun ...).
+  struct ShellCommand {
+    std::string line;
+  };
+  BackgroundProgram(const ShellCommand& command, const std::string& log_path);
   ~BackgroundProgram();
   BackgroundProgram(const BackgroundProgram&) = delete;
   BackgroundProgram& operator=(const BackgroundProgram&) = delete;

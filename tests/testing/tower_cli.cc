@@ -1,8 +1,15 @@
 #include "tests/testing/tower_cli.h"
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <thread>
+
+#include <gtest/gtest.h>
 
 #include "model/checkpoint/safetensors.h"
 #include "util/check.h"
@@ -34,6 +41,46 @@ std::vector<std::string> ReadLines(const std::string& path) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+FileVersion VersionOf(const std::string& path) {
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0) return {};
+  return {true, info.st_ino,
+          static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec};
+}
+
+FitPosition BackupPosition(const std::string& path) {
+  StatusOr<checkpoint::File> file = checkpoint::Load(path);
+  EXPECT_TRUE(file.ok()) << "a backup must always be whole: " << file.status();
+  if (!file.ok()) return {};
+  StatusOr<FitPosition> position = FitPositionFromMetadata(file->metadata, path);
+  EXPECT_TRUE(position.ok()) << position.status();
+  return position.ok() ? *position : FitPosition{};
+}
+
+bool KillAfterBackups(BackgroundProgram& run, const std::string& backup, int backups,
+                      int extra_ms, int signal) {
+  FileVersion last;
+  int seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (seen < backups && run.Running() && std::chrono::steady_clock::now() < deadline) {
+    const FileVersion now = VersionOf(backup);
+    if (now.exists && !(now == last)) {
+      last = now;
+      ++seen;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(extra_ms));
+  if (!run.Running()) return false;
+  run.Kill(signal);
+  return true;
 }
 
 }  // namespace tower::testing

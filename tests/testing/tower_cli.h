@@ -3,9 +3,13 @@
 #ifndef TOWER_TESTS_TESTING_TOWER_CLI_H_
 #define TOWER_TESTS_TESTING_TOWER_CLI_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "model/fit_position.h"
 #include "tests/testing/run_program.h"
 
 namespace tower::testing {
@@ -20,6 +24,27 @@ std::vector<float> SavedTensor(const std::string& path, const std::string& name)
 double Figure(const std::string& text, const std::string& name);
 // The lines of a file (none if it cannot be read).
 std::vector<std::string> ReadLines(const std::string& path);
+// A file's bytes (empty if it cannot be read).
+std::string ReadBytes(const std::string& path);
+
+// Which version of a file is in place: each backup is a new file renamed over the last
+// (the inode alone could be reused at once, so the modification time counts too).
+struct FileVersion {
+  bool exists = false;
+  ino_t inode = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileVersion& other) const {
+    return exists == other.exists && inode == other.inode && mtime_ns == other.mtime_ns;
+  }
+};
+FileVersion VersionOf(const std::string& path);
+// Where the backup at `path` stands (a failed expectation, and a zero position, if it is
+// not whole).
+FitPosition BackupPosition(const std::string& path);
+// Waits until `run` has written `backups` new versions of `backup` (or 120 s pass), waits
+// `extra_ms` more, and kills it with `signal`. False when the run ended first.
+bool KillAfterBackups(BackgroundProgram& run, const std::string& backup, int backups,
+                      int extra_ms, int signal);
 
 }  // namespace tower::testing
 

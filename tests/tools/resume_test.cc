@@ -2,16 +2,11 @@
 // with --resume ends with exactly the bits of an uninterrupted run (weights, optimizer state,
 // step counter; the data position is in the backup), backups are whole at every instant,
 // and a backup of another run is refused.
-#include <sys/stat.h>
-
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <random>
-#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,41 +14,18 @@
 #include "model/checkpoint/safetensors.h"
 #include "model/fit_position.h"
 #include "tests/testing/run_program.h"
+#include "tests/testing/tower_cli.h"
 
 namespace tower {
 namespace {
 
 using ::testing::HasSubstr;
 using testing::BackgroundProgram;
+using testing::BackupPosition;
 using testing::ProgramOutput;
+using testing::ReadBytes;
 
-std::string Path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Which version of a file is in place: each backup is a new file renamed over the last
-// (the inode alone could be reused at once, so the modification time counts too).
-struct FileVersion {
-  bool exists = false;
-  ino_t inode = 0;
-  int64_t mtime_ns = 0;
-  bool operator==(const FileVersion& other) const {
-    return exists == other.exists && inode == other.inode && mtime_ns == other.mtime_ns;
-  }
-};
-
-FileVersion VersionOf(const std::string& path) {
-  struct stat info;
-  if (stat(path.c_str(), &info) != 0) return {};
-  return {true, info.st_ino,
-          static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec};
-}
+std::string Path(const std::string& name) { return testing::TempPath(name); }
 
 // 3 epochs of 20 steps on 2 replicas: Adam (two slots per variable), shuffled data, a metric
 // — every kind of state a resume must restore.
@@ -62,15 +34,6 @@ const std::string kRun =
     "--global-batch=64 --shuffle --seed=7 --optimizer=adam --lr=0.0005 --metrics=mae "
     "--replicas=2 ";
 constexpr int64_t kTotalSteps = 60;
-
-FitPosition PositionIn(const std::string& backup) {
-  StatusOr<checkpoint::File> file = checkpoint::Load(backup);
-  EXPECT_TRUE(file.ok()) << "a backup must always be whole: " << file.status();
-  if (!file.ok()) return {};
-  StatusOr<FitPosition> position = FitPositionFromMetadata(file->metadata, backup);
-  EXPECT_TRUE(position.ok()) << position.status();
-  return position.ok() ? *position : FitPosition{};
-}
 
 TEST(ResumeTest, KilledAtARandomStepAndResumedGivesTheSameBits) {
   const std::string reference = Path("reference.safetensors");
@@ -106,26 +69,14 @@ TEST(ResumeTest, KilledAtARandomStepAndResumedGivesTheSameBits) {
                                 " --backup-every=3 --resume --verbose=0 --save=" + saved,
                             Path("run" + std::to_string(trial) + ".log"));
       ASSERT_TRUE(run.started());
-      FileVersion last;
-      int seen = 0;
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-      while (seen < backups_before_kill && run.Running() &&
-             std::chrono::steady_clock::now() < deadline) {
-        const FileVersion now = VersionOf(backup);
-        if (now.exists && !(now == last)) {
-          last = now;
-          ++seen;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (!testing::KillAfterBackups(run, backup, backups_before_kill, extra_ms, SIGKILL)) {
+        continue;  // it finished first
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(extra_ms));
-      if (!run.Running()) continue;  // it finished first
-      run.Kill(SIGKILL);
       EXPECT_EQ(run.Wait(), -SIGKILL);
       killed = true;
     }
     ASSERT_TRUE(killed) << "trial " << trial << ": every run ended before the kill";
-    const FitPosition killed_at = PositionIn(backup);
+    const FitPosition killed_at = BackupPosition(backup);
     EXPECT_GT(killed_at.total_steps, 0);
     EXPECT_LT(killed_at.total_steps, kTotalSteps);
     EXPECT_EQ(killed_at.total_steps % 3, 0);
@@ -138,7 +89,7 @@ TEST(ResumeTest, KilledAtARandomStepAndResumedGivesTheSameBits) {
         << "trial " << trial << " (seed " << seed << "): killed after step " << killed_at.total_steps
         << ", the resumed run's weights differ from the uninterrupted run's";
     // The final backups agree too (same position, same weights).
-    EXPECT_EQ(PositionIn(backup), PositionIn(Path("reference_backup.safetensors")));
+    EXPECT_EQ(BackupPosition(backup), BackupPosition(Path("reference_backup.safetensors")));
   }
 }
 
@@ -150,7 +101,7 @@ TEST(ResumeTest, ResumingAFinishedRunTrainsNoMore) {
                           "--verbose=0 --backup=" + backup + " --resume ";
   ProgramOutput fresh = testing::RunProgram("tools/tower", run + "--save=" + first);
   ASSERT_EQ(fresh.exit_code, 0) << fresh.text;
-  EXPECT_EQ(PositionIn(backup).total_steps, 16);
+  EXPECT_EQ(BackupPosition(backup).total_steps, 16);
   ProgramOutput again = testing::RunProgram("tools/tower", run + "--save=" + second);
   ASSERT_EQ(again.exit_code, 0) << again.text;
   EXPECT_EQ(ReadBytes(first), ReadBytes(second));
