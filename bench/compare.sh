@@ -2,7 +2,7 @@
 # Runs Tower's benchmarks and their PyTorch / OpenBLAS / MPI peers side by side on this
 # machine, then prints the table of ratios for every target of docs/BENCHMARKS.md.
 #
-#   bench/compare.sh                      # everything, ~5 minutes on 2 cores
+#   bench/compare.sh                      # everything, ~7 minutes on 2 cores
 #   bench/compare.sh --sweep              # plus the parameter / batch sweep of the step cost
 #   bench/compare.sh --plots=docs         # and write the plots (SVG) there
 #   bench/compare.sh --out=/tmp/run1      # where the raw outputs go (default: a new temp dir)
@@ -129,6 +129,12 @@ echo "== Training throughput" >&2
 for w in linreg mlp; do
   for n in $REPLICAS; do
     run "train_tower_${w}_$n.txt" "$BIN/train_bench" --workload=$w --replicas=$n
+    # Deterministic mode next to it: one virtual shard per replica, then 8 (what a job
+    # reproducible on 1 to 8 replicas pays on this replica count).
+    for v in $n 8; do
+      run "train_det${v}_${w}_$n.txt" "$BIN/train_bench" --workload=$w --replicas=$n \
+        --deterministic --virtual-shards=$v
+    done
   done
   run "train_torch_$w.txt" "$PY" bench/peers/torch_train.py --workload=$w
   for n in $REPLICAS; do

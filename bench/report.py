@@ -74,10 +74,12 @@ def load(d):
             gemm[f"openblas_t{t}"] = float(g["gflops"])
     r["gemm"] = gemm
     train = {}
-    for path in glob.glob(f"{d}/train_tower_*.txt"):
+    for path in glob.glob(f"{d}/train_tower_*.txt") + glob.glob(f"{d}/train_det*_*.txt"):
         line = first(path, "workload=")
         if line:
-            train[("tower", line["workload"], int(line["replicas"]))] = line
+            shards = int(line.get("virtual_shards", "0"))
+            kind = f"tower_deterministic_v{shards}" if shards else "tower"
+            train[(kind, line["workload"], int(line["replicas"]))] = line
     for w in ("linreg", "mlp"):
         best = first(f"{d}/train_torch_{w}.txt", "torch_single_best")
         if best:
@@ -210,6 +212,17 @@ def main():
             lat = row["latency_us"]
             rows.append((f"in-process all-reduce, {n} replicas, 4 KB latency", f"{f(lat, 2)} µs",
                          "≤ 10 µs", None, lat <= 10))
+    # Deterministic mode against today's path, measured next to it in this run: one virtual
+    # shard per replica (the job's own topology), and 8 (reproducible on 1 to 8 replicas).
+    for w in ("mlp", "linreg"):
+        for n in (1, 2):
+            plain = get("tower", w, n, "steps_per_s")
+            for v in sorted({n, 8}):
+                det = get(f"tower_deterministic_v{v}", w, n, "steps_per_s")
+                x = ratio(det, plain)
+                rows.append((f"`{w}`, {n} replica{'s' if n > 1 else ''}, deterministic with {v} "
+                             f"virtual shard{'s' if v > 1 else ''}: steps/s vs today's path",
+                             f"{f(det)} · {f(plain)}", "≥ 90%", x, x is not None and x >= 0.9))
     mr = get("tower", "mlp", 2, "mem_ratio")
     line = T.get(("tower", "mlp", 2), {})
     if mr is not None:

@@ -50,6 +50,8 @@ struct Options {
   double lr = 0;             // 0: the workload's (0.2 / 0.01)
   std::string cross_device_ops = "auto";
   double bucket_mb = 25;
+  bool deterministic = false;
+  int64_t virtual_shards = 8;
   bool check_loss = false;
   DeviceFlags device;
 };
@@ -87,10 +89,16 @@ Status Run(Options options) {
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
                          ConfigureReplicaDevices(options.replicas, options.device, context));
   TOWER_ASSIGN_OR_RETURN(CrossDeviceOpsKind kind, ParseCrossDeviceOps(options.cross_device_ops));
+  if (options.deterministic && devices.empty()) {
+    // One device still runs the virtual shards one by one, under a strategy (as tower train).
+    TOWER_ASSIGN_OR_RETURN(Device * device, context.DefaultDevice());
+    devices = {device->full_name()};
+  }
   std::unique_ptr<MirroredStrategy> strategy;
   if (!devices.empty()) {
     MirroredStrategyOptions mirrored;
     mirrored.devices = devices;
+    mirrored.virtual_shards = options.deterministic ? static_cast<int>(options.virtual_shards) : 0;
     mirrored.cross_device_ops = kind;
     mirrored.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
     TOWER_ASSIGN_OR_RETURN(strategy, MirroredStrategy::Create(mirrored));
@@ -199,14 +207,15 @@ Status Run(Options options) {
   std::printf(
       "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
       "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
-      "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g\n",
+      "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
+      "virtual_shards=%d\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(options.steps), static_cast<double>(options.steps) / steps_per_s,
       runs.c_str(),
       strategy != nullptr ? strategy->cross_device_ops().name().c_str() : "none",
       static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
-      worst_ratio, first_loss, last_loss);
+      worst_ratio, first_loss, last_loss, dist->virtual_shards());
   std::fflush(stdout);
   if (options.check_loss && !(last_loss < first_loss)) {
     return InternalError("the loss did not fall: " + Fmt("%g", first_loss) + " -> " +
@@ -235,6 +244,9 @@ int main(int argc, char** argv) {
   parser.AddString("cross-device-ops", &options.cross_device_ops,
                    "auto, in-process, nccl, same-card or to-cpu");
   parser.AddDouble("bucket-mb", &options.bucket_mb, "gradient bucket size, MB");
+  parser.AddBool("deterministic", &options.deterministic,
+                 "topology-invariant mode (MirroredStrategyOptions::virtual_shards)");
+  parser.AddInt("virtual-shards", &options.virtual_shards, "with --deterministic (default 8)");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");
   tower::AddDeviceFlags(&parser, &options.device);
   return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options); });

@@ -6,14 +6,22 @@ bench="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-tower}/bench/train_bench"
 [[ -x "$bench" ]] || bench="$(dirname "$0")/train_bench"
 for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
             "--workload=linreg --replicas=2 --steps=50 --batches=1" \
-            "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1"; do
+            "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1" \
+            "--workload=linreg --replicas=2 --steps=50 --batches=1 --deterministic" \
+            "--workload=linreg --replicas=1 --steps=50 --batches=1 --deterministic --virtual-shards=1"; do
   out="$("$bench" $args --repeats=1 --warmup-s=0.01 --check-loss)"
   echo "$out"
   grep -q '^workload=.* replicas=.* steps_per_s=.* samples_per_s=.* gflops=' <<<"$out"
+  if [[ "$args" == *--deterministic* ]]; then
+    grep -q ' virtual_shards=[18]$' <<<"$out"
+  else
+    grep -q ' virtual_shards=0$' <<<"$out"
+  fi
 done
 # Bad flags: one error line, a non-zero exit, nothing on stdout.
 err="${TEST_TMPDIR:-/tmp}/train_bench_err.$$"
-for args in "--workload=cnn" "--bucket-mb=0" "--replicas=x" "--window-s=0"; do
+for args in "--workload=cnn" "--bucket-mb=0" "--replicas=x" "--window-s=0" \
+            "--replicas=4 --deterministic --virtual-shards=2"; do
   if out="$("$bench" $args 2>"$err")"; then
     echo "train_bench $args should have failed"; exit 1
   fi

@@ -63,7 +63,8 @@ InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
       barrier_(std::move(replica_names), timeout, spin),
       published_(names_.size()),
       published_parts_(names_.size()),
-      plans_(names_.size()) {}
+      plans_(names_.size()),
+      scratch_(names_.size()) {}
 
 Status InProcessAllReduce::CheckAll() const {
   for (size_t r = 0; r < published_.size(); ++r) {
@@ -164,8 +165,9 @@ Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
   for (const Tensor* t : roots) total += t->num_elements();
   const int64_t begin = total * replica / n;
   const int64_t end = total * (replica + 1) / n;
-  std::vector<const float*> inputs;
-  std::vector<float*> outputs(n);
+  std::vector<const float*>& inputs = scratch_[replica].inputs;
+  std::vector<float*>& outputs = scratch_[replica].outputs;
+  outputs.resize(n);
   int64_t offset = 0;
   for (size_t t = 0; t < roots.size() && offset < end; ++t) {
     const int64_t count = roots[t]->num_elements();

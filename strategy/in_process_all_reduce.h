@@ -43,6 +43,11 @@ class InProcessAllReduce : public CrossDeviceOps {
   // AllReduceTree: each replica's partial sums, and a plan per replica thread.
   std::vector<const PartialSums*> published_parts_;
   std::vector<TreePlanCache> plans_;
+  struct Scratch {
+    std::vector<const float*> inputs;
+    std::vector<float*> outputs;
+  };
+  std::vector<Scratch> scratch_;  // per replica thread: no allocation per call
 };
 
 }  // namespace tower

@@ -201,8 +201,8 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Assemble(std::stri
                     << strategy->choice_.reason << ")";
   }
   if (strategy->virtual_shards_ > 0) {
-    TOWER_LOG(INFO) << "Deterministic: " << strategy->virtual_shards_
-                    << " virtual shards per batch, summed along a fixed tree";
+    TOWER_LOG(INFO) << "Deterministic: every batch in " << strategy->virtual_shards_
+                    << " virtual shard(s), summed along a fixed tree";
   }
   return strategy;
 }

@@ -64,9 +64,10 @@ StatusOr<SumPlan> PlanSums(int num_leaves, Span<const TreeNode> inputs,
                            Span<const TreeNode> outputs);
 
 // Runs `plan` on elements [begin, end) of float arrays: inputs[i] is input slot i, and output
-// k goes to every one of outputs[k * copies + c], c < copies. An output array may be an input
-// array (each block of elements is read whole before it is written), but two threads must
-// not run overlapping element ranges on the same arrays.
+// k goes to every one of outputs[k * copies + c], c < copies. Each block of elements is read
+// whole before any output of it is written, so an output array may be an input array as
+// long as no later output is that input itself. Two threads must not run overlapping
+// element ranges on the same arrays.
 void RunSumPlan(const SumPlan& plan, const float* const* inputs, float* const* outputs,
                 int copies, int64_t begin, int64_t end);
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/math_ops.h"
+#include "util/check.h"
 #include "strategy/gradient_reducer.h"
 
 namespace tower {
@@ -14,7 +15,14 @@ TreeGradientReducer::TreeGradientReducer(CrossDeviceOps* ops, int replica, int64
       replica_(replica),
       bucket_bytes_(bucket_bytes),
       num_leaves_(num_leaves),
-      leaves_(leaves) {}
+      leaves_(leaves),
+      subtrees_(CoverNodes(num_leaves, leaves.first, leaves.end)) {
+  std::vector<TreeNode> single;
+  for (int leaf = leaves.first; leaf < leaves.end; ++leaf) single.push_back({leaf, leaf + 1});
+  StatusOr<SumPlan> plan = PlanSums(num_leaves, single, subtrees_);
+  TOWER_CHECK_OK(plan.status());  // the cover of a range is formed from its leaves
+  plan_ = std::move(*plan);
+}
 
 Status TreeGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pass, int passes) {
   if (passes != leaves_.leaves()) {
@@ -32,11 +40,8 @@ Status TreeGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pass, 
       sizes_.assign(gradient_bytes.begin(), gradient_bytes.end());
       bucket_ends_ = PlanBuckets(sizes_, bucket_bytes_);
     }
-    for (Stack& stack : stacks_) {
-      stack.nodes.clear();
-      stack.values.clear();
-    }
-    stacks_.resize(sizes_.size());
+    leaf_values_.resize(sizes_.size());
+    for (auto& values : leaf_values_) values.clear();
   } else if (in_pass_ || pass != pass_ + 1) {
     return FailedPreconditionError("gradient reducer: pass " + std::to_string(pass) +
                                    " began after pass " + std::to_string(pass_) +
@@ -54,38 +59,68 @@ Status TreeGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pass, 
   return OkStatus();
 }
 
-Status TreeGradientReducer::Push(Stack& stack, const Tensor& value) {
-  const int leaf = leaves_.first + pass_;
-  stack.nodes.push_back({leaf, leaf + 1});
-  stack.values.push_back(value);
-  while (stack.nodes.size() >= 2) {
-    const size_t n = stack.nodes.size();
-    const TreeNode& left = stack.nodes[n - 2];
-    const TreeNode& right = stack.nodes[n - 1];
-    const TreeNode parent{left.first, right.end};
-    if (TreeSplit(parent) != left.end || !IsTreeNode(num_leaves_, parent)) break;
-    TOWER_ASSIGN_OR_RETURN(Tensor sum, ops::Add(stack.values[n - 2], stack.values[n - 1]));
-    stack.nodes.resize(n - 2);
-    stack.values.resize(n - 2);
-    stack.nodes.push_back(parent);
-    stack.values.push_back(std::move(sum));
+Status TreeGradientReducer::FormSubtrees(size_t index, const Tensor& last) {
+  std::vector<Tensor>& leaves = leaf_values_[index];
+  leaves.push_back(last);
+  if (subtree_values_.size() <= index) subtree_values_.resize(index + 1);
+  std::vector<Tensor>& subtrees = subtree_values_[index];
+  subtrees.resize(subtrees_.size());
+  const bool host = last.device()->stream().host_addressable();
+  std::vector<const float*>& inputs = input_scratch_;
+  std::vector<float*>& outputs = output_scratch_;
+  inputs.clear();
+  outputs.clear();
+  for (size_t k = 0; k < subtrees_.size(); ++k) {
+    const TreeNode& node = subtrees_[k];
+    if (node.leaves() == 1) {
+      subtrees[k] = leaves[node.first - leaves_.first];
+      outputs.push_back(nullptr);
+      continue;
+    }
+    if (!host) continue;
+    if (k + 1 == subtrees_.size()) {
+      // The last subtree holds the last leaf: formed in that leaf's own buffer (RunSumPlan
+      // reads a block whole before writing it), which is where the root goes after the
+      // all-reduce: one replica alone then has nothing left to copy.
+      subtrees[k] = last;
+      outputs.push_back(last.data<float>());
+      continue;
+    }
+    if (!subtrees[k].valid() || subtrees[k].shape() != last.shape() ||
+        subtrees[k].device() != last.device() || subtrees[k].dtype() != last.dtype()) {
+      TOWER_ASSIGN_OR_RETURN(subtrees[k], Tensor::Empty(last.device(), last.shape()));
+    }
+    outputs.push_back(subtrees[k].data<float>());
   }
+  if (host) {
+    // One pass over memory for every level (RunSumPlan keeps a block's sums in cache); the
+    // single-leaf subtrees' outputs are that leaf itself.
+    for (const Tensor& leaf : leaves) inputs.push_back(leaf.data<float>());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (outputs[k] == nullptr) outputs[k] = const_cast<float*>(inputs[subtrees_[k].first -
+                                                                        leaves_.first]);
+    }
+    RunSumPlan(plan_, inputs.data(), outputs.data(), 1, 0, last.num_elements());
+    return OkStatus();
+  }
+  // Device memory: the same plan, one addition at a time on the device.
+  std::vector<Tensor> slots(leaves.begin(), leaves.end());
+  slots.resize(plan_.num_slots);
+  for (const SumPlan::Step& step : plan_.steps) {
+    TOWER_ASSIGN_OR_RETURN(slots[step.out], ops::Add(slots[step.a], slots[step.b]));
+  }
+  for (size_t k = 0; k < subtrees_.size(); ++k) subtrees[k] = slots[plan_.outputs[k]];
   return OkStatus();
 }
 
 Status TreeGradientReducer::Reduce(size_t first, size_t count, Span<Tensor* const> roots) {
-  const std::vector<TreeNode>& nodes = stacks_[first].nodes;
   sums_.num_leaves = num_leaves_;
-  sums_.nodes = nodes;
-  sums_.values.resize(nodes.size());
-  for (size_t k = 0; k < nodes.size(); ++k) {
+  sums_.nodes = subtrees_;
+  sums_.values.resize(subtrees_.size());
+  for (size_t k = 0; k < subtrees_.size(); ++k) {
     sums_.values[k].clear();
     for (size_t i = first; i < first + count; ++i) {
-      if (stacks_[i].nodes != nodes) {
-        return InternalError("gradient reducer: tensors of one step hold different partial "
-                             "sums");
-      }
-      sums_.values[k].push_back(&stacks_[i].values[k]);
+      sums_.values[k].push_back(&subtree_values_[i][k]);
     }
   }
   return ops_->AllReduceTree(replica_, sums_, roots);
@@ -102,9 +137,11 @@ Status TreeGradientReducer::Add(Tensor* gradient) {
                                 " has " + std::to_string(gradient->bytes()) +
                                 " bytes, announced " + std::to_string(sizes_[next_]));
   }
-  TOWER_RETURN_IF_ERROR(Push(stacks_[next_], *gradient));
-  ++next_;
-  if (!last_pass()) return OkStatus();
+  if (!last_pass()) {
+    leaf_values_[next_++].push_back(*gradient);
+    return OkStatus();
+  }
+  TOWER_RETURN_IF_ERROR(FormSubtrees(next_++, *gradient));
   pending_.push_back(gradient);
   // A full bucket is summed now, except the last (Finish adds the extras to it).
   if (next_ == bucket_ends_[bucket_] && bucket_ + 1 < bucket_ends_.size()) {
@@ -125,14 +162,19 @@ Status TreeGradientReducer::Finish(Span<Tensor* const> extra) {
   }
   if (pass_ == 0) {
     num_extras_ = extra.size();
-    stacks_.resize(sizes_.size() + num_extras_);
+    leaf_values_.resize(sizes_.size() + num_extras_);
+    for (size_t e = 0; e < num_extras_; ++e) leaf_values_[sizes_.size() + e].clear();
   } else if (extra.size() != num_extras_) {
     return InvalidArgumentError("gradient reducer: pass " + std::to_string(pass_) + " gives " +
                                 std::to_string(extra.size()) + " extra tensors, pass 0 gave " +
                                 std::to_string(num_extras_));
   }
   for (size_t e = 0; e < extra.size(); ++e) {
-    TOWER_RETURN_IF_ERROR(Push(stacks_[sizes_.size() + e], *extra[e]));
+    if (last_pass()) {
+      TOWER_RETURN_IF_ERROR(FormSubtrees(sizes_.size() + e, *extra[e]));
+    } else {
+      leaf_values_[sizes_.size() + e].push_back(*extra[e]);
+    }
   }
   if (!last_pass()) return OkStatus();
   const size_t gradients = pending_.size();

@@ -1,11 +1,13 @@
 // TreeGradientReducer: how a strategy in deterministic mode sums one replica's gradients
 // (strategy/summation_tree.h). The replica runs one forward/backward pass per virtual shard
-// it owns; after each pass, every gradient (and the loss) joins a stack of partial sums
-// where two siblings of the tree are added the moment both exist, so that after the last
-// pass the replica holds exactly the largest subtrees of its leaves. The cross-device path
-// then combines every replica's subtrees into the root (CrossDeviceOps::AllReduceTree), in
-// buckets of about `bucket_bytes` during the last pass's backward, as BucketedGradientReducer
-// does: the bucket size changes when sums are sent, never what is added to what.
+// (leaf) it owns and the reducer keeps each pass's gradients and loss. When the last pass
+// produces a gradient, its leaves are added into the largest subtrees of the replica's
+// leaves in one blocked pass over memory (every level of the tree in cache: the leaves are
+// read once and each subtree written once, into buffers kept from step to step), and the
+// cross-device path combines every replica's subtrees into the root
+// (CrossDeviceOps::AllReduceTree) — in buckets of about `bucket_bytes` during the last
+// pass's backward, as BucketedGradientReducer does: the bucket size changes when sums are
+// sent, never what is added to what.
 #ifndef TOWER_STRATEGY_TREE_GRADIENT_REDUCER_H_
 #define TOWER_STRATEGY_TREE_GRADIENT_REDUCER_H_
 
@@ -30,14 +32,9 @@ class TreeGradientReducer : public GradientReducer {
   Status Finish(Span<Tensor* const> extra) override;
 
  private:
-  // A tensor's partial sums so far this step: tree nodes in leaf order with their values.
-  struct Stack {
-    std::vector<TreeNode> nodes;
-    std::vector<Tensor> values;
-  };
-  // Pushes the current leaf's value and adds siblings while the top two are siblings.
-  Status Push(Stack& stack, const Tensor& value);
-  // Sums stacks [first, first + count) (gradients, then extras) into `roots`.
+  // Forms tensor `index`'s subtrees from its leaves (the last pass's value is `last`).
+  Status FormSubtrees(size_t index, const Tensor& last);
+  // Sums tensors [first, first + count) (gradients, then extras) into `roots`.
   Status Reduce(size_t first, size_t count, Span<Tensor* const> roots);
   bool last_pass() const { return pass_ + 1 == leaves_.leaves(); }
 
@@ -46,6 +43,8 @@ class TreeGradientReducer : public GradientReducer {
   const int64_t bucket_bytes_;
   const int num_leaves_;
   const TreeNode leaves_;
+  const std::vector<TreeNode> subtrees_;  // CoverNodes of leaves_
+  SumPlan plan_;                          // leaves_ one by one -> subtrees_
   std::vector<int64_t> sizes_;       // the announced gradient sizes, in bytes
   std::vector<size_t> bucket_ends_;  // PlanBuckets(sizes_)
   int pass_ = -1;                    // the pass under way; -1: none
@@ -53,9 +52,15 @@ class TreeGradientReducer : public GradientReducer {
   size_t next_ = 0;                  // gradients added in this pass
   size_t bucket_ = 0;                // the open bucket (last pass)
   size_t num_extras_ = 0;            // extras per pass (set by the first pass's Finish)
-  std::vector<Stack> stacks_;        // one per gradient, then one per extra
+  // Per tensor (gradients, then extras): its value in each pass so far, then its subtrees'
+  // sums (a subtree of one leaf is that leaf's tensor; larger ones are buffers reused from
+  // step to step when their shape stays).
+  std::vector<std::vector<Tensor>> leaf_values_;
+  std::vector<std::vector<Tensor>> subtree_values_;
   std::vector<Tensor*> pending_;     // the open bucket's tensors of the last pass
   PartialSums sums_;                 // scratch for Reduce
+  std::vector<const float*> input_scratch_;  // and for FormSubtrees
+  std::vector<float*> output_scratch_;
 };
 
 }  // namespace tower
