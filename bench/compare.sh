@@ -129,11 +129,12 @@ echo "== Training throughput" >&2
 for w in linreg mlp; do
   for n in $REPLICAS; do
     run "train_tower_${w}_$n.txt" "$BIN/train_bench" --workload=$w --replicas=$n
-    # Deterministic mode next to it: one virtual shard per replica, then 8 (what a job
-    # reproducible on 1 to 8 replicas pays on this replica count).
+    # Deterministic mode against today's path in one process, timed windows alternating:
+    # one virtual shard per replica, then 8 (what a job reproducible on 1 to 8 replicas
+    # pays on this replica count).
     for v in $n 8; do
-      run "train_det${v}_${w}_$n.txt" "$BIN/train_bench" --workload=$w --replicas=$n \
-        --deterministic --virtual-shards=$v
+      run "train_ab${v}_${w}_$n.txt" "$BIN/train_bench" --workload=$w --replicas=$n \
+        --ab-deterministic --virtual-shards=$v
     done
   done
   run "train_torch_$w.txt" "$PY" bench/peers/torch_train.py --workload=$w

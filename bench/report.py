@@ -74,11 +74,17 @@ def load(d):
             gemm[f"openblas_t{t}"] = float(g["gflops"])
     r["gemm"] = gemm
     train = {}
-    for path in glob.glob(f"{d}/train_tower_*.txt") + glob.glob(f"{d}/train_det*_*.txt"):
+    for path in glob.glob(f"{d}/train_tower_*.txt"):
         line = first(path, "workload=")
         if line:
-            shards = int(line.get("virtual_shards", "0"))
-            kind = f"tower_deterministic_v{shards}" if shards else "tower"
+            train[("tower", line["workload"], int(line["replicas"]))] = line
+    # --ab-deterministic: today's path and deterministic mode, windows alternating.
+    for path in glob.glob(f"{d}/train_ab*_*.txt"):
+        lines = read_lines(path, "workload=")
+        shards = max((int(l.get("virtual_shards", "0")) for l in lines), default=0)
+        for line in lines:
+            v = int(line.get("virtual_shards", "0"))
+            kind = f"tower_deterministic_v{shards}" if v else f"tower_beside_v{shards}"
             train[(kind, line["workload"], int(line["replicas"]))] = line
     for w in ("linreg", "mlp"):
         best = first(f"{d}/train_torch_{w}.txt", "torch_single_best")
@@ -212,12 +218,13 @@ def main():
             lat = row["latency_us"]
             rows.append((f"in-process all-reduce, {n} replicas, 4 KB latency", f"{f(lat, 2)} µs",
                          "≤ 10 µs", None, lat <= 10))
-    # Deterministic mode against today's path, measured next to it in this run: one virtual
-    # shard per replica (the job's own topology), and 8 (reproducible on 1 to 8 replicas).
+    # Deterministic mode against today's path in the same process, timed windows
+    # alternating: one virtual shard per replica (the job's own topology), and 8
+    # (reproducible on 1 to 8 replicas).
     for w in ("mlp", "linreg"):
         for n in (1, 2):
-            plain = get("tower", w, n, "steps_per_s")
             for v in sorted({n, 8}):
+                plain = get(f"tower_beside_v{v}", w, n, "steps_per_s")
                 det = get(f"tower_deterministic_v{v}", w, n, "steps_per_s")
                 x = ratio(det, plain)
                 rows.append((f"`{w}`, {n} replica{'s' if n > 1 else ''}, deterministic with {v} "
@@ -253,6 +260,10 @@ def main():
         label = kind
         if kind == "torch_single":
             label = f"torch_single best ({line.get('threads')} torch × {line.get('blas_threads')} BLAS threads)"
+        elif kind.startswith("tower_beside_v"):
+            label = f"tower, windows alternating with deterministic V={kind[len('tower_beside_v'):]}"
+        elif kind.startswith("tower_deterministic_v"):
+            label = f"tower --deterministic, {kind[len('tower_deterministic_v'):]} virtual shards"
         elif kind.startswith("torch_single_"):
             label = f"torch_single {line.get('threads')} torch × {line.get('blas_threads')} BLAS threads"
         out.append(f"| {label} | {w} | {n} | {f(float(line['steps_per_s']))} | "

@@ -3,7 +3,8 @@
 //   bazel-bin/bench/train_bench --workload=linreg --replicas=2
 //   bazel-bin/bench/train_bench --workload=mlp --replicas=2 --window-s=2
 //
-// Prints, after warm-up, one line per run:
+// Prints, after warm-up, one line per run (two with --ab-deterministic: today's path and
+// deterministic mode, whose timed windows alternate):
 //   workload=mlp replicas=2 steps_per_s=… samples_per_s=… gflops=… params=… ...
 // with the median of --repeats timed windows (every window's figure follows in `runs=`),
 // each window --window-s seconds long (as the PyTorch peers' windows): its step count comes
@@ -51,6 +52,7 @@ struct Options {
   std::string cross_device_ops = "auto";
   double bucket_mb = 25;
   bool deterministic = false;
+  bool ab_deterministic = false;
   int64_t virtual_shards = 8;
   bool check_loss = false;
   DeviceFlags device;
@@ -63,6 +65,125 @@ std::string Fmt(const char* format, double value) {
 }
 
 using bench::Median;
+
+// One way of training the workload: a strategy (none for 1 replica of today's path) and a
+// model over it, with the figures of its timed windows.
+struct Trainer {
+  std::string label;  // "" for the plain path
+  std::unique_ptr<MirroredStrategy> strategy;
+  std::unique_ptr<Sequential> model;
+  std::vector<uint64_t> state_bytes;  // per replica: parameters + optimizer slots
+  size_t next = 0;                    // the next batch
+  double first_loss = 0, last_loss = 0;
+  std::vector<double> rates;          // steps/s of each timed window
+};
+
+StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtual_shards,
+                                               std::vector<std::string> devices,
+                                               CrossDeviceOpsKind kind,
+                                               const data::Dataset& dataset) {
+  auto trainer = std::make_unique<Trainer>();
+  Context& context = Context::Global();
+  if (virtual_shards > 0 && devices.empty()) {
+    // One device still runs the virtual shards one by one, under a strategy (as tower train).
+    TOWER_ASSIGN_OR_RETURN(Device * device, context.DefaultDevice());
+    devices = {device->full_name()};
+  }
+  if (!devices.empty()) {
+    MirroredStrategyOptions mirrored;
+    mirrored.devices = devices;
+    mirrored.cross_device_ops = kind;
+    mirrored.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
+    mirrored.virtual_shards = virtual_shards;
+    TOWER_ASSIGN_OR_RETURN(trainer->strategy, MirroredStrategy::Create(mirrored));
+  }
+  std::vector<std::shared_ptr<Layer>> layers;
+  if (options.workload == "mlp") {
+    for (int64_t i = 0; i < options.depth; ++i) layers.push_back(Dense(options.hidden, "relu"));
+  }
+  layers.push_back(Dense(1));
+  trainer->model = std::make_unique<Sequential>(std::move(layers), 0);
+  {
+    std::unique_ptr<DistributionScope> scope;
+    if (trainer->strategy != nullptr) scope = trainer->strategy->Scope();
+    TOWER_RETURN_IF_ERROR(trainer->model->Compile(MeanSquaredErrorLoss(),
+                                                  SGD(static_cast<float>(options.lr))));
+  }
+  TOWER_RETURN_IF_ERROR(trainer->model->Build(dataset.feature_dim()));
+  Distribution* dist = trainer->model->distribution();
+  for (int r = 0; r < dist->num_local_replicas(); ++r) {
+    BfcAllocator& allocator = dist->replica_device(r)->allocator();
+    trainer->state_bytes.push_back(allocator.GetStats().bytes_in_use);
+    allocator.ResetPeakStats();
+  }
+  return trainer;
+}
+
+Status Steps(Trainer& trainer, const std::vector<data::Batch>& batches, int64_t count) {
+  for (int64_t s = 0; s < count; ++s) {
+    TOWER_ASSIGN_OR_RETURN(trainer.last_loss, trainer.model->TrainStep(batches[trainer.next]));
+    trainer.next = (trainer.next + 1) % batches.size();
+  }
+  return OkStatus();
+}
+
+// Untimed steps for `seconds`; returns their rate.
+StatusOr<double> WarmUp(Trainer& trainer, const std::vector<data::Batch>& batches,
+                        double seconds) {
+  TOWER_ASSIGN_OR_RETURN(trainer.first_loss, trainer.model->TrainStep(batches[0]));
+  trainer.next = 1 % batches.size();
+  int64_t steps = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    TOWER_RETURN_IF_ERROR(Steps(trainer, batches, 1));
+    ++steps;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return static_cast<double>(steps) / elapsed;
+}
+
+void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_t params,
+           int64_t feature_dim) {
+  const double steps_per_s = Median(trainer.rates);
+  const double samples_per_s = steps_per_s * static_cast<double>(options.global_batch);
+  const double gflops = 6.0 * static_cast<double>(params) * samples_per_s / 1e9;
+  // Memory: the worst replica's device peak against what the step needs per replica
+  // (parameters + optimizer state, what Build left allocated; + gradients + activations,
+  // each layer's input and output for the replica's rows). With two trainers on the same
+  // devices (--ab-deterministic) the peaks mix both: the plain runs give the memory figure.
+  Distribution* dist = trainer.model->distribution();
+  const int n = dist->num_local_replicas();
+  const int64_t rows = (options.global_batch + n - 1) / n;
+  int64_t activation_floats = rows * feature_dim;
+  for (const auto& layer : trainer.model->layers()) activation_floats += rows * layer->output_dim();
+  double worst_ratio = 0;
+  uint64_t worst_peak = 0, worst_needed = 0;
+  for (int r = 0; r < n; ++r) {
+    const AllocatorStats stats = dist->replica_device(r)->allocator().GetStats();
+    const uint64_t needed = trainer.state_bytes[r] + static_cast<uint64_t>(params) * 4 +
+                            static_cast<uint64_t>(activation_floats) * 4;
+    const double ratio = static_cast<double>(stats.peak_bytes_in_use) / static_cast<double>(needed);
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst_peak = stats.peak_bytes_in_use;
+      worst_needed = needed;
+    }
+  }
+  std::string runs;
+  for (double rate : trainer.rates) runs += (runs.empty() ? "" : ",") + Fmt("%.1f", rate);
+  std::printf(
+      "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
+      "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
+      "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
+      "virtual_shards=%d\n",
+      options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
+      static_cast<long long>(params), static_cast<long long>(options.global_batch),
+      static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
+      trainer.strategy != nullptr ? trainer.strategy->cross_device_ops().name().c_str() : "none",
+      static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
+      worst_ratio, trainer.first_loss, trainer.last_loss, dist->virtual_shards());
+}
 
 Status Run(Options options) {
   const bool mlp = options.workload == "mlp";
@@ -82,27 +203,16 @@ Status Run(Options options) {
   if (!(options.bucket_mb * (1 << 20) >= 1 && options.bucket_mb <= 1 << 20)) {
     return InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB)");
   }
+  if (options.ab_deterministic && options.deterministic) {
+    return InvalidArgumentError("give --deterministic or --ab-deterministic, not both");
+  }
 
-  // ---- Devices and strategy (as `tower train` makes them).
+  // ---- Devices (as `tower train` configures them).
   Context& context = Context::Global();
   TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
                          ConfigureReplicaDevices(options.replicas, options.device, context));
   TOWER_ASSIGN_OR_RETURN(CrossDeviceOpsKind kind, ParseCrossDeviceOps(options.cross_device_ops));
-  if (options.deterministic && devices.empty()) {
-    // One device still runs the virtual shards one by one, under a strategy (as tower train).
-    TOWER_ASSIGN_OR_RETURN(Device * device, context.DefaultDevice());
-    devices = {device->full_name()};
-  }
-  std::unique_ptr<MirroredStrategy> strategy;
-  if (!devices.empty()) {
-    MirroredStrategyOptions mirrored;
-    mirrored.devices = devices;
-    mirrored.virtual_shards = options.deterministic ? static_cast<int>(options.virtual_shards) : 0;
-    mirrored.cross_device_ops = kind;
-    mirrored.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
-    TOWER_ASSIGN_OR_RETURN(strategy, MirroredStrategy::Create(mirrored));
-  }
 
   // ---- The data: BENCHMARKS.md's generator, materialised once.
   data::SyntheticOptions synthetic;
@@ -118,108 +228,52 @@ Status Run(Options options) {
     batches.push_back(std::move(*batch));
   }
 
-  // ---- The model.
-  std::vector<std::shared_ptr<Layer>> layers;
-  if (mlp) {
-    for (int64_t i = 0; i < options.depth; ++i) layers.push_back(Dense(options.hidden, "relu"));
+  // ---- The trainers: one, or today's path and deterministic mode side by side, whose
+  // timed windows alternate so that the machine's noise falls on both alike.
+  const int shards = static_cast<int>(options.virtual_shards);
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  if (options.ab_deterministic) {
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, 0, devices, kind, dataset));
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
+                           MakeTrainer(options, shards, devices, kind, dataset));
+  } else {
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
+                           MakeTrainer(options, options.deterministic ? shards : 0, devices,
+                                       kind, dataset));
   }
-  layers.push_back(Dense(1));
-  Sequential model(std::move(layers), 0);
-  {
-    std::unique_ptr<DistributionScope> scope;
-    if (strategy != nullptr) scope = strategy->Scope();
-    TOWER_RETURN_IF_ERROR(model.Compile(MeanSquaredErrorLoss(),
-                                        SGD(static_cast<float>(options.lr))));
-  }
-  TOWER_RETURN_IF_ERROR(model.Build(dataset.feature_dim()));
   int64_t params = 0;
-  for (const Variable* v : model.trainable_variables()) params += v->shape().num_elements();
-
-  Distribution* dist = model.distribution();
-  const int n = dist->num_local_replicas();
-  std::vector<uint64_t> state_bytes(n);
-  for (int r = 0; r < n; ++r) {
-    BfcAllocator& allocator = dist->replica_device(r)->allocator();
-    state_bytes[r] = allocator.GetStats().bytes_in_use;  // parameters + optimizer slots
-    allocator.ResetPeakStats();
+  for (const Variable* v : trainers[0]->model->trainable_variables()) {
+    params += v->shape().num_elements();
   }
 
-  // ---- Warm-up, then timed windows.
-  size_t next = 0;
-  double first_loss = 0, last_loss = 0;
-  auto steps = [&](int64_t count) -> Status {
-    for (int64_t s = 0; s < count; ++s) {
-      TOWER_ASSIGN_OR_RETURN(last_loss, model.TrainStep(batches[next]));
-      next = (next + 1) % batches.size();
-    }
-    return OkStatus();
-  };
-  TOWER_ASSIGN_OR_RETURN(first_loss, model.TrainStep(batches[0]));
-  next = 1 % batches.size();
-  // Warm-up for warmup_s; its rate sizes the windows.
-  int64_t warmup_steps = 0;
-  const auto warmup_start = std::chrono::steady_clock::now();
-  double warmup_seconds = 0;
-  while (warmup_seconds < options.warmup_s) {
-    TOWER_RETURN_IF_ERROR(steps(1));
-    ++warmup_steps;
-    warmup_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count();
+  // ---- Warm-up (its rate sizes the windows: the slowest trainer's fills --window-s),
+  // then timed windows.
+  double slowest = 0;
+  for (auto& trainer : trainers) {
+    TOWER_ASSIGN_OR_RETURN(double rate, WarmUp(*trainer, batches, options.warmup_s));
+    slowest = slowest == 0 ? rate : std::min(slowest, rate);
   }
   if (options.steps <= 0) {
-    options.steps = std::max<int64_t>(
-        5, static_cast<int64_t>(options.window_s * warmup_steps / warmup_seconds));
+    options.steps = std::max<int64_t>(5, static_cast<int64_t>(options.window_s * slowest));
   }
-  std::vector<double> rates;
   for (int64_t rep = 0; rep < options.repeats; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    TOWER_RETURN_IF_ERROR(steps(options.steps));
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    rates.push_back(static_cast<double>(options.steps) / seconds);
-  }
-  const double steps_per_s = Median(rates);
-  const double samples_per_s = steps_per_s * static_cast<double>(options.global_batch);
-  const double gflops = 6.0 * static_cast<double>(params) * samples_per_s / 1e9;
-
-  // ---- Memory: replica 0's device (every replica holds the same), and the worst one.
-  // Needed per replica: parameters + optimizer state (what Build left allocated) + gradients
-  // + activations (each layer's input and output for the replica's rows).
-  const int64_t rows = (options.global_batch + n - 1) / n;
-  int64_t activation_floats = rows * dataset.feature_dim();
-  for (const auto& layer : model.layers()) activation_floats += rows * layer->output_dim();
-  double worst_ratio = 0;
-  uint64_t worst_peak = 0, worst_needed = 0;
-  for (int r = 0; r < n; ++r) {
-    const AllocatorStats stats = dist->replica_device(r)->allocator().GetStats();
-    const uint64_t needed = state_bytes[r] + static_cast<uint64_t>(params) * 4 +
-                            static_cast<uint64_t>(activation_floats) * 4;
-    const double ratio = static_cast<double>(stats.peak_bytes_in_use) / static_cast<double>(needed);
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst_peak = stats.peak_bytes_in_use;
-      worst_needed = needed;
+    for (auto& trainer : trainers) {
+      const auto start = std::chrono::steady_clock::now();
+      TOWER_RETURN_IF_ERROR(Steps(*trainer, batches, options.steps));
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      trainer->rates.push_back(static_cast<double>(options.steps) / seconds);
     }
   }
-
-  std::string runs;
-  for (double rate : rates) runs += (runs.empty() ? "" : ",") + Fmt("%.1f", rate);
-  std::printf(
-      "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
-      "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
-      "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
-      "virtual_shards=%d\n",
-      options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
-      static_cast<long long>(params), static_cast<long long>(options.global_batch),
-      static_cast<long long>(options.steps), static_cast<double>(options.steps) / steps_per_s,
-      runs.c_str(),
-      strategy != nullptr ? strategy->cross_device_ops().name().c_str() : "none",
-      static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
-      worst_ratio, first_loss, last_loss, dist->virtual_shards());
+  for (const auto& trainer : trainers) {
+    Print(options, *trainer, options.steps, params, dataset.feature_dim());
+  }
   std::fflush(stdout);
-  if (options.check_loss && !(last_loss < first_loss)) {
-    return InternalError("the loss did not fall: " + Fmt("%g", first_loss) + " -> " +
-                         Fmt("%g", last_loss));
+  for (const auto& trainer : trainers) {
+    if (options.check_loss && !(trainer->last_loss < trainer->first_loss)) {
+      return InternalError("the loss did not fall: " + Fmt("%g", trainer->first_loss) + " -> " +
+                           Fmt("%g", trainer->last_loss));
+    }
   }
   return OkStatus();
 }
@@ -246,7 +300,11 @@ int main(int argc, char** argv) {
   parser.AddDouble("bucket-mb", &options.bucket_mb, "gradient bucket size, MB");
   parser.AddBool("deterministic", &options.deterministic,
                  "topology-invariant mode (MirroredStrategyOptions::virtual_shards)");
-  parser.AddInt("virtual-shards", &options.virtual_shards, "with --deterministic (default 8)");
+  parser.AddBool("ab-deterministic", &options.ab_deterministic,
+                 "today's path and deterministic mode side by side, timed windows alternating "
+                 "(one line each)");
+  parser.AddInt("virtual-shards", &options.virtual_shards,
+                "with --deterministic or --ab-deterministic (default 8)");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");
   tower::AddDeviceFlags(&parser, &options.device);
   return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options); });

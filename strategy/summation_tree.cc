@@ -110,23 +110,42 @@ StatusOr<SumPlan> PlanSums(int num_leaves, Span<const TreeNode> inputs,
 
 void RunSumPlan(const SumPlan& plan, const float* const* inputs, float* const* outputs,
                 int copies, int64_t begin, int64_t end) {
-  // Elements go in blocks that keep every intermediate sum in L1 (at most num_leaves − 1
-  // of them): no memory traffic beyond reading the inputs and writing the outputs.
-  constexpr int64_t kBlock = 256;
+  // Elements go in blocks that keep the intermediate sums in cache (4 KB each, at most
+  // num_leaves − 1 of them): no memory traffic beyond reading the inputs and writing the
+  // outputs, and little bookkeeping per block.
+  constexpr int64_t kBlock = 1024;
   const int temps = plan.num_slots - plan.num_inputs;
   thread_local std::vector<float> scratch;
   if (scratch.size() < static_cast<size_t>(temps * kBlock)) scratch.resize(temps * kBlock);
   thread_local std::vector<const float*> slots;
   slots.resize(plan.num_slots);
+  // A single output made by the last step (every root evaluation): that step writes straight
+  // into the destinations, as a fused all-reduce loop would.
+  const bool fuse_last = plan.outputs.size() == 1 && !plan.steps.empty() &&
+                         plan.steps.back().out == plan.outputs[0];
+  const size_t unfused = plan.steps.size() - (fuse_last ? 1 : 0);
   for (int64_t i = begin; i < end; i += kBlock) {
     const int64_t len = std::min(kBlock, end - i);
     for (int s = 0; s < plan.num_inputs; ++s) slots[s] = inputs[s] + i;
-    for (const SumPlan::Step& step : plan.steps) {
+    for (size_t k = 0; k < unfused; ++k) {
+      const SumPlan::Step& step = plan.steps[k];
       float* out = scratch.data() + (step.out - plan.num_inputs) * kBlock;
       const float* a = slots[step.a];
       const float* b = slots[step.b];
       for (int64_t j = 0; j < len; ++j) out[j] = a[j] + b[j];
       slots[step.out] = out;
+    }
+    if (fuse_last) {
+      // The block of a and b is read whole before any other destination is written (a
+      // destination may be a or b).
+      const float* a = slots[plan.steps.back().a];
+      const float* b = slots[plan.steps.back().b];
+      float* first = outputs[0] + i;
+      for (int64_t j = 0; j < len; ++j) first[j] = a[j] + b[j];
+      for (int c = 1; c < copies; ++c) {
+        if (outputs[c] + i != first) std::memcpy(outputs[c] + i, first, len * sizeof(float));
+      }
+      continue;
     }
     for (size_t k = 0; k < plan.outputs.size(); ++k) {
       const float* value = slots[plan.outputs[k]];

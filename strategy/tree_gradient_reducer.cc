@@ -184,6 +184,14 @@ Status TreeGradientReducer::Finish(Span<Tensor* const> extra) {
   }
   pending_.clear();
   pass_ = -1;
+  // The step's leaves go back to the allocator now, as in a step without virtual shards
+  // (kept, they would double the memory the next step touches); the subtree buffers stay.
+  for (size_t i = 0; i < leaf_values_.size(); ++i) {
+    leaf_values_[i].clear();
+    for (size_t k = 0; i < subtree_values_.size() && k < subtree_values_[i].size(); ++k) {
+      if (subtrees_[k].leaves() == 1 || k + 1 == subtrees_.size()) subtree_values_[i][k] = Tensor();
+    }
+  }
   return ops_->FinishReductions(replica_);
 }
 
