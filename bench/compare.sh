@@ -90,7 +90,10 @@ wait_quiet() {
 }
 run() {  # run FILE CMD...: waits for quiet, runs CMD, output to $OUT/FILE and the terminal
   local file="$1"; shift
-  { wait_quiet; "$@" 2>/dev/null; } | tee "$OUT/$file" | grep -v '^# busy' >&2 || true
+  # Bounded: a peer whose worker hangs at teardown (seen once with DDP, 4 processes) must not
+  # stall the run; a program cut off prints no figure, and the report shows "—".
+  { wait_quiet; timeout --kill-after=10 600 "$@" 2>/dev/null; } | tee "$OUT/$file" |
+    grep -v '^# busy' >&2 || true
 }
 
 {

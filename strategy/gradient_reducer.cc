@@ -18,6 +18,54 @@ std::vector<size_t> PlanBuckets(Span<const int64_t> gradient_bytes, int64_t buck
   return ends;
 }
 
+Status GradientBuckets::Start(Span<const int64_t> gradient_bytes, bool must_match) {
+  const bool same =
+      std::equal(gradient_bytes.begin(), gradient_bytes.end(), sizes_.begin(), sizes_.end());
+  if (!same && must_match) {
+    return InvalidArgumentError("gradient reducer: a pass announced other gradient sizes than "
+                                "the step's first");
+  }
+  if (!same) {
+    sizes_.assign(gradient_bytes.begin(), gradient_bytes.end());
+    bucket_ends_ = PlanBuckets(sizes_, bucket_bytes_);
+  }
+  next_ = 0;
+  bucket_ = 0;
+  pending_.clear();
+  return OkStatus();
+}
+
+Status GradientBuckets::Next(const Tensor& gradient) {
+  if (next_ >= sizes_.size()) {
+    return InvalidArgumentError("gradient reducer: gradient " + std::to_string(next_ + 1) +
+                                " of a pass announced with " + std::to_string(sizes_.size()));
+  }
+  if (static_cast<int64_t>(gradient.bytes()) != sizes_[next_]) {
+    return InvalidArgumentError("gradient reducer: gradient " + std::to_string(next_ + 1) +
+                                " has " + std::to_string(gradient.bytes()) +
+                                " bytes, announced " + std::to_string(sizes_[next_]));
+  }
+  ++next_;
+  return OkStatus();
+}
+
+bool GradientBuckets::JoinBucket(Tensor* gradient) {
+  pending_.push_back(gradient);
+  return next_ == bucket_ends_[bucket_] && bucket_ + 1 < bucket_ends_.size();
+}
+
+void GradientBuckets::Sent() {
+  pending_.clear();
+  ++bucket_;
+}
+
+Status GradientBuckets::CheckComplete(const char* what) const {
+  if (next_ == sizes_.size()) return OkStatus();
+  return InvalidArgumentError(std::string("gradient reducer: the ") + what + " ended after " +
+                              std::to_string(next_) + " of " + std::to_string(sizes_.size()) +
+                              " announced gradients");
+}
+
 Status BucketedGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pass,
                                       int passes) {
   if (pass != 0 || passes != 1) {
@@ -25,35 +73,18 @@ Status BucketedGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pa
                                    std::to_string(passes) + "; without virtual shards a "
                                    "replica runs one pass per step");
   }
-  if (!std::equal(gradient_bytes.begin(), gradient_bytes.end(), sizes_.begin(), sizes_.end())) {
-    sizes_.assign(gradient_bytes.begin(), gradient_bytes.end());
-    bucket_ends_ = PlanBuckets(sizes_, bucket_bytes_);
-  }
-  next_ = 0;
-  bucket_ = 0;
-  pending_.clear();
+  TOWER_RETURN_IF_ERROR(buckets_.Start(gradient_bytes, /*must_match=*/false));
   started_ = true;
   return OkStatus();
 }
 
 Status BucketedGradientReducer::Add(Tensor* gradient) {
   if (!started_) return FailedPreconditionError("gradient reducer: Add before Begin");
-  if (next_ >= sizes_.size()) {
-    return InvalidArgumentError("gradient reducer: gradient " + std::to_string(next_ + 1) +
-                                " of a step announced with " + std::to_string(sizes_.size()));
-  }
-  if (static_cast<int64_t>(gradient->bytes()) != sizes_[next_]) {
-    return InvalidArgumentError("gradient reducer: gradient " + std::to_string(next_ + 1) +
-                                " has " + std::to_string(gradient->bytes()) +
-                                " bytes, announced " + std::to_string(sizes_[next_]));
-  }
-  pending_.push_back(gradient);
-  ++next_;
+  TOWER_RETURN_IF_ERROR(buckets_.Next(*gradient));
   // A full bucket is summed now, except the last (Finish adds the extras to it).
-  if (next_ == bucket_ends_[bucket_] && bucket_ + 1 < bucket_ends_.size()) {
-    TOWER_RETURN_IF_ERROR(ops_->AllReduceSum(replica_, pending_));
-    pending_.clear();
-    ++bucket_;
+  if (buckets_.JoinBucket(gradient)) {
+    TOWER_RETURN_IF_ERROR(ops_->AllReduceSum(replica_, buckets_.pending()));
+    buckets_.Sent();
   }
   return OkStatus();
 }
@@ -61,14 +92,11 @@ Status BucketedGradientReducer::Add(Tensor* gradient) {
 Status BucketedGradientReducer::Finish(Span<Tensor* const> extra) {
   if (!started_) return FailedPreconditionError("gradient reducer: Finish before Begin");
   started_ = false;
-  if (next_ != sizes_.size()) {
-    return InvalidArgumentError("gradient reducer: the step ended after " +
-                                std::to_string(next_) + " of " + std::to_string(sizes_.size()) +
-                                " announced gradients");
-  }
-  for (Tensor* tensor : extra) pending_.push_back(tensor);
-  if (!pending_.empty()) TOWER_RETURN_IF_ERROR(ops_->AllReduceSum(replica_, pending_));
-  pending_.clear();
+  TOWER_RETURN_IF_ERROR(buckets_.CheckComplete("step"));
+  std::vector<Tensor*>& pending = buckets_.pending();
+  for (Tensor* tensor : extra) pending.push_back(tensor);
+  if (!pending.empty()) TOWER_RETURN_IF_ERROR(ops_->AllReduceSum(replica_, pending));
+  pending.clear();
   return ops_->FinishReductions(replica_);
 }
 

@@ -24,28 +24,54 @@ namespace tower {
 // (and is the one Finish sums); no gradients: no buckets.
 std::vector<size_t> PlanBuckets(Span<const int64_t> gradient_bytes, int64_t bucket_bytes);
 
+// The bookkeeping both reducers share: the announced sizes and their bucket plan, which
+// gradient comes next, and the open bucket's tensors.
+class GradientBuckets {
+ public:
+  explicit GradientBuckets(int64_t bucket_bytes) : bucket_bytes_(bucket_bytes) {}
+  // Starts a pass announcing these sizes (re-planning when they changed). With
+  // `must_match`, other sizes than the current ones are an error instead.
+  Status Start(Span<const int64_t> gradient_bytes, bool must_match);
+  // Checks `gradient` against the announcement and counts it.
+  Status Next(const Tensor& gradient);
+  // Adds the counted gradient to the open bucket; true when that closes a bucket other than
+  // the last (which Finish sends, with the extras): send pending() then call Sent().
+  bool JoinBucket(Tensor* gradient);
+  void Sent();
+  // Every announced gradient came.
+  Status CheckComplete(const char* what) const;
+
+  const std::vector<int64_t>& sizes() const { return sizes_; }
+  size_t added() const { return next_; }
+  std::vector<Tensor*>& pending() { return pending_; }
+  int64_t bucket_bytes() const { return bucket_bytes_; }
+
+ private:
+  const int64_t bucket_bytes_;
+  std::vector<int64_t> sizes_;       // the announced gradient sizes, in bytes
+  std::vector<size_t> bucket_ends_;  // PlanBuckets(sizes_)
+  size_t next_ = 0;                  // gradients added in this pass
+  size_t bucket_ = 0;                // the open bucket
+  std::vector<Tensor*> pending_;     // the open bucket's tensors so far
+};
+
 class BucketedGradientReducer : public GradientReducer {
  public:
   // Sums through `ops` as local replica `replica`.
   BucketedGradientReducer(CrossDeviceOps* ops, int replica, int64_t bucket_bytes)
-      : ops_(ops), replica_(replica), bucket_bytes_(bucket_bytes) {}
+      : ops_(ops), replica_(replica), buckets_(bucket_bytes) {}
 
   // One pass per step (`passes` must be 1).
   Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) override;
   Status Add(Tensor* gradient) override;
   Status Finish(Span<Tensor* const> extra) override;
 
-  int64_t bucket_bytes() const { return bucket_bytes_; }
+  int64_t bucket_bytes() const { return buckets_.bucket_bytes(); }
 
  private:
   CrossDeviceOps* const ops_;
   const int replica_;
-  const int64_t bucket_bytes_;
-  std::vector<int64_t> sizes_;       // the announced gradient sizes, in bytes
-  std::vector<size_t> bucket_ends_;  // PlanBuckets(sizes_)
-  size_t next_ = 0;                  // gradients added in this step
-  size_t bucket_ = 0;                // the open bucket
-  std::vector<Tensor*> pending_;     // the open bucket's gradients so far
+  GradientBuckets buckets_;
   bool started_ = false;
 };
 

@@ -13,10 +13,10 @@ TreeGradientReducer::TreeGradientReducer(CrossDeviceOps* ops, int replica, int64
                                          int num_leaves, TreeNode leaves)
     : ops_(ops),
       replica_(replica),
-      bucket_bytes_(bucket_bytes),
       num_leaves_(num_leaves),
       leaves_(leaves),
-      subtrees_(CoverNodes(num_leaves, leaves.first, leaves.end)) {
+      subtrees_(CoverNodes(num_leaves, leaves.first, leaves.end)),
+      buckets_(bucket_bytes) {
   std::vector<TreeNode> single;
   for (int leaf = leaves.first; leaf < leaves.end; ++leaf) single.push_back({leaf, leaf + 1});
   StatusOr<SumPlan> plan = PlanSums(num_leaves, single, subtrees_);
@@ -34,28 +34,18 @@ Status TreeGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pass, 
         "ApplyGradients) runs one per replica: train with Fit, or give the strategy as many "
         "virtual shards as replicas");
   }
-  if (pass == 0) {
-    if (!std::equal(gradient_bytes.begin(), gradient_bytes.end(), sizes_.begin(),
-                    sizes_.end())) {
-      sizes_.assign(gradient_bytes.begin(), gradient_bytes.end());
-      bucket_ends_ = PlanBuckets(sizes_, bucket_bytes_);
-    }
-    leaf_values_.resize(sizes_.size());
-    for (auto& values : leaf_values_) values.clear();
-  } else if (in_pass_ || pass != pass_ + 1) {
+  if (pass != 0 && (in_pass_ || pass != pass_ + 1)) {
     return FailedPreconditionError("gradient reducer: pass " + std::to_string(pass) +
                                    " began after pass " + std::to_string(pass_) +
                                    (in_pass_ ? " (unfinished)" : ""));
-  } else if (!std::equal(gradient_bytes.begin(), gradient_bytes.end(), sizes_.begin(),
-                         sizes_.end())) {
-    return InvalidArgumentError("gradient reducer: pass " + std::to_string(pass) +
-                                " announced other gradient sizes than pass 0");
+  }
+  TOWER_RETURN_IF_ERROR(buckets_.Start(gradient_bytes, /*must_match=*/pass != 0));
+  if (pass == 0) {
+    leaf_values_.resize(gradient_bytes.size());
+    for (auto& values : leaf_values_) values.clear();
   }
   pass_ = pass;
   in_pass_ = true;
-  next_ = 0;
-  bucket_ = 0;
-  pending_.clear();
   return OkStatus();
 }
 
@@ -128,26 +118,18 @@ Status TreeGradientReducer::Reduce(size_t first, size_t count, Span<Tensor* cons
 
 Status TreeGradientReducer::Add(Tensor* gradient) {
   if (!in_pass_) return FailedPreconditionError("gradient reducer: Add outside a pass");
-  if (next_ >= sizes_.size()) {
-    return InvalidArgumentError("gradient reducer: gradient " + std::to_string(next_ + 1) +
-                                " of a pass announced with " + std::to_string(sizes_.size()));
-  }
-  if (static_cast<int64_t>(gradient->bytes()) != sizes_[next_]) {
-    return InvalidArgumentError("gradient reducer: gradient " + std::to_string(next_ + 1) +
-                                " has " + std::to_string(gradient->bytes()) +
-                                " bytes, announced " + std::to_string(sizes_[next_]));
-  }
+  const size_t index = buckets_.added();
+  TOWER_RETURN_IF_ERROR(buckets_.Next(*gradient));
   if (!last_pass()) {
-    leaf_values_[next_++].push_back(*gradient);
+    leaf_values_[index].push_back(*gradient);
     return OkStatus();
   }
-  TOWER_RETURN_IF_ERROR(FormSubtrees(next_++, *gradient));
-  pending_.push_back(gradient);
+  TOWER_RETURN_IF_ERROR(FormSubtrees(index, *gradient));
   // A full bucket is summed now, except the last (Finish adds the extras to it).
-  if (next_ == bucket_ends_[bucket_] && bucket_ + 1 < bucket_ends_.size()) {
-    TOWER_RETURN_IF_ERROR(Reduce(next_ - pending_.size(), pending_.size(), pending_));
-    pending_.clear();
-    ++bucket_;
+  if (buckets_.JoinBucket(gradient)) {
+    std::vector<Tensor*>& pending = buckets_.pending();
+    TOWER_RETURN_IF_ERROR(Reduce(buckets_.added() - pending.size(), pending.size(), pending));
+    buckets_.Sent();
   }
   return OkStatus();
 }
@@ -155,15 +137,12 @@ Status TreeGradientReducer::Add(Tensor* gradient) {
 Status TreeGradientReducer::Finish(Span<Tensor* const> extra) {
   if (!in_pass_) return FailedPreconditionError("gradient reducer: Finish outside a pass");
   in_pass_ = false;
-  if (next_ != sizes_.size()) {
-    return InvalidArgumentError("gradient reducer: the pass ended after " +
-                                std::to_string(next_) + " of " + std::to_string(sizes_.size()) +
-                                " announced gradients");
-  }
+  TOWER_RETURN_IF_ERROR(buckets_.CheckComplete("pass"));
+  const size_t gradients = buckets_.sizes().size();
   if (pass_ == 0) {
     num_extras_ = extra.size();
-    leaf_values_.resize(sizes_.size() + num_extras_);
-    for (size_t e = 0; e < num_extras_; ++e) leaf_values_[sizes_.size() + e].clear();
+    leaf_values_.resize(gradients + num_extras_);
+    for (size_t e = 0; e < num_extras_; ++e) leaf_values_[gradients + e].clear();
   } else if (extra.size() != num_extras_) {
     return InvalidArgumentError("gradient reducer: pass " + std::to_string(pass_) + " gives " +
                                 std::to_string(extra.size()) + " extra tensors, pass 0 gave " +
@@ -171,18 +150,19 @@ Status TreeGradientReducer::Finish(Span<Tensor* const> extra) {
   }
   for (size_t e = 0; e < extra.size(); ++e) {
     if (last_pass()) {
-      TOWER_RETURN_IF_ERROR(FormSubtrees(sizes_.size() + e, *extra[e]));
+      TOWER_RETURN_IF_ERROR(FormSubtrees(gradients + e, *extra[e]));
     } else {
-      leaf_values_[sizes_.size() + e].push_back(*extra[e]);
+      leaf_values_[gradients + e].push_back(*extra[e]);
     }
   }
   if (!last_pass()) return OkStatus();
-  const size_t gradients = pending_.size();
-  for (Tensor* tensor : extra) pending_.push_back(tensor);
-  if (!pending_.empty()) {
-    TOWER_RETURN_IF_ERROR(Reduce(sizes_.size() - gradients, pending_.size(), pending_));
+  std::vector<Tensor*>& pending = buckets_.pending();
+  const size_t in_bucket = pending.size();
+  for (Tensor* tensor : extra) pending.push_back(tensor);
+  if (!pending.empty()) {
+    TOWER_RETURN_IF_ERROR(Reduce(gradients - in_bucket, pending.size(), pending));
   }
-  pending_.clear();
+  pending.clear();
   pass_ = -1;
   // The step's leaves go back to the allocator now, as in a step without virtual shards
   // (kept, they would double the memory the next step touches); the subtree buffers stay.

@@ -16,6 +16,7 @@
 
 #include "model/distribution.h"
 #include "strategy/cross_device_ops.h"
+#include "strategy/gradient_reducer.h"
 #include "strategy/summation_tree.h"
 
 namespace tower {
@@ -40,24 +41,19 @@ class TreeGradientReducer : public GradientReducer {
 
   CrossDeviceOps* const ops_;
   const int replica_;
-  const int64_t bucket_bytes_;
   const int num_leaves_;
   const TreeNode leaves_;
   const std::vector<TreeNode> subtrees_;  // CoverNodes of leaves_
   SumPlan plan_;                          // leaves_ one by one -> subtrees_
-  std::vector<int64_t> sizes_;       // the announced gradient sizes, in bytes
-  std::vector<size_t> bucket_ends_;  // PlanBuckets(sizes_)
+  GradientBuckets buckets_;          // the announcement; the last pass's buckets
   int pass_ = -1;                    // the pass under way; -1: none
   bool in_pass_ = false;
-  size_t next_ = 0;                  // gradients added in this pass
-  size_t bucket_ = 0;                // the open bucket (last pass)
   size_t num_extras_ = 0;            // extras per pass (set by the first pass's Finish)
   // Per tensor (gradients, then extras): its value in each pass so far, then its subtrees'
   // sums (a subtree of one leaf is that leaf's tensor; larger ones are buffers reused from
   // step to step when their shape stays).
   std::vector<std::vector<Tensor>> leaf_values_;
   std::vector<std::vector<Tensor>> subtree_values_;
-  std::vector<Tensor*> pending_;     // the open bucket's tensors of the last pass
   PartialSums sums_;                 // scratch for Reduce
   std::vector<const float*> input_scratch_;  // and for FormSubtrees
   std::vector<float*> output_scratch_;

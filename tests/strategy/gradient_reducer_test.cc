@@ -94,7 +94,7 @@ TEST(BucketedGradientReducerTest, AStepThatBreaksItsAnnouncementFails) {
   TOWER_CHECK_OK(reducer.Begin(bytes, 0, 1));
   TOWER_CHECK_OK(reducer.Add(&small));
   TOWER_CHECK_OK(reducer.Add(&big));
-  EXPECT_THAT(reducer.Add(&big).message(), HasSubstr("gradient 3 of a step announced with 2"));
+  EXPECT_THAT(reducer.Add(&big).message(), HasSubstr("gradient 3 of a pass announced with 2"));
 }
 
 }  // namespace
