@@ -145,6 +145,16 @@ Status InProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors
 Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
                                           Span<Tensor* const> roots) {
   const int n = static_cast<int>(names_.size());
+  if (n == 1 && mine.nodes.size() == 1 && mine.nodes[0] == TreeNode{0, mine.num_leaves} &&
+      mine.values.size() == 1 && mine.values[0].size() == roots.size()) {
+    // One replica (on any device, a GPU's too) holds the root already: it only moves.
+    for (size_t t = 0; t < roots.size(); ++t) {
+      if (roots[t]->raw_data() != mine.values[0][t]->raw_data()) {
+        TOWER_RETURN_IF_ERROR(roots[t]->CopyFrom(*mine.values[0][t]));
+      }
+    }
+    return OkStatus();
+  }
   published_parts_[replica] = &mine;
   published_[replica] = roots;
   TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));

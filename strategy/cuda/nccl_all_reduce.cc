@@ -19,12 +19,15 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "device/cuda/cuda_status.h"
+#include "model/distribution.h"
+#include "strategy/cuda/tree_sum.h"
 #include "strategy/gpu_collectives.h"
 #include "strategy/replica_barrier.h"
 
@@ -61,7 +64,10 @@ class NcclAllReduce : public CrossDeviceOps {
         names_(names),
         timeout_(timeout),
         barrier_(std::move(names), timeout, /*spin=*/true),
-        ranks_(devices_.size()) {}
+        ranks_(devices_.size()),
+        plans_(devices_.size()),
+        send_(devices_.size()),
+        gathered_(devices_.size()) {}
 
   ~NcclAllReduce() override {
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -104,6 +110,8 @@ class NcclAllReduce : public CrossDeviceOps {
     }
     std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
     across_processes_ = true;
+    first_rank_ = first_rank;
+    world_ranks_ = world_ranks;
     const std::string job = "rank " + std::to_string(first_rank) + " of " +
                             std::to_string(world_ranks) + " NCCL ranks";
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -149,6 +157,130 @@ class NcclAllReduce : public CrossDeviceOps {
   }
   Status Broadcast(int replica, Span<Tensor* const> tensors) override {
     return Collective(replica, tensors, /*broadcast=*/true);
+  }
+
+  // Deterministic mode. NCCL's own reduction order depends on the rank count and topology,
+  // so it is not used: every rank gathers every rank's partial sums (ncclAllGather, padded
+  // to the most subtrees any rank holds) and evaluates the summation tree itself, with the
+  // same kernel on every GPU. Traffic: each GPU receives every rank's subtrees (about
+  // N × the gradient bytes, against ~2× for ncclAllReduce): the price of fixed bits.
+  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override {
+    TOWER_RETURN_IF_ERROR(Aborted().WithContext(names_[replica]));
+    const std::string& where = names_[replica];
+    const int ranks = across_processes_ ? world_ranks_ : static_cast<int>(devices_.size());
+    const int global = (across_processes_ ? first_rank_ : 0) + replica;
+    const int leaves = mine.num_leaves;
+    // Every rank's subtrees, known to all: rank g holds CoverNodes of its virtual shards.
+    std::vector<PartialSums> layout(ranks);
+    std::vector<const PartialSums*> parts;
+    size_t widest = 0;
+    for (int g = 0; g < ranks; ++g) {
+      const RowRange shards = ReplicaRows(leaves, ranks, g);
+      layout[g].num_leaves = leaves;
+      layout[g].nodes = CoverNodes(leaves, static_cast<int>(shards.first),
+                                   static_cast<int>(shards.end()));
+      widest = std::max(widest, layout[g].nodes.size());
+      parts.push_back(&layout[g]);
+    }
+    Status bad;
+    if (mine.nodes != layout[global].nodes || mine.values.size() != mine.nodes.size()) {
+      bad = InvalidArgumentError(where + ": tree all-reduce over NCCL: this replica passes "
+                                 "other subtrees than its virtual shards' (" +
+                                 std::to_string(mine.nodes.size()) + " given)");
+    }
+    int64_t elements = 0;
+    for (size_t t = 0; t < roots.size() && bad.ok(); ++t) {
+      elements += roots[t]->num_elements();
+      for (size_t k = 0; k <= mine.values.size() && bad.ok(); ++k) {
+        const Tensor* tensor = k < mine.values.size() ? mine.values[k][t] : roots[t];
+        if ((k < mine.values.size() && mine.values[k].size() != roots.size()) ||
+            tensor->dtype() != DType::kFloat32 || tensor->device() != devices_[replica] ||
+            tensor->shape() != roots[t]->shape()) {
+          bad = InvalidArgumentError(where + ": NCCL tree all-reduce takes float32 tensors "
+                                     "of the roots' shapes on the replica's own device; "
+                                     "tensor " + std::to_string(t) + " is not");
+        }
+      }
+    }
+    if (!bad.ok()) {
+      barrier_.Abort(bad);
+      return bad;
+    }
+    const Status async = CheckAsyncError(replica);
+    if (!async.ok()) {
+      AbortCommunicators(async);
+      return async;
+    }
+    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    ScopedCudaDevice device(devices_[replica]->physical().index);
+    TOWER_RETURN_IF_ERROR(device.status());
+    const cudaStream_t stream =
+        static_cast<cudaStream_t>(devices_[replica]->stream().native_handle());
+    const TreeNode root{0, leaves};
+    TOWER_ASSIGN_OR_RETURN(const SumPlan* plan,
+                           plans_[replica].Get(leaves, parts, Span<const TreeNode>(&root, 1)));
+    std::vector<const float*> inputs;
+    std::vector<float*> outputs(1);
+    if (ranks == 1) {
+      // One replica alone: its own subtrees make the root.
+      for (size_t t = 0; t < roots.size(); ++t) {
+        inputs.clear();
+        for (const auto& node : mine.values) inputs.push_back(node[t]->data<float>());
+        outputs[0] = roots[t]->data<float>();
+        TOWER_RETURN_IF_ERROR(
+            LaunchSumPlan(*plan, inputs, outputs, roots[t]->num_elements(), stream, where));
+      }
+      return OkStatus();
+    }
+    // Pack this rank's subtrees, node after node, each the tensors end to end; gather.
+    const int64_t slice = static_cast<int64_t>(widest) * elements;
+    Tensor& send = send_[replica];
+    Tensor& gathered = gathered_[replica];
+    if (!send.valid() || send.num_elements() < slice) {
+      TOWER_ASSIGN_OR_RETURN(send, Tensor::Empty(devices_[replica], Shape{slice}));
+    }
+    if (!gathered.valid() || gathered.num_elements() < slice * ranks) {
+      TOWER_ASSIGN_OR_RETURN(gathered, Tensor::Empty(devices_[replica], Shape{slice * ranks}));
+    }
+    for (size_t k = 0; k < mine.values.size(); ++k) {
+      int64_t offset = static_cast<int64_t>(k) * elements;
+      for (size_t t = 0; t < roots.size(); ++t) {
+        TOWER_CUDA_RETURN_IF_ERROR(
+            cudaMemcpyAsync(send.data<float>() + offset, mine.values[k][t]->raw_data(),
+                            roots[t]->bytes(), cudaMemcpyDeviceToDevice, stream),
+            where);
+        offset += roots[t]->num_elements();
+      }
+    }
+    {
+      Rank& rank = ranks_[replica];
+      std::lock_guard<std::mutex> lock(rank.mu);
+      if (rank.comm == nullptr) return Aborted();
+      if (slice > 0) {
+        TOWER_NCCL_RETURN_IF_ERROR(ncclAllGather(send.raw_data(), gathered.raw_data(),
+                                                 static_cast<size_t>(slice), ncclFloat,
+                                                 rank.comm, stream),
+                                   where);
+      }
+      TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(rank.launched, stream), where);
+    }
+    // Every GPU evaluates the same tree from the same gathered subtrees.
+    int64_t offset = 0;
+    for (size_t t = 0; t < roots.size(); ++t) {
+      inputs.clear();
+      for (int g = 0; g < ranks; ++g) {
+        for (size_t k = 0; k < layout[g].nodes.size(); ++k) {
+          inputs.push_back(gathered.data<float>() + g * slice + static_cast<int64_t>(k) * elements +
+                           offset);
+        }
+      }
+      outputs[0] = roots[t]->data<float>();
+      TOWER_RETURN_IF_ERROR(
+          LaunchSumPlan(*plan, inputs, outputs, roots[t]->num_elements(), stream, where));
+      offset += roots[t]->num_elements();
+    }
+    if (across_processes_) return WaitWithDeadline(replica, stream, /*broadcast=*/false);
+    return OkStatus();
   }
 
   // An asynchronous NCCL error (a peer's failure seen by the library) fails the step here.
@@ -370,6 +502,12 @@ class NcclAllReduce : public CrossDeviceOps {
   ReplicaBarrier barrier_;
   std::vector<Rank> ranks_;  // per local replica
   bool across_processes_ = false;
+  int first_rank_ = 0;   // across processes: this process's first NCCL rank
+  int world_ranks_ = 0;  // and the number of ranks
+  // AllReduceTree, per local replica: the tree's plan and the gather's device buffers.
+  std::vector<TreePlanCache> plans_;
+  std::vector<Tensor> send_;
+  std::vector<Tensor> gathered_;
   std::mutex abort_mu_;
   Status abort_reason_;  // guarded by abort_mu_
 };

@@ -5,13 +5,15 @@
 // Ordering without host syncs: each replica records an event on its stream (its gradients
 // are ready there) and meets the others on the host; replica 0's stream waits for every
 // event, runs the kernel, and records `done`; every other replica's stream waits for `done`
-// before its next work (the optimizer update).
+// before its next work (the optimizer update). AllReduceTree (deterministic mode) orders the
+// same way; its kernel evaluates the summation tree over every replica's partial sums.
 #include <cuda_runtime_api.h>
 
 #include <memory>
 
 #include "device/cuda/cuda_status.h"
 #include "strategy/cuda/same_card_kernel.h"
+#include "strategy/cuda/tree_sum.h"
 #include "strategy/gpu_collectives.h"
 #include "strategy/replica_barrier.h"
 
@@ -26,6 +28,7 @@ class SameCardAllReduce : public CrossDeviceOps {
         names_(names),
         barrier_(std::move(names), timeout, spin),
         published_(devices_.size()),
+        published_parts_(devices_.size()),
         ready_(devices_.size(), nullptr) {}
 
   ~SameCardAllReduce() override {
@@ -55,6 +58,10 @@ class SameCardAllReduce : public CrossDeviceOps {
   }
   Status Broadcast(int replica, Span<Tensor* const> tensors) override {
     return Collective(replica, tensors, /*broadcast=*/true);
+  }
+  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override {
+    published_parts_[replica] = &mine;
+    return Collective(replica, roots, /*broadcast=*/false, /*tree=*/true);
   }
   void Abort(const Status& reason) override { barrier_.Abort(reason); }
   void Reset() override { barrier_.Reset(); }
@@ -93,9 +100,9 @@ class SameCardAllReduce : public CrossDeviceOps {
     return named;
   }
 
-  Status Collective(int replica, Span<Tensor* const> tensors, bool broadcast) {
+  Status Collective(int replica, Span<Tensor* const> tensors, bool broadcast, bool tree = false) {
     const int n = static_cast<int>(devices_.size());
-    if (n == 1) return OkStatus();
+    if (n == 1 && !tree) return OkStatus();  // one replica's tree still forms its root
     ScopedCudaDevice device(ordinal());
     TOWER_RETURN_IF_ERROR(device.status());
     published_[replica] = tensors;
@@ -105,9 +112,10 @@ class SameCardAllReduce : public CrossDeviceOps {
                                      devices_[replica]->full_name()));
     }
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-    const Status check = CheckAll();
+    const Status check =
+        tree ? CheckTreeContributions(published_parts_, published_, names_, false) : CheckAll();
     if (check.ok() && replica == 0) {
-      Status launched = Launch(tensors.size(), broadcast);
+      Status launched = tree ? LaunchTree(tensors.size()) : Launch(tensors.size(), broadcast);
       if (!launched.ok()) return Fail(replica, launched);
     }
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
@@ -148,10 +156,43 @@ class SameCardAllReduce : public CrossDeviceOps {
     return OkStatus();
   }
 
+  // On replica 0's stream: wait for every replica, evaluate each tensor's tree into every
+  // replica's root, record done.
+  Status LaunchTree(size_t num_tensors) {
+    const int n = static_cast<int>(devices_.size());
+    const std::string& where = devices_[0]->full_name();
+    const PartialSums& first = *published_parts_[0];
+    const TreeNode root{0, first.num_leaves};
+    TOWER_ASSIGN_OR_RETURN(const SumPlan* plan,
+                           plan_.Get(first.num_leaves, published_parts_,
+                                     Span<const TreeNode>(&root, 1)));
+    for (int k = 1; k < n; ++k) {
+      TOWER_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream(0), ready_[k], 0), where);
+    }
+    std::vector<const float*> inputs;
+    std::vector<float*> outputs;
+    for (size_t t = 0; t < num_tensors; ++t) {
+      inputs.clear();
+      outputs.clear();
+      for (const PartialSums* part : published_parts_) {
+        for (const std::vector<Tensor*>& node : part->values) {
+          inputs.push_back(node[t]->data<float>());
+        }
+      }
+      for (int k = 0; k < n; ++k) outputs.push_back(published_[k][t]->data<float>());
+      TOWER_RETURN_IF_ERROR(LaunchSumPlan(*plan, inputs, outputs,
+                                          published_[0][t]->num_elements(), stream(0), where));
+    }
+    TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream(0)), where);
+    return OkStatus();
+  }
+
   const std::vector<Device*> devices_;
   const std::vector<std::string> names_;
   ReplicaBarrier barrier_;
   std::vector<Span<Tensor* const>> published_;
+  std::vector<const PartialSums*> published_parts_;  // AllReduceTree
+  TreePlanCache plan_;                               // used by replica 0
   std::vector<cudaEvent_t> ready_;
   cudaEvent_t done_ = nullptr;
 };

@@ -3,6 +3,8 @@
 // flags take effect on the card (a limit too small for the model is a clear error).
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -63,6 +65,32 @@ TEST_F(TrainOnGpusTest, FourVirtualGpusOnOneCardTrainLikeTheCard) {
     }
   }
   EXPECT_LE(std::sqrt(num / den), 1e-5);  // false for NaN
+}
+
+TEST_F(TrainOnGpusTest, DeterministicGivesTheSameBytesOnOneGpuAndOnVirtualGpus) {
+  // --deterministic: 1 GPU, and 2, 3, 4 virtual GPUs on it (the same-card reduction
+  // evaluating the summation tree), save the same bytes; 4 of 8 virtual shards per batch
+  // hold no rows on the last, 4-row batch.
+  const std::string common =
+      "train --data=synthetic:mlp:rows=484:seed=3 --layers=32:relu,16:tanh,1 --epochs=2 "
+      "--global-batch=96 --shuffle --seed=7 --optimizer=adam --lr=0.001 --verbose=1 "
+      "--deterministic --save=";
+  std::string expected;
+  for (int replicas : {1, 2, 3, 4}) {
+    const std::string saved = Path("det" + std::to_string(replicas) + ".safetensors");
+    ProgramOutput out = Tower(common + saved + " --replicas=" + std::to_string(replicas) +
+                              (replicas > 1 ? " --virtual-gpus=" + std::to_string(replicas) : ""));
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    if (replicas > 1) EXPECT_THAT(out.text, HasSubstr("Cross-device ops: same-card"));
+    std::ifstream in(saved, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_FALSE(bytes.empty());
+    if (replicas == 1) {
+      expected = bytes;
+    } else {
+      EXPECT_TRUE(bytes == expected) << replicas << " virtual GPUs saved other bytes than one";
+    }
+  }
 }
 
 TEST_F(TrainOnGpusTest, AMemoryLimitTooSmallForTheModelIsAClearError) {

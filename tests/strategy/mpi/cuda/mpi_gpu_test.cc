@@ -2,10 +2,14 @@
 // own (CUDA_VISIBLE_DEVICES per process, as one would give them on a 4-GPU machine), so the
 // strategy makes one NCCL communicator over all four, across processes. It must train like
 // one GPU on the global batch; a worker killed during setup or during a collective must be
-// named by the survivors, who end the job within the deadline.
+// named by the survivors, who end the job within the deadline. With --deterministic, every
+// GPU topology — 1 GPU, NCCL over 2–4 GPUs in one process, 2 processes × 2 GPUs over NCCL or
+// sharing cards over MPI — saves the same bytes.
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -101,6 +105,54 @@ TEST(MpiGpuTest, TwoProcessesSharingTwoCardsReduceOverMpiAndTrainLikeOneGpu) {
     }
   }
   EXPECT_LE(std::sqrt(num / den), 1e-5);  // false for NaN
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(MpiGpuTest, DeterministicModeGivesTheBytesOfOneGpuOnEveryGpuTopology) {
+  // 4 virtual shards: 2 steps of 96 rows per epoch plus a last batch of 20.
+  const std::string det =
+      " train --data=synthetic:mlp:rows=500:seed=3 --layers=32:relu,16:tanh,1 --epochs=2 "
+      "--global-batch=96 --shuffle --seed=7 --optimizer=adam --lr=0.001 --verbose=0 "
+      "--deterministic --virtual-shards=4";
+  const std::string tower = testing::Runfile("tools/tower");
+  const std::string reference = Dir() + "/det_one_gpu.safetensors";
+  ProgramOutput one = testing::RunCommand(tower + det + " --replicas=1 --save=" + reference);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  const std::string expected = Bytes(reference);
+  ASSERT_FALSE(expected.empty());
+  struct Run {
+    std::string name, command, log;
+  };
+  const std::string np1 = " -np 1 -x CUDA_VISIBLE_DEVICES=";
+  const std::vector<Run> runs = {
+      {"NCCL over 2 GPUs", tower + det + " --replicas=2", "nccl"},
+      {"NCCL over 3 GPUs", tower + det + " --replicas=3", "nccl"},
+      {"NCCL over 4 GPUs", tower + det + " --replicas=4", "nccl"},
+      {"2 processes x 2 GPUs over NCCL",
+       "timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDAEMU_GPUS" +
+           np1 + "0,1 " + tower + det + " --replicas=2 SAVE :" + np1 + "2,3 " + tower + det +
+           " --replicas=2",
+       "one NCCL communicator over 4 GPUs"},
+      {"2 processes sharing 2 cards, MPI between them",
+       "timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDAEMU_GPUS "
+       "-np 2 " + tower + det + " --replicas=2",
+       "MPI on the host"},
+  };
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string saved = Dir() + "/det_gpu" + std::to_string(i) + ".safetensors";
+    // Every worker gets --save (the chief writes): at SAVE, and at the end.
+    std::string command = runs[i].command + " --save=" + saved;
+    const size_t at = command.find("SAVE");
+    if (at != std::string::npos) command.replace(at, 4, "--save=" + saved);
+    ProgramOutput out = testing::RunCommand(command);
+    ASSERT_EQ(out.exit_code, 0) << runs[i].name << "\n" << out.text;
+    EXPECT_THAT(out.text, HasSubstr(runs[i].log)) << runs[i].name;
+    EXPECT_TRUE(Bytes(saved) == expected) << runs[i].name << " saved other bytes than one GPU";
+  }
 }
 
 TEST(MpiGpuTest, AWorkerKilledMidCollectiveIsNamedByTheSurvivors) {

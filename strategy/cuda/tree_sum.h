@@ -1,0 +1,25 @@
+// The host side of the device summation tree: a SumPlan and the buffers of one tensor,
+// packed into one launch of the tree-sum kernel (strategy/cuda/tree_sum_kernel.h).
+#ifndef TOWER_STRATEGY_CUDA_TREE_SUM_H_
+#define TOWER_STRATEGY_CUDA_TREE_SUM_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "strategy/summation_tree.h"
+#include "util/status.h"
+
+namespace tower {
+
+// Evaluates `plan` (one output: the root) on `count` elements of device buffers, on
+// `stream`: inputs[s] is input slot s; the root goes to every one of `outputs`. Fails with
+// InvalidArgument beyond the kernel's limits (64 partial sums, 64 additions, 32 outputs).
+Status LaunchSumPlan(const SumPlan& plan, const std::vector<const float*>& inputs,
+                     const std::vector<float*>& outputs, int64_t count, cudaStream_t stream,
+                     const std::string& where);
+
+}  // namespace tower
+
+#endif  // TOWER_STRATEGY_CUDA_TREE_SUM_H_
