@@ -4,6 +4,7 @@
 // buckets; the in-process and the reduce-to-CPU paths — over 100+ steps with an uneven
 // final batch (one smaller than the virtual shard count, too), and a run killed and resumed
 // on another replica count or process count ends with the bytes of an uninterrupted one.
+// Workers that disagree on the virtual shard count are refused.
 #include <csignal>
 #include <string>
 #include <vector>
@@ -190,6 +191,17 @@ TEST(DeterministicTest, TooFewVirtualShardsForTheReplicasIsRefused) {
   out = testing::Tower("train --data=synthetic:linreg --epochs=1 --virtual-shards=4");
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_THAT(out.text, HasSubstr("--virtual-shards needs --deterministic"));
+}
+
+TEST(DeterministicTest, WorkersWithOtherVirtualShardCountsAreRefusedOnEveryRank) {
+  const std::string tower = Runfile("tools/tower") + " " + kAdam + "--replicas=1 ";
+  ProgramOutput out = testing::RunCommand(Mpirun(1) + tower + "--virtual-shards=8 : -np 1 " +
+                                          tower + "--virtual-shards=4");
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
+  EXPECT_THAT(out.text, HasSubstr("workers disagree before the first step"));
+  EXPECT_THAT(out.text, HasSubstr("virtual shards 8"));
+  EXPECT_THAT(out.text, HasSubstr("virtual shards 4"));
 }
 
 }  // namespace
