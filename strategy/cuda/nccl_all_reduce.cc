@@ -65,9 +65,9 @@ class NcclAllReduce : public CrossDeviceOps {
         timeout_(timeout),
         barrier_(std::move(names), timeout, /*spin=*/true),
         ranks_(devices_.size()),
-        plans_(devices_.size()),
-        send_(devices_.size()),
-        gathered_(devices_.size()) {}
+        tree_(devices_.size()),
+        published_parts_(devices_.size()),
+        published_roots_(devices_.size()) {}
 
   ~NcclAllReduce() override {
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -164,63 +164,38 @@ class NcclAllReduce : public CrossDeviceOps {
   // to the most subtrees any rank holds) and evaluates the summation tree itself, with the
   // same kernel on every GPU. Traffic: each GPU receives every rank's subtrees (about
   // N × the gradient bytes, against ~2× for ncclAllReduce): the price of fixed bits.
+  //
+  // The gather needs no metadata: NCCL rank g (global replica g) holds the cover of its
+  // virtual shards, ReplicaRows(num_leaves, ranks, g), which every rank can compute; a
+  // replica passing anything else is refused before anything is launched.
   Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override {
-    TOWER_RETURN_IF_ERROR(Aborted().WithContext(names_[replica]));
     const std::string& where = names_[replica];
-    const int ranks = across_processes_ ? world_ranks_ : static_cast<int>(devices_.size());
-    const int global = (across_processes_ ? first_rank_ : 0) + replica;
-    const int leaves = mine.num_leaves;
-    // Every rank's subtrees, known to all: rank g holds CoverNodes of its virtual shards.
-    std::vector<PartialSums> layout(ranks);
-    std::vector<const PartialSums*> parts;
-    size_t widest = 0;
-    for (int g = 0; g < ranks; ++g) {
-      const RowRange shards = ReplicaRows(leaves, ranks, g);
-      layout[g].num_leaves = leaves;
-      layout[g].nodes = CoverNodes(leaves, static_cast<int>(shards.first),
-                                   static_cast<int>(shards.end()));
-      widest = std::max(widest, layout[g].nodes.size());
-      parts.push_back(&layout[g]);
-    }
-    Status bad;
-    if (mine.nodes != layout[global].nodes || mine.values.size() != mine.nodes.size()) {
-      bad = InvalidArgumentError(where + ": tree all-reduce over NCCL: this replica passes "
-                                 "other subtrees than its virtual shards' (" +
-                                 std::to_string(mine.nodes.size()) + " given)");
-    }
-    int64_t elements = 0;
-    for (size_t t = 0; t < roots.size() && bad.ok(); ++t) {
-      elements += roots[t]->num_elements();
-      for (size_t k = 0; k <= mine.values.size() && bad.ok(); ++k) {
-        const Tensor* tensor = k < mine.values.size() ? mine.values[k][t] : roots[t];
-        if ((k < mine.values.size() && mine.values[k].size() != roots.size()) ||
-            tensor->dtype() != DType::kFloat32 || tensor->device() != devices_[replica] ||
-            tensor->shape() != roots[t]->shape()) {
-          bad = InvalidArgumentError(where + ": NCCL tree all-reduce takes float32 tensors "
-                                     "of the roots' shapes on the replica's own device; "
-                                     "tensor " + std::to_string(t) + " is not");
-        }
-      }
-    }
-    if (!bad.ok()) {
-      barrier_.Abort(bad);
-      return bad;
-    }
+    TOWER_RETURN_IF_ERROR(Aborted().WithContext(where));
     const Status async = CheckAsyncError(replica);
     if (!async.ok()) {
       AbortCommunicators(async);
       return async;
     }
+    TreeScratch& scratch = tree_[replica];
+    published_parts_[replica] = &mine;
+    published_roots_[replica] = roots;
+    // Every local replica checks every local replica's contribution, so all report the same
+    // error and none launches; the second wait keeps the published pointers valid until
+    // all have read them. (A contribution is checked against the other processes' only
+    // through the layout: a mismatch there ends at the deadline, as for AllReduceSum.)
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    const Status check = CheckTreeCall(replica);
+    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    TOWER_RETURN_IF_ERROR(check);
+    const SumPlan& plan = *scratch.plan_now;
     ScopedCudaDevice device(devices_[replica]->physical().index);
     TOWER_RETURN_IF_ERROR(device.status());
     const cudaStream_t stream =
         static_cast<cudaStream_t>(devices_[replica]->stream().native_handle());
-    const TreeNode root{0, leaves};
-    TOWER_ASSIGN_OR_RETURN(const SumPlan* plan,
-                           plans_[replica].Get(leaves, parts, Span<const TreeNode>(&root, 1)));
-    std::vector<const float*> inputs;
-    std::vector<float*> outputs(1);
+    std::vector<const float*>& inputs = scratch.inputs;
+    std::vector<float*>& outputs = scratch.outputs;
+    outputs.resize(1);
+    const int ranks = static_cast<int>(scratch.layout.size());
     if (ranks == 1) {
       // One replica alone: its own subtrees make the root.
       for (size_t t = 0; t < roots.size(); ++t) {
@@ -228,14 +203,20 @@ class NcclAllReduce : public CrossDeviceOps {
         for (const auto& node : mine.values) inputs.push_back(node[t]->data<float>());
         outputs[0] = roots[t]->data<float>();
         TOWER_RETURN_IF_ERROR(
-            LaunchSumPlan(*plan, inputs, outputs, roots[t]->num_elements(), stream, where));
+            LaunchSumPlan(plan, inputs, outputs, roots[t]->num_elements(), stream, where));
       }
       return OkStatus();
     }
-    // Pack this rank's subtrees, node after node, each the tensors end to end; gather.
-    const int64_t slice = static_cast<int64_t>(widest) * elements;
-    Tensor& send = send_[replica];
-    Tensor& gathered = gathered_[replica];
+    // Pack this rank's subtrees into its slice of `widest` × `elements` floats: node k at
+    // k × elements, the tensors end to end within it; the slice's tail is padding for ranks
+    // holding fewer subtrees (never read). Every rank's slice is the same size.
+    int64_t elements = 0;
+    for (const Tensor* root : roots) elements += root->num_elements();
+    const int64_t slice = static_cast<int64_t>(scratch.widest) * elements;
+    Tensor& send = scratch.send;
+    Tensor& gathered = scratch.gathered;
+    // Reallocation frees the old buffers while earlier gathers may still use them: safe,
+    // as device memory is reused in the order of the device's stream, which runs all of this.
     if (!send.valid() || send.num_elements() < slice) {
       TOWER_ASSIGN_OR_RETURN(send, Tensor::Empty(devices_[replica], Shape{slice}));
     }
@@ -245,17 +226,19 @@ class NcclAllReduce : public CrossDeviceOps {
     for (size_t k = 0; k < mine.values.size(); ++k) {
       int64_t offset = static_cast<int64_t>(k) * elements;
       for (size_t t = 0; t < roots.size(); ++t) {
-        TOWER_CUDA_RETURN_IF_ERROR(
-            cudaMemcpyAsync(send.data<float>() + offset, mine.values[k][t]->raw_data(),
-                            roots[t]->bytes(), cudaMemcpyDeviceToDevice, stream),
-            where);
+        if (roots[t]->bytes() > 0) {
+          TOWER_CUDA_RETURN_IF_ERROR(
+              cudaMemcpyAsync(send.data<float>() + offset, mine.values[k][t]->raw_data(),
+                              roots[t]->bytes(), cudaMemcpyDeviceToDevice, stream),
+              where);
+        }
         offset += roots[t]->num_elements();
       }
     }
     {
       Rank& rank = ranks_[replica];
       std::lock_guard<std::mutex> lock(rank.mu);
-      if (rank.comm == nullptr) return Aborted();
+      if (rank.comm == nullptr) return Aborted().WithContext(where);
       if (slice > 0) {
         TOWER_NCCL_RETURN_IF_ERROR(ncclAllGather(send.raw_data(), gathered.raw_data(),
                                                  static_cast<size_t>(slice), ncclFloat,
@@ -264,19 +247,21 @@ class NcclAllReduce : public CrossDeviceOps {
       }
       TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(rank.launched, stream), where);
     }
-    // Every GPU evaluates the same tree from the same gathered subtrees.
+    // Every GPU evaluates the same tree from the same gathered subtrees. The plan's input
+    // slots are every rank's subtrees, rank after rank; the roots are read from `gathered`
+    // only, so a root may be one of this replica's own subtrees.
     int64_t offset = 0;
     for (size_t t = 0; t < roots.size(); ++t) {
       inputs.clear();
       for (int g = 0; g < ranks; ++g) {
-        for (size_t k = 0; k < layout[g].nodes.size(); ++k) {
-          inputs.push_back(gathered.data<float>() + g * slice + static_cast<int64_t>(k) * elements +
-                           offset);
+        for (size_t k = 0; k < scratch.layout[g].nodes.size(); ++k) {
+          inputs.push_back(gathered.data<float>() + g * slice +
+                           static_cast<int64_t>(k) * elements + offset);
         }
       }
       outputs[0] = roots[t]->data<float>();
       TOWER_RETURN_IF_ERROR(
-          LaunchSumPlan(*plan, inputs, outputs, roots[t]->num_elements(), stream, where));
+          LaunchSumPlan(plan, inputs, outputs, roots[t]->num_elements(), stream, where));
       offset += roots[t]->num_elements();
     }
     if (across_processes_) return WaitWithDeadline(replica, stream, /*broadcast=*/false);
@@ -371,6 +356,87 @@ class NcclAllReduce : public CrossDeviceOps {
     const std::string n = std::to_string(ranks_.size());
     return Status(failed.code(), failed.message() + " (NCCL rank k is worker k / " + n +
                                      ", replica k % " + n + ")");
+  }
+
+  // AllReduceTree's state, per local replica (used by its thread only).
+  struct TreeScratch {
+    int num_leaves = -1;                    // the layout below is for this leaf count
+    std::vector<PartialSums> layout;        // every rank's nodes (no values), by NCCL rank
+    std::vector<const PartialSums*> parts;  // pointers into `layout`
+    size_t widest = 0;                      // the most nodes any rank holds
+    TreePlanCache plans;
+    const SumPlan* plan_now = nullptr;  // this call's plan (from `plans`)
+    Tensor send;                        // this rank's packed subtrees
+    Tensor gathered;                    // every rank's, rank after rank
+    std::vector<const float*> inputs;
+    std::vector<float*> outputs;
+  };
+
+  // After the first barrier of AllReduceTree: checks every local replica's published
+  // contribution (the same answer on each) and plans the tree into tree_[replica].
+  Status CheckTreeCall(int replica) {
+    TreeScratch& scratch = tree_[replica];
+    const int leaves = published_parts_[0]->num_leaves;
+    const int ranks = across_processes_ ? world_ranks_ : static_cast<int>(devices_.size());
+    const int first = across_processes_ ? first_rank_ : 0;
+    TOWER_RETURN_IF_ERROR(CheckTreeContributions(published_parts_, published_roots_, names_,
+                                                 /*need_host_memory=*/false));
+    if (leaves < 1) {
+      return InvalidArgumentError("NCCL tree all-reduce over " + std::to_string(leaves) +
+                                  " leaves: there must be at least one");
+    }
+    if (scratch.num_leaves != leaves) {
+      scratch.layout.assign(ranks, PartialSums());
+      scratch.parts.clear();
+      scratch.widest = 0;
+      for (int g = 0; g < ranks; ++g) {
+        const RowRange shards = ReplicaRows(leaves, ranks, g);
+        scratch.layout[g].num_leaves = leaves;
+        scratch.layout[g].nodes = CoverNodes(leaves, static_cast<int>(shards.first),
+                                             static_cast<int>(shards.end()));
+        scratch.widest = std::max(scratch.widest, scratch.layout[g].nodes.size());
+        scratch.parts.push_back(&scratch.layout[g]);
+      }
+      scratch.num_leaves = leaves;
+    }
+    for (size_t r = 0; r < devices_.size(); ++r) {
+      const PartialSums& part = *published_parts_[r];
+      const int rank = first + static_cast<int>(r);
+      const PartialSums& expected = scratch.layout[rank];
+      if (part.nodes != expected.nodes) {
+        std::string given, wanted;
+        for (const TreeNode& node : part.nodes) {
+          given += (given.empty() ? "" : ", ") + node.ToString();
+        }
+        for (const TreeNode& node : expected.nodes) {
+          wanted += (wanted.empty() ? "" : ", ") + node.ToString();
+        }
+        return InvalidArgumentError(
+            "NCCL tree all-reduce: " + names_[r] + " (NCCL rank " + std::to_string(rank) +
+            " of " + std::to_string(ranks) + ") passes the sums of {" + given + "}, but " +
+            "holds virtual shards ReplicaRows(" + std::to_string(leaves) + ", " +
+            std::to_string(ranks) + ", " + std::to_string(rank) + ") whose subtrees are {" +
+            wanted + "}");
+      }
+      for (size_t k = 0; k <= part.values.size(); ++k) {
+        const bool is_root = k == part.values.size();
+        const Span<Tensor* const> list =
+            is_root ? published_roots_[r] : Span<Tensor* const>(part.values[k]);
+        for (size_t t = 0; t < list.size(); ++t) {
+          if (list[t]->device() != devices_[r]) {
+            return InvalidArgumentError(
+                "NCCL tree all-reduce: " + names_[r] + "'s " +
+                (is_root ? std::string("root") : part.nodes[k].ToString()) + " of tensor " +
+                std::to_string(t) + " is on " + list[t]->device()->full_name() +
+                ", not on the replica's own device " + devices_[r]->full_name());
+          }
+        }
+      }
+    }
+    const TreeNode root{0, leaves};
+    TOWER_ASSIGN_OR_RETURN(
+        scratch.plan_now, scratch.plans.Get(leaves, scratch.parts, Span<const TreeNode>(&root, 1)));
+    return CheckSumPlanFits(*scratch.plan_now, 1);
   }
 
   Status Collective(int replica, Span<Tensor* const> tensors, bool broadcast) {
@@ -504,10 +570,11 @@ class NcclAllReduce : public CrossDeviceOps {
   bool across_processes_ = false;
   int first_rank_ = 0;   // across processes: this process's first NCCL rank
   int world_ranks_ = 0;  // and the number of ranks
-  // AllReduceTree, per local replica: the tree's plan and the gather's device buffers.
-  std::vector<TreePlanCache> plans_;
-  std::vector<Tensor> send_;
-  std::vector<Tensor> gathered_;
+  // AllReduceTree: per local replica, its state; and each one's published contribution
+  // (written before the first barrier of a call, read by all until the second).
+  std::vector<TreeScratch> tree_;
+  std::vector<const PartialSums*> published_parts_;
+  std::vector<Span<Tensor* const>> published_roots_;
   std::mutex abort_mu_;
   Status abort_reason_;  // guarded by abort_mu_
 };

@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "device/cuda/cuda_status.h"
 #include "strategy/cuda/same_card_kernel.h"
@@ -29,6 +31,7 @@ class SameCardAllReduce : public CrossDeviceOps {
         barrier_(std::move(names), timeout, spin),
         published_(devices_.size()),
         published_parts_(devices_.size()),
+        plans_(devices_.size()),
         ready_(devices_.size(), nullptr) {}
 
   ~SameCardAllReduce() override {
@@ -93,6 +96,37 @@ class SameCardAllReduce : public CrossDeviceOps {
     return OkStatus();
   }
 
+  // Every replica checks every replica's contribution and plans the tree (its own plan
+  // cache: the layout is the same from step to step), so all of them report the same error
+  // and none launches: shapes, float32, every tensor on its replica's logical GPU of this
+  // card (the kernel reads them all), the nodes tiling the leaves, the kernel's limits.
+  Status CheckTree(int replica, const SumPlan** plan) {
+    TOWER_RETURN_IF_ERROR(
+        CheckTreeContributions(published_parts_, published_, names_, /*need_host_memory=*/false));
+    const int n = static_cast<int>(devices_.size());
+    for (int r = 0; r < n; ++r) {
+      const PartialSums& part = *published_parts_[r];
+      for (size_t k = 0; k <= part.values.size(); ++k) {
+        const bool is_root = k == part.values.size();
+        const Span<Tensor* const> list =
+            is_root ? published_[r] : Span<Tensor* const>(part.values[k]);
+        for (size_t t = 0; t < list.size(); ++t) {
+          if (list[t]->device() != devices_[r]) {
+            return InvalidArgumentError(
+                "same-card tree all-reduce: " + names_[r] + "'s " +
+                (is_root ? std::string("root") : part.nodes[k].ToString()) + " of tensor " +
+                std::to_string(t) + " is on " + list[t]->device()->full_name() +
+                ", not on the replica's own device " + devices_[r]->full_name());
+          }
+        }
+      }
+    }
+    const TreeNode root{0, published_parts_[0]->num_leaves};
+    TOWER_ASSIGN_OR_RETURN(*plan, plans_[replica].Get(root.end, published_parts_,
+                                                      Span<const TreeNode>(&root, 1)));
+    return CheckSumPlanFits(**plan, n);
+  }
+
   // A CUDA failure aborts the others, who would otherwise wait for this replica.
   Status Fail(int replica, const Status& status) {
     const Status named = status.WithContext(names_[replica]);
@@ -112,10 +146,11 @@ class SameCardAllReduce : public CrossDeviceOps {
                                      devices_[replica]->full_name()));
     }
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-    const Status check =
-        tree ? CheckTreeContributions(published_parts_, published_, names_, false) : CheckAll();
+    const SumPlan* plan = nullptr;
+    const Status check = tree ? CheckTree(replica, &plan) : CheckAll();
     if (check.ok() && replica == 0) {
-      Status launched = tree ? LaunchTree(tensors.size()) : Launch(tensors.size(), broadcast);
+      Status launched =
+          tree ? LaunchTree(*plan, tensors.size()) : Launch(tensors.size(), broadcast);
       if (!launched.ok()) return Fail(replica, launched);
     }
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
@@ -157,30 +192,26 @@ class SameCardAllReduce : public CrossDeviceOps {
   }
 
   // On replica 0's stream: wait for every replica, evaluate each tensor's tree into every
-  // replica's root, record done.
-  Status LaunchTree(size_t num_tensors) {
+  // replica's root (one launch per tensor), record done.
+  Status LaunchTree(const SumPlan& plan, size_t num_tensors) {
     const int n = static_cast<int>(devices_.size());
     const std::string& where = devices_[0]->full_name();
-    const PartialSums& first = *published_parts_[0];
-    const TreeNode root{0, first.num_leaves};
-    TOWER_ASSIGN_OR_RETURN(const SumPlan* plan,
-                           plan_.Get(first.num_leaves, published_parts_,
-                                     Span<const TreeNode>(&root, 1)));
     for (int k = 1; k < n; ++k) {
       TOWER_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream(0), ready_[k], 0), where);
     }
-    std::vector<const float*> inputs;
-    std::vector<float*> outputs;
+    std::vector<const float*>& inputs = tree_inputs_;
+    std::vector<float*>& outputs = tree_outputs_;
     for (size_t t = 0; t < num_tensors; ++t) {
       inputs.clear();
       outputs.clear();
+      // Input slots in the plan's order: replica after replica, each one's nodes in order.
       for (const PartialSums* part : published_parts_) {
         for (const std::vector<Tensor*>& node : part->values) {
           inputs.push_back(node[t]->data<float>());
         }
       }
       for (int k = 0; k < n; ++k) outputs.push_back(published_[k][t]->data<float>());
-      TOWER_RETURN_IF_ERROR(LaunchSumPlan(*plan, inputs, outputs,
+      TOWER_RETURN_IF_ERROR(LaunchSumPlan(plan, inputs, outputs,
                                           published_[0][t]->num_elements(), stream(0), where));
     }
     TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream(0)), where);
@@ -191,8 +222,12 @@ class SameCardAllReduce : public CrossDeviceOps {
   const std::vector<std::string> names_;
   ReplicaBarrier barrier_;
   std::vector<Span<Tensor* const>> published_;
-  std::vector<const PartialSums*> published_parts_;  // AllReduceTree
-  TreePlanCache plan_;                               // used by replica 0
+  // AllReduceTree: each replica's partial sums; a plan cache per replica thread; replica 0's
+  // launch scratch.
+  std::vector<const PartialSums*> published_parts_;
+  std::vector<TreePlanCache> plans_;
+  std::vector<const float*> tree_inputs_;
+  std::vector<float*> tree_outputs_;
   std::vector<cudaEvent_t> ready_;
   cudaEvent_t done_ = nullptr;
 };

@@ -1,0 +1,114 @@
+// `tower train --deterministic` on every GPU topology of one process saves the bytes one GPU
+// saves: 2, 3 and 4 virtual GPUs on one card (the same-card tree kernel), 2, 3 and 4 cards
+// (NCCL: all-gather, then the tree kernel on every card), and 2 cards of 2 virtual GPUs each
+// (reduced on the host along the same tree: the kernel's bits are the host's). With the
+// default 8 virtual shards, and with 10 (3 replicas then hold [0,4), [4,7), [7,10): the
+// tree's [6,8) straddles two of them). Without --deterministic the same runs differ, so the
+// equality is the mode's doing. Under cudaemu: 4 emulated cards; on a real machine the runs
+// needing more cards than it has are skipped.
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/gpu.h"
+#include "tests/testing/tower_cli.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ProgramOutput;
+using testing::ReadBytes;
+using testing::TempPath;
+using testing::Tower;
+
+const char kTrain[] =
+    "train --data=synthetic:mlp:rows=1000:seed=3 --layers=64:relu,32:tanh,1 --epochs=2 "
+    "--global-batch=96 --shuffle --seed=7 --optimizer=adam --lr=0.001 --verbose=1";
+
+// The physical GPUs `tower devices` lists.
+int CountGpus() {
+  const ProgramOutput devices = Tower("devices");
+  int count = 0;
+  for (size_t at = devices.text.find("/physical_device:GPU:"); at != std::string::npos;
+       at = devices.text.find("/physical_device:GPU:", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+struct Topology {
+  std::string name;
+  std::string flags;
+  int cards;         // physical GPUs it needs
+  std::string path;  // the cross-device ops it must log ("" for one GPU: no strategy)
+};
+
+const std::vector<Topology>& Topologies() {
+  static const std::vector<Topology> topologies = {
+      {"1 GPU", "--replicas=1", 1, ""},
+      {"2 virtual GPUs on one card", "--replicas=2 --virtual-gpus=2", 1, "same-card"},
+      {"3 virtual GPUs on one card", "--replicas=3 --virtual-gpus=3", 1, "same-card"},
+      {"4 virtual GPUs on one card", "--replicas=4 --virtual-gpus=4", 1, "same-card"},
+      {"2 cards", "--replicas=2", 2, "nccl"},
+      {"3 cards", "--replicas=3", 3, "nccl"},
+      {"4 cards", "--replicas=4", 4, "nccl"},
+      {"2 cards of 2 virtual GPUs", "--replicas=4 --virtual-gpus=2", 2, "to-cpu"},
+  };
+  return topologies;
+}
+
+// Trains on `topology` and returns the saved file's bytes (empty on failure, reported).
+std::string Train(const Topology& topology, const std::string& extra, const std::string& file) {
+  const std::string saved = TempPath(file);
+  const ProgramOutput out =
+      Tower(std::string(kTrain) + " " + topology.flags + extra + " --save=" + saved);
+  EXPECT_EQ(out.exit_code, 0) << topology.name << "\n" << out.text;
+  if (!topology.path.empty()) {
+    EXPECT_THAT(out.text, HasSubstr("Cross-device ops: " + topology.path)) << topology.name;
+  }
+  return out.exit_code == 0 ? ReadBytes(saved) : "";
+}
+
+class DeterministicOnGpusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gpus_ = CountGpus();
+    if (gpus_ == 0) TOWER_SKIP_WITHOUT_GPU(Tower("devices").text);
+  }
+  int gpus_ = 0;
+};
+
+TEST_F(DeterministicOnGpusTest, EveryGpuTopologySavesTheBytesOfOneGpu) {
+  for (const char* shards : {"", " --virtual-shards=10"}) {
+    SCOPED_TRACE(*shards ? shards : " 8 virtual shards (the default)");
+    const std::string extra = std::string(" --deterministic") + shards;
+    std::string expected;
+    int file = 0;
+    for (const Topology& topology : Topologies()) {
+      if (topology.cards > gpus_) continue;  // a real machine with fewer cards
+      const std::string bytes =
+          Train(topology, extra, "det" + std::to_string(file++) + ".safetensors");
+      ASSERT_FALSE(bytes.empty()) << topology.name;
+      if (expected.empty()) {
+        expected = bytes;  // one GPU
+      } else {
+        EXPECT_TRUE(bytes == expected) << topology.name << " saved other bytes than one GPU";
+      }
+    }
+  }
+}
+
+TEST_F(DeterministicOnGpusTest, WithoutTheModeTheTopologiesDiffer) {
+  // What the test above would see if the mode did nothing: one GPU against 3 virtual GPUs and
+  // 3 cards (each shard's sum associates the batch differently).
+  const std::string one = Train(Topologies()[0], "", "plain1.safetensors");
+  ASSERT_FALSE(one.empty());
+  EXPECT_FALSE(Train(Topologies()[2], "", "plain_same_card.safetensors") == one);
+  if (gpus_ >= 3) EXPECT_FALSE(Train(Topologies()[5], "", "plain_nccl.safetensors") == one);
+}
+
+}  // namespace
+}  // namespace tower
