@@ -43,7 +43,6 @@ void CrossProcessAllReduce::Reset() {
 
 Status CrossProcessAllReduce::CrossThenShare(int replica, Span<Tensor* const> tensors,
                                              const std::function<Status()>& cross) {
-  published_[replica] = tensors;
   if (replica == 0) {
     const Status status = cross();
     if (!status.ok()) {
@@ -66,6 +65,7 @@ Status CrossProcessAllReduce::CrossThenShare(int replica, Span<Tensor* const> te
 
 Status CrossProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors) {
   TOWER_RETURN_IF_ERROR(local_->AllReduceSum(replica, tensors));
+  published_[replica] = tensors;
   return CrossThenShare(replica, tensors, [&]() -> Status {
     // Every tensor in one message: pack, sum across workers, unpack.
     staging_.resize(static_cast<size_t>(TotalElements(tensors)));
@@ -207,6 +207,7 @@ Status CrossProcessAllReduce::CrossTree(Span<Tensor* const> roots) {
 }
 
 Status CrossProcessAllReduce::Broadcast(int replica, Span<Tensor* const> tensors) {
+  published_[replica] = tensors;
   return CrossThenShare(replica, tensors, [&]() -> Status {
     staging_.resize(static_cast<size_t>(TotalElements(tensors)));
     int64_t offset = 0;

@@ -34,6 +34,8 @@ class CrossProcessAllReduce : public CrossDeviceOps {
 
  private:
   // Replica 0 runs `cross` (the MPI step); then every replica copies replica 0's tensors.
+  // Each replica has published its `tensors` in published_ before calling (written once
+  // per call: a second write would race with replica 0's reads in `cross`).
   Status CrossThenShare(int replica, Span<Tensor* const> tensors,
                         const std::function<Status()>& cross);
 
