@@ -3,15 +3,25 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
+#include "strategy/mpi/worker_report.h"
 #include "util/strings.h"
 
 namespace tower {
 namespace {
 
 constexpr int kArriveTag = 7001;
+constexpr int kProbeTag = 7002;
+// How long a stalled collective's survivors wait for each other's probes: they reach their
+// deadlines within a message latency of each other.
+constexpr std::chrono::milliseconds kProbeWindow(1000);
+// How long MPI_Abort may take before this worker exits by itself: it can block on a peer it
+// cannot reach (a cut link), and a worker that gave up must end.
+constexpr std::chrono::milliseconds kAbortGrace(1000);
 
 std::string MpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -83,15 +93,94 @@ Status MpiWorld::Wait(void* request, std::chrono::milliseconds timeout, const st
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int polls = 0;; ++polls) {
     int done = 0;
-    TOWER_MPI_RETURN_IF_ERROR(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-    if (done) return OkStatus();
-    if (std::chrono::steady_clock::now() > deadline) {
-      return DeadlineExceededError(Describe(rank_) + ": " + what + " did not complete within " +
-                                   std::to_string(timeout.count()) + " ms (a worker died?)");
+    const int code = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (code == MPI_SUCCESS && done) return OkStatus();
+    const bool late = std::chrono::steady_clock::now() > deadline;
+    if (code != MPI_SUCCESS || late) {
+      const std::string happened =
+          code != MPI_SUCCESS ? "failed (" + MpiErrorText(code) + ")"
+                              : "did not complete within " + std::to_string(timeout.count()) +
+                                    " ms";
+      const std::vector<int> silent = Probe(std::min(timeout, kProbeWindow));
+      if (silent.empty()) {
+        return DeadlineExceededError(Describe(rank_) + ": " + what + " (collective " +
+                                     std::to_string(sequence_) + ") " + happened +
+                                     ", though every worker still answers");
+      }
+      MarkUnreachable(silent);
+      std::vector<std::string> names;
+      for (int rank : silent) names.push_back(Describe(rank));
+      return DeadlineExceededError(Join(names, ", ") + " stopped answering during collective " +
+                                   std::to_string(sequence_) + " (" + what + "): it " +
+                                   happened + "; " + Describe(rank_) + " gives up");
     }
     // Poll hot at first (collectives usually finish in microseconds), then gently.
     if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+std::vector<int> MpiWorld::Probe(std::chrono::milliseconds window) {
+  probe_token_ = sequence_;
+  probe_received_.assign(static_cast<size_t>(size_), 0);
+  std::vector<int> peers;
+  std::vector<MPI_Request> receives;
+  std::vector<bool> heard;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    MPI_Request receive = MPI_REQUEST_NULL, send = MPI_REQUEST_NULL;
+    const bool posted = MPI_Irecv(&probe_received_[peer], 1, MPI_UINT64_T, peer, kProbeTag,
+                                  MPI_COMM_WORLD, &receive) == MPI_SUCCESS;
+    if (MPI_Isend(&probe_token_, 1, MPI_UINT64_T, peer, kProbeTag, MPI_COMM_WORLD, &send) ==
+            MPI_SUCCESS &&
+        send != MPI_REQUEST_NULL) {
+      MPI_Request_free(&send);  // a send to a dead peer may never complete
+    }
+    peers.push_back(peer);
+    receives.push_back(posted ? receive : MPI_REQUEST_NULL);
+    heard.push_back(false);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + window;
+  size_t count = 0;
+  while (count < peers.size() && std::chrono::steady_clock::now() <= deadline) {
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (heard[i] || receives[i] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      if (MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        receives[i] = MPI_REQUEST_NULL;  // an error on this peer's link: silent
+        continue;
+      }
+      if (done) {
+        heard[i] = true;
+        ++count;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::vector<int> silent;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (heard[i]) continue;
+    silent.push_back(peers[i]);
+    if (receives[i] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&receives[i]);
+      MPI_Request_free(&receives[i]);
+    }
+  }
+  return silent;
+}
+
+void MpiWorld::MarkUnreachable(const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(unreachable_mu_);
+  for (int rank : ranks) {
+    if (std::find(unreachable_.begin(), unreachable_.end(), rank) == unreachable_.end()) {
+      unreachable_.push_back(rank);
+    }
+  }
+  std::sort(unreachable_.begin(), unreachable_.end());
+}
+
+std::vector<int> MpiWorld::unreachable() const {
+  std::lock_guard<std::mutex> lock(unreachable_mu_);
+  return unreachable_;
 }
 
 Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& what) {
@@ -119,7 +208,14 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
     for (size_t i = 0; i < peers.size(); ++i) {
       if (arrived[i]) continue;
       int done = 0;
-      TOWER_MPI_RETURN_IF_ERROR(MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE));
+      const int code = MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE);
+      if (code != MPI_SUCCESS) {
+        MarkUnreachable({peers[i]});
+        return UnavailableError(Describe(peers[i]) + " is unreachable at collective " +
+                                std::to_string(sequence) + " (" + what +
+                                "): " + MpiErrorText(code) + "; " + Describe(rank_) +
+                                " gives up");
+      }
       if (!done) continue;
       arrived[i] = true;
       ++count;
@@ -133,12 +229,15 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
     if (count == peers.size()) break;
     if (std::chrono::steady_clock::now() > deadline) {
       std::vector<std::string> missing;
+      std::vector<int> missing_ranks;
       for (size_t i = 0; i < peers.size(); ++i) {
         if (!arrived[i]) {
           missing.push_back(Describe(peers[i]));
+          missing_ranks.push_back(peers[i]);
           MPI_Cancel(&receives[i]);
         }
       }
+      MarkUnreachable(missing_ranks);
       return DeadlineExceededError(Join(missing, ", ") + " never reached collective " +
                                    std::to_string(sequence) + " (" + what + ") within " +
                                    std::to_string(timeout.count()) + " ms; " + Describe(rank_) +
@@ -227,6 +326,19 @@ StatusOr<std::vector<std::string>> MpiWorld::AllGather(const std::string& mine,
 }
 
 void MpiWorld::AbortJob(int exit_code) {
+  std::vector<UnreachableWorker> report;
+  for (int rank : unreachable()) {
+    report.push_back({rank, rank < static_cast<int>(hosts_.size()) ? hosts_[rank] : "?"});
+  }
+  if (!report.empty()) {
+    const std::string line = UnreachableWorkersLine(report) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
+  std::thread([exit_code] {
+    std::this_thread::sleep_for(kAbortGrace);
+    std::_Exit(exit_code);
+  }).detach();
   MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);
 }

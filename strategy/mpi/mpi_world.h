@@ -4,9 +4,13 @@
 // Every collective has a deadline and never hangs: the workers first announce their
 // arrival to each other (one small message per peer, tagged with the collective's sequence
 // number), and a worker that is missing when the deadline passes is named in the error
-// ("rank 2 (host b) never reached collective 17: all-reduce of 6 tensors"). Workers that
-// reach different collectives (diverged code paths) are reported too. A worker that fails
-// should exit non-zero: mpirun then ends the whole job.
+// ("rank 2 (host b) never reached collective 17: all-reduce of 6 tensors"). A collective
+// that all workers entered but that stalls (a worker or its host died, a link went down
+// mid-transfer) is followed by a short probe among the workers, so the error names the ones
+// that stopped answering ("rank 2 (host b) stopped answering during collective 17").
+// Workers that reach different collectives (diverged code paths) are reported too. A worker
+// that fails should exit non-zero (AbortJob): it then prints the workers it found
+// unreachable as a report line for a supervisor (strategy/mpi/worker_report.h).
 //
 // MPI is process-wide by nature, so this is the one process-wide object of the strategy
 // layer; it calls MPI only from the thread that uses it (MPI_THREAD_SERIALIZED).
@@ -61,20 +65,36 @@ class MpiWorld : public World {
                                                const std::string& what) override;
 
   // Ends every worker at once (MPI_Abort), after a failure this worker cannot recover from.
+  // First prints the report line naming the workers found unreachable, if any.
   [[noreturn]] void AbortJob(int exit_code) override;
+  // The workers this one gave up on (never arrived, or stopped answering), in rank order.
+  std::vector<int> unreachable() const;
 
  private:
   MpiWorld() = default;
   // All workers are at this collective, or DeadlineExceeded naming the missing ones.
   Status Arrive(std::chrono::milliseconds timeout, const std::string& what);
-  // Waits for a non-blocking MPI request with a deadline.
+  // Waits for a non-blocking MPI request with a deadline; on a stall or an MPI error, names
+  // the workers that stopped answering (Probe).
   Status Wait(void* request, std::chrono::milliseconds timeout, const std::string& what);
+  // Every worker whose collective stalled sends every other a probe and waits up to
+  // `window` for theirs: the peers whose probe never came, in rank order. The survivors of
+  // a stalled collective reach their deadlines together (they all passed its Arrive), so
+  // they hear each other; a dead or cut-off worker stays silent.
+  std::vector<int> Probe(std::chrono::milliseconds window);
+  void MarkUnreachable(const std::vector<int>& ranks);
 
   int rank_ = 0;
   int size_ = 1;
   std::vector<std::string> hosts_;
   uint64_t sequence_ = 0;
   std::mutex mu_;  // one collective at a time from this process
+  // Probe's buffers: members, since a probe to a dead peer may never complete and the job
+  // ends without freeing them.
+  uint64_t probe_token_ = 0;
+  std::vector<uint64_t> probe_received_;
+  mutable std::mutex unreachable_mu_;
+  std::vector<int> unreachable_;  // guarded by unreachable_mu_
 };
 
 }  // namespace tower
