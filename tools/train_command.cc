@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
 
 #include "data/csv.h"
 #include "data/dataset.h"
+#include "data/fingerprint.h"
 #include "data/statistics.h"
 #include "data/synthetic.h"
 #include "device/config.h"
@@ -19,6 +21,7 @@
 #include "model/normalization.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
+#include "strategy/mpi/worker_report.h"
 #include "strategy/replica_devices.h"
 #include "strategy/strategy_from_environment.h"
 #include "util/flags.h"
@@ -458,6 +461,22 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
       return code;
     }
     strategy = std::move(*created);
+    if (std::getenv(kWorkerReportEnv) != nullptr) {
+      // For a supervisor (tower launch): this worker joined the job.
+      out << StartedLine(strategy->world().rank(), strategy->world().size()) << "\n"
+          << std::flush;
+    }
+  }
+  if (strategy != nullptr && LaunchedByMpirun()) {
+    // Workers on several hosts each read their own copy of the data: a stale or other file
+    // on one host is refused here, before the first step, naming both sides.
+    StatusOr<std::string> content = data::DescribeContent(*prepared->dataset.source());
+    status = content.ok() ? strategy->CheckConsistent("data " + *content) : content.status();
+    if (!status.ok()) {
+      const int code = Usage(err, status.WithContext("--data=" + flags.data));
+      strategy->Abort(code);
+      return code;
+    }
   }
 
   // ---- The model.
@@ -582,6 +601,11 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     if (flags.verbose > 0 && chief) {
       out << "Saved weights to " << flags.save << "\n";
     }
+  }
+  if (strategy != nullptr && std::getenv(kWorkerReportEnv) != nullptr) {
+    // For a supervisor (tower launch): this worker finished.
+    out << FinishedLine(strategy->world().rank(), strategy->world().size()) << "\n"
+        << std::flush;
   }
   return 0;
 }
