@@ -3,12 +3,16 @@
 //   tower train [flags]     train a dense network (see `tower train --help`)
 //   tower evaluate [flags]  loss and metrics of a saved model on a CSV file
 //   tower predict [flags]   predictions of a saved model for a CSV file
+//   tower launch [flags] -- train [flags]
+//                           train over several hosts with mpirun, relaunching on the rest
+//                           when a host is lost
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "device/context.h"
 #include "tools/devices_command.h"
+#include "tools/launch_command.h"
 #include "tools/model_commands.h"
 #include "tools/train_command.h"
 
@@ -21,6 +25,8 @@ constexpr char kUsage[] =
     "  train     train a dense network on a CSV file or synthetic data\n"
     "  evaluate  the loss and metrics of a model saved by train, on a CSV file\n"
     "  predict   a model's predictions for a CSV file, written as CSV\n"
+    "  launch    train over several hosts with mpirun; a lost host is dropped and the job\n"
+    "            resumed on the rest from its backup\n"
     "run `tower <command> --help` for a command's flags\n";
 
 }  // namespace
@@ -42,6 +48,7 @@ int main(int argc, char** argv) {
   if (command == "train") return tower::RunTrainCommand(args, std::cout, std::cerr);
   if (command == "evaluate") return tower::RunEvaluateCommand(args, std::cout, std::cerr);
   if (command == "predict") return tower::RunPredictCommand(args, std::cout, std::cerr);
+  if (command == "launch") return tower::RunLaunchCommand(args, std::cout, std::cerr);
   std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

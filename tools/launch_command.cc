@@ -1,0 +1,389 @@
+#include "tools/launch_command.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "strategy/mpi/worker_report.h"
+#include "util/flags.h"
+#include "util/strings.h"
+
+namespace tower {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct LaunchFlags {
+  std::string hosts;
+  int64_t workers_per_host = 1;
+  int64_t min_hosts = 1;
+  int64_t max_restarts = 3;
+  double grace_s = 10;
+  double start_timeout_s = 120;
+  std::string mpirun = "mpirun";
+  std::string mpirun_args;
+};
+
+// What one mpirun run ended with.
+struct Attempt {
+  bool launched = false;               // mpirun could be started
+  int exit_code = -1;                 // mpirun's, or -signal
+  std::set<int> started;              // ranks that reported "started"
+  std::set<int> finished;             // ranks that reported "finished"
+  bool worker_error = false;          // a worker printed Tower's "error: ..." line
+  bool start_timed_out = false;       // not every worker started within the start timeout
+  std::vector<std::string> lost;      // host names workers reported unreachable, first first
+  std::vector<std::string> reporters; // "rank 0 on host1 reported rank 2 on host3" lines
+};
+
+int Fail(std::ostream& err, const std::string& message, int code) {
+  err << "error: tower launch: " << message << "\n";
+  return code;
+}
+
+std::vector<std::string> Words(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text) {
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (!word.empty()) words.push_back(word);
+  return words;
+}
+
+std::string ShortName(const std::string& host) { return host.substr(0, host.find('.')); }
+
+// The entry of `hosts` a worker's host name means: the same name, or the same short name
+// (a worker knows itself as "node3", the list may say "node3.cluster"). "" if none.
+std::string MatchHost(const std::vector<std::string>& hosts, const std::string& name) {
+  for (const std::string& host : hosts) {
+    if (host == name) return host;
+  }
+  for (const std::string& host : hosts) {
+    if (ShortName(host) == ShortName(name)) return host;
+  }
+  return "";
+}
+
+std::string SelfPath() {
+  char path[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "";
+  return std::string(path, static_cast<size_t>(n));
+}
+
+// Runs `argv` with its output (stdout and stderr) read line by line: each line is echoed to
+// `out` and parsed for worker reports. Ends mpirun `grace` after the first unreachable
+// report if it has not ended by itself (it may wait forever on a host it cannot reach), and
+// when fewer than `workers` have started after `start_timeout` (a daemon that never came up).
+Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
+                  std::chrono::milliseconds grace, std::chrono::milliseconds start_timeout,
+                  std::ostream& out, std::ostream& err) {
+  const auto begin = Clock::now();
+  Attempt attempt;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    err << "error: tower launch: pipe: " << std::strerror(errno) << "\n";
+    return attempt;
+  }
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  out << std::flush;
+  err << std::flush;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    err << "error: tower launch: fork: " << std::strerror(errno) << "\n";
+    close(fds[0]);
+    close(fds[1]);
+    return attempt;
+  }
+  if (pid == 0) {
+    // Its own process group, so that ending it ends whatever it started here too.
+    setpgid(0, 0);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "error: tower launch: cannot run %s: %s\n", args[0],
+                 std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  attempt.launched = true;
+  std::string pending;
+  bool open = true;
+  bool exited = false;
+  int status = 0;
+  std::optional<Clock::time_point> first_report;
+  std::optional<Clock::time_point> exited_at;
+  bool terminated = false, killed = false;
+  while (open) {
+    pollfd poll_fd{fds[0], POLLIN, 0};
+    const int ready = poll(&poll_fd, 1, 200);
+    if (ready > 0) {
+      char buffer[4096];
+      const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        open = false;
+      } else {
+        pending.append(buffer, static_cast<size_t>(n));
+      }
+    }
+    for (size_t end; (end = pending.find('\n')) != std::string::npos;) {
+      const std::string line = pending.substr(0, end);
+      pending.erase(0, end + 1);
+      out << line << "\n" << std::flush;
+      if (StartsWith(line, "error: ")) attempt.worker_error = true;
+      const WorkerReport report = ParseWorkerReport(line);
+      if (report.kind == WorkerReport::Kind::kStarted) {
+        attempt.started.insert(report.rank);
+      } else if (report.kind == WorkerReport::Kind::kFinished) {
+        attempt.finished.insert(report.rank);
+      } else if (report.kind == WorkerReport::Kind::kUnreachable) {
+        if (!first_report.has_value()) first_report = Clock::now();
+        for (const UnreachableWorker& worker : report.unreachable) {
+          if (std::find(attempt.lost.begin(), attempt.lost.end(), worker.host) ==
+              attempt.lost.end()) {
+            attempt.lost.push_back(worker.host);
+          }
+        }
+      }
+    }
+    if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      exited_at = Clock::now();
+    }
+    const auto now = Clock::now();
+    // Workers that outlive mpirun (an orphaned daemon's) may hold the pipe open: read what
+    // is already there, then stop.
+    if (exited && now - *exited_at > std::chrono::milliseconds(500)) break;
+    if (!exited && !terminated && first_report.has_value() && now - *first_report > grace) {
+      out << "tower launch: mpirun still running " << grace.count() / 1000.0
+          << " s after a host was reported lost: ending it\n"
+          << std::flush;
+      kill(-pid, SIGTERM);
+      terminated = true;
+      first_report = now;
+    }
+    if (!exited && !terminated && static_cast<int64_t>(attempt.started.size()) < workers &&
+        now - begin > start_timeout) {
+      out << "tower launch: " << attempt.started.size() << " of " << workers
+          << " workers started within " << start_timeout.count() / 1000.0
+          << " s: ending mpirun\n"
+          << std::flush;
+      kill(-pid, SIGTERM);
+      terminated = true;
+      attempt.start_timed_out = true;
+      first_report = now;
+    }
+    if (!exited && terminated && !killed && now - *first_report > std::chrono::seconds(3)) {
+      kill(-pid, SIGKILL);
+      killed = true;
+    }
+  }
+  if (!pending.empty()) out << pending << "\n";
+  close(fds[0]);
+  if (!exited) {
+    if (!terminated) kill(-pid, SIGTERM);
+    for (int i = 0; i < 30 && waitpid(pid, &status, WNOHANG) != pid; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (i == 29) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, &status, 0);
+      }
+    }
+  }
+  attempt.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  return attempt;
+}
+
+}  // namespace
+
+int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  const std::vector<std::string> own(args.begin(), dashes);
+  std::vector<std::string> command(dashes == args.end() ? args.end() : dashes + 1, args.end());
+  LaunchFlags flags;
+  FlagParser parser("tower launch [flags] -- train [train flags]");
+  parser.AddString("hosts", &flags.hosts, "hosts to run on, comma-separated (as mpirun's -H takes them; the first is where mpirun runs and is never dropped)");
+  parser.AddInt("workers-per-host", &flags.workers_per_host, "worker processes on each host (each runs the train command's --replicas)");
+  parser.AddInt("min-hosts", &flags.min_hosts, "give up when fewer hosts than this would remain");
+  parser.AddInt("max-restarts", &flags.max_restarts, "relaunches at most (0: report the lost host and stop)");
+  parser.AddDouble("grace", &flags.grace_s, "seconds mpirun may take to end after a worker reported a lost host, before it is ended");
+  parser.AddDouble("start-timeout", &flags.start_timeout_s, "seconds every worker has to start; if some do not (a daemon that never came up), mpirun is ended and the job relaunched on the same hosts");
+  parser.AddString("mpirun", &flags.mpirun, "the mpirun to run");
+  parser.AddString("mpirun-args", &flags.mpirun_args, "more mpirun arguments, space-separated (e.g. \"--mca btl_tcp_if_include eth0\")");
+  Status status = parser.Parse(own);
+  if (parser.help_requested()) {
+    out << parser.Usage();
+    return 0;
+  }
+  if (!status.ok()) return Fail(err, status.message(), 2);
+  std::vector<std::string> hosts;
+  for (const std::string& host : Split(flags.hosts, ',')) {
+    if (host.empty()) continue;
+    if (std::find(hosts.begin(), hosts.end(), host) != hosts.end()) {
+      return Fail(err, "--hosts names " + host + " twice (use --workers-per-host)", 2);
+    }
+    hosts.push_back(host);
+  }
+  if (hosts.empty()) return Fail(err, "--hosts is required (e.g. --hosts=node1,node2)", 2);
+  if (flags.workers_per_host < 1 || flags.workers_per_host > 1024) {
+    return Fail(err, "--workers-per-host must be between 1 and 1024", 2);
+  }
+  if (flags.min_hosts < 1 || flags.min_hosts > static_cast<int64_t>(hosts.size())) {
+    return Fail(err, "--min-hosts must be between 1 and the " + std::to_string(hosts.size()) +
+                         " hosts given", 2);
+  }
+  if (flags.max_restarts < 0) return Fail(err, "--max-restarts must be 0 or more", 2);
+  if (!(flags.grace_s > 0 && flags.grace_s <= 3600)) {
+    return Fail(err, "--grace must be between 0 and 3600 seconds", 2);
+  }
+  if (!(flags.start_timeout_s > 0 && flags.start_timeout_s <= 86400)) {
+    return Fail(err, "--start-timeout must be between 0 and 86400 seconds", 2);
+  }
+  if (command.empty() || command[0] != "train") {
+    return Fail(err, "give the job after --: `tower launch --hosts=... -- train --data=... "
+                     "--backup=PATH ...`",
+                2);
+  }
+  bool backup = false, resume = false;
+  for (const std::string& arg : command) {
+    backup = backup || (StartsWith(arg, "--backup=") && arg.size() > 9);
+    resume = resume || arg == "--resume" || StartsWith(arg, "--resume=");
+  }
+  if (!backup) {
+    return Fail(err, "the train command needs --backup=PATH (on a file system every host "
+                     "sees): a relaunch resumes from it",
+                2);
+  }
+  if (resume && std::find(command.begin(), command.end(), "--resume=false") != command.end()) {
+    return Fail(err, "--resume=false: a relaunch must resume from the backup", 2);
+  }
+  if (!resume) command.push_back("--resume");
+  const std::string self = SelfPath();
+  if (self.empty()) return Fail(err, "cannot find this program's path (/proc/self/exe)", 1);
+
+  const std::chrono::milliseconds grace(static_cast<int64_t>(flags.grace_s * 1000));
+  const std::chrono::milliseconds start_timeout(static_cast<int64_t>(flags.start_timeout_s * 1000));
+  for (int64_t restart = 0;; ++restart) {
+    const int64_t workers = static_cast<int64_t>(hosts.size()) * flags.workers_per_host;
+    std::vector<std::string> slots;
+    for (const std::string& host : hosts) {
+      slots.push_back(host + ":" + std::to_string(flags.workers_per_host));
+    }
+    std::vector<std::string> argv = {flags.mpirun};
+    if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+    // Recovery mode: mpirun does not end the job the moment a host's daemon is lost, so the
+    // surviving workers report which host it was (each within its collective deadline).
+    for (const char* arg : {"-H", "", "-np", "", "--enable-recovery", "--mca",
+                            "orte_abort_on_non_zero_status", "0", "-x"}) {
+      argv.push_back(arg);
+    }
+    argv[argv.size() - 8] = Join(slots, ",");
+    argv[argv.size() - 6] = std::to_string(workers);
+    argv.push_back(std::string(kWorkerReportEnv) + "=1");
+    for (const std::string& word : Words(flags.mpirun_args)) argv.push_back(word);
+    argv.push_back(self);
+    for (const std::string& arg : command) argv.push_back(arg);
+    out << "tower launch: run " << restart + 1 << " on " << hosts.size() << " host"
+        << (hosts.size() == 1 ? "" : "s") << " (" << Join(hosts, ", ") << "), " << workers
+        << " worker" << (workers == 1 ? "" : "s") << ": " << Join(argv, " ") << "\n"
+        << std::flush;
+    const Attempt attempt = RunMpirun(argv, workers, grace, start_timeout, out, err);
+    if (!attempt.launched) return 1;
+    if (static_cast<int64_t>(attempt.finished.size()) == workers) {
+      out << "tower launch: done on " << hosts.size() << " host"
+          << (hosts.size() == 1 ? "" : "s") << " (" << Join(hosts, ", ") << ") after "
+          << restart << " restart" << (restart == 1 ? "" : "s") << "\n";
+      return 0;
+    }
+    if (attempt.lost.empty() &&
+        static_cast<int64_t>(attempt.started.size()) < workers && !attempt.worker_error) {
+      // The job did not come up (a daemon failed to start or to reach mpirun) and no worker
+      // failed in Tower's own code: the same hosts again.
+      if (restart >= flags.max_restarts) {
+        return Fail(err, std::to_string(attempt.started.size()) + " of " +
+                             std::to_string(workers) + " workers started, and --max-restarts=" +
+                             std::to_string(flags.max_restarts) + " is reached; giving up",
+                    1);
+      }
+      out << "tower launch: " << attempt.started.size() << " of " << workers
+          << " workers started" << (attempt.start_timed_out ? "" : " before mpirun ended")
+          << ": relaunching on the same hosts (restart " << restart + 1 << " of at most "
+          << flags.max_restarts << ")\n"
+          << std::flush;
+      continue;
+    }
+    if (attempt.lost.empty()) {
+      return Fail(err, std::to_string(attempt.finished.size()) + " of " +
+                           std::to_string(workers) +
+                           " workers finished and none reported a lost host (mpirun exited " +
+                           std::to_string(attempt.exit_code) +
+                           "): see the errors above; not restarting",
+                  1);
+    }
+    std::vector<std::string> dropped, unknown;
+    for (const std::string& name : attempt.lost) {
+      const std::string host = MatchHost(hosts, name);
+      if (host.empty()) {
+        unknown.push_back(name);
+      } else if (host == hosts.front()) {
+        return Fail(err, "workers report the first host, " + host +
+                             ", unreachable: it runs mpirun and this command, and cannot be "
+                             "dropped; not restarting",
+                    1);
+      } else if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) {
+        dropped.push_back(host);
+      }
+    }
+    if (dropped.empty()) {
+      return Fail(err, "workers report host" + std::string(unknown.size() == 1 ? " " : "s ") +
+                           Join(unknown, ", ") + " unreachable, which --hosts does not name (" +
+                           Join(hosts, ", ") + "); not restarting",
+                  1);
+    }
+    std::vector<std::string> rest;
+    for (const std::string& host : hosts) {
+      if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) rest.push_back(host);
+    }
+    out << "tower launch: lost " << Join(dropped, ", ") << " (reported unreachable by the "
+        << "workers)\n";
+    if (static_cast<int64_t>(rest.size()) < flags.min_hosts) {
+      return Fail(err, std::to_string(rest.size()) + " host" + (rest.size() == 1 ? "" : "s") +
+                           " would remain (" + Join(rest, ", ") + "), fewer than --min-hosts=" +
+                           std::to_string(flags.min_hosts) + "; giving up",
+                  1);
+    }
+    if (restart >= flags.max_restarts) {
+      return Fail(err, "--max-restarts=" + std::to_string(flags.max_restarts) +
+                           " reached; giving up (the backup holds the progress: run again to "
+                           "resume)",
+                  1);
+    }
+    out << "tower launch: relaunching on " << Join(rest, ", ") << " from the backup (restart "
+        << restart + 1 << " of at most " << flags.max_restarts << ")\n"
+        << std::flush;
+    hosts = rest;
+  }
+}
+
+}  // namespace tower
