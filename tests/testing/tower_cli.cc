@@ -64,8 +64,7 @@ FitPosition BackupPosition(const std::string& path) {
   return position.ok() ? *position : FitPosition{};
 }
 
-bool KillAfterBackups(BackgroundProgram& run, const std::string& backup, int backups,
-                      int extra_ms, int signal) {
+bool WaitForBackups(BackgroundProgram& run, const std::string& backup, int backups) {
   FileVersion last;
   int seen = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -77,6 +76,12 @@ bool KillAfterBackups(BackgroundProgram& run, const std::string& backup, int bac
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+  return seen == backups;
+}
+
+bool KillAfterBackups(BackgroundProgram& run, const std::string& backup, int backups,
+                      int extra_ms, int signal) {
+  WaitForBackups(run, backup, backups);
   std::this_thread::sleep_for(std::chrono::milliseconds(extra_ms));
   if (!run.Running()) return false;
   run.Kill(signal);

@@ -41,6 +41,9 @@ FileVersion VersionOf(const std::string& path);
 // Where the backup at `path` stands (a failed expectation, and a zero position, if it is
 // not whole).
 FitPosition BackupPosition(const std::string& path);
+// Waits until `run` has written `backups` new versions of `backup`; false if it ended first
+// or 120 s passed.
+bool WaitForBackups(BackgroundProgram& run, const std::string& backup, int backups);
 // Waits until `run` has written `backups` new versions of `backup` (or 120 s pass), waits
 // `extra_ms` more, and kills it with `signal`. False when the run ended first.
 bool KillAfterBackups(BackgroundProgram& run, const std::string& backup, int backups,

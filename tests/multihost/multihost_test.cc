@@ -1,0 +1,277 @@
+// Several hosts for real: each a network namespace with its own address and name, MPI
+// between them over TCP only (tests/testing/netns_hosts.h), workers started by mpirun
+// through a launch agent as ssh would start them. Needs root; CI runs these as root.
+//
+//   - training across 2 and 3 hosts (1–2 workers a host, 1–2 replicas a worker) saves the
+//     bytes one device saves (--deterministic);
+//   - a host's link cut mid-run, and a host killed: every surviving worker exits within the
+//     collective deadline (+ the probe and a few seconds), naming the lost worker and its
+//     host in Tower's own words; the last backup is whole;
+//   - a host that reads other data is refused before the first step, both sides named;
+//   - `tower launch`: a host cut at a random step is dropped, the job finishes on the other
+//     two with the bytes of an uninterrupted run (10 times in a row, random cut points).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/netns_hosts.h"
+#include "tests/testing/tower_cli.h"
+#include "util/strings.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::BackgroundProgram;
+using testing::BackupPosition;
+using testing::NetnsHosts;
+using testing::ProgramOutput;
+using testing::ReadBytes;
+using testing::RunCommand;
+using testing::Runfile;
+using testing::TempPath;
+using testing::Tower;
+using testing::WaitForBackups;
+using Clock = std::chrono::steady_clock;
+
+// 600 rows in batches of 48: every epoch ends on a batch of 24.
+const char kTrain[] =
+    "train --data=synthetic:mlp:rows=600:seed=3 --layers=64:relu,1 --global-batch=48 "
+    "--shuffle --seed=1 --optimizer=adam --lr=0.001 --deterministic --verbose=1";
+constexpr int kDeadlineS = 2;  // --collective-timeout in the failure tests
+
+std::string ReadText(const std::string& path) { return ReadBytes(path); }
+
+class MultiHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto hosts = NetnsHosts::Create(3);
+    ASSERT_TRUE(hosts.ok()) << hosts.status();
+    hosts_ = std::move(*hosts);
+  }
+  void TearDown() override {
+    hosts_.reset();
+    for (const std::string& ns : NetnsHosts::AllNamespaces()) {
+      ADD_FAILURE() << "namespace " << ns << " left behind";
+    }
+  }
+
+  // mpirun on host1 over `slots` ("host1:2,host2:2"), bounded in time.
+  std::string Mpirun(const std::string& slots, int workers, const std::string& args) const {
+    return hosts_->OnHost("host1", "timeout -k 5 120 mpirun --allow-run-as-root " +
+                                       hosts_->MpirunArgs() + " -H " + slots + " -np " +
+                                       std::to_string(workers) + " " + Runfile("tools/tower") +
+                                       " " + args);
+  }
+  // tower launch on host1 over host1..host3, bounded in time.
+  std::string Launch(const std::string& flags, const std::string& train) const {
+    return hosts_->OnHost("host1", "timeout -k 5 150 " + Runfile("tools/tower") +
+                                       " launch --hosts=host1,host2,host3 --mpirun-args=\"" +
+                                       hosts_->MpirunArgs() + "\" " + flags + " -- " + train);
+  }
+  // Whether a `tower train` worker runs on any of `hosts`: a process whose program is
+  // .../tower and whose command is train (not mpirun or tower launch, whose command lines
+  // hold the train command too).
+  bool WorkersRunOn(const std::vector<std::string>& hosts) const {
+    for (const std::string& host : hosts) {
+      for (const std::string& process : hosts_->Processes(host)) {
+        const size_t space = process.find(' ');
+        const std::string program = process.substr(0, space);
+        if ((program == "tower" || EndsWith(program, "/tower")) &&
+            process.compare(space + 1, 6, "train ") == 0) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // Starts a long run under `tower launch --max-restarts=0`, waits for 2 backups, applies
+  // `fault` to host3, and checks what every survivor says and when it exits.
+  void ExpectSurvivorsNameHost3(const std::string& launch,
+                                const std::function<void()>& fault, const std::string& backup,
+                                const std::string& log, const std::string& fault_name) {
+    BackgroundProgram run(BackgroundProgram::ShellCommand{launch}, log);
+    ASSERT_TRUE(run.started());
+    ASSERT_TRUE(WaitForBackups(run, backup, 2)) << ReadText(log);
+    const auto at = Clock::now();
+    fault();
+    // Every surviving worker (host1, host2) ends within the deadline, the probe that names
+    // the silent peer (1 s at most) and a few seconds of slack for a loaded machine.
+    const auto limit = std::chrono::seconds(kDeadlineS + 1 + 4);
+    while (Clock::now() - at < limit && WorkersRunOn({"host1", "host2"})) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const double took = std::chrono::duration<double>(Clock::now() - at).count();
+    EXPECT_FALSE(WorkersRunOn({"host1", "host2"}))
+        << fault_name << ": survivors still running " << took << " s later";
+    EXPECT_EQ(run.Wait(), 1) << ReadText(log);
+    const std::string text = ReadText(log);
+    // Tower's own words, from each survivor: who is lost, on which host, and who gives up.
+    EXPECT_THAT(text, HasSubstr("rank 2 (host host3)")) << fault_name << "\n" << text;
+    EXPECT_THAT(text, HasSubstr("rank 0 (host host1) gives up")) << fault_name << "\n" << text;
+    EXPECT_THAT(text, HasSubstr("rank 1 (host host2) gives up")) << fault_name << "\n" << text;
+    EXPECT_THAT(text, HasSubstr("tower-worker: unreachable: rank 2 on host3")) << text;
+    EXPECT_THAT(text, HasSubstr("tower launch: lost host3")) << text;
+    EXPECT_THAT(text, HasSubstr("--max-restarts=0 reached")) << text;
+    std::printf("%s: survivors exited %.2f s after the fault (deadline %d s)\n", fault_name.c_str(),
+                took, kDeadlineS);
+    // The last backup is whole, and past the two we waited for.
+    EXPECT_GT(BackupPosition(backup).total_steps, 0);
+  }
+
+  std::unique_ptr<NetnsHosts> hosts_;
+};
+
+TEST_F(MultiHostTest, TrainingAcrossTwoAndThreeHostsSavesTheBytesOfOneDevice) {
+  const std::string train = std::string(kTrain) + " --epochs=3";
+  const std::string reference = TempPath("one_device.safetensors");
+  const ProgramOutput one = Tower(train + " --save=" + reference);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  const std::string expected = ReadBytes(reference);
+  ASSERT_FALSE(expected.empty());
+  struct Layout {
+    std::string name, slots;
+    int workers;
+    std::string flags;
+    std::string last_worker;  // the log line that shows where the last worker ran
+  };
+  const std::vector<Layout> layouts = {
+      {"2 hosts x 2 workers x 1 replica", "host1:2,host2:2", 4, "--replicas=1",
+       "Worker rank 3 (host host2) of 4: 4 replicas in sync"},
+      {"3 hosts x 1 worker x 2 replicas", "host1,host2,host3", 3, "--replicas=2",
+       "Worker rank 2 (host host3) of 3: 6 replicas in sync"},
+      {"3 hosts x 2 workers x 1 replica, 1 KB buckets", "host1:2,host2:2,host3:2", 6,
+       "--replicas=1 --bucket-mb=0.0009765625",
+       "Worker rank 5 (host host3) of 6: 6 replicas in sync"},
+  };
+  int file = 0;
+  for (const Layout& layout : layouts) {
+    const std::string saved = TempPath("hosts" + std::to_string(file++) + ".safetensors");
+    const ProgramOutput run =
+        RunCommand(Mpirun(layout.slots, layout.workers, train + " " + layout.flags + " --save=" + saved));
+    ASSERT_EQ(run.exit_code, 0) << layout.name << "\n" << run.text;
+    EXPECT_THAT(run.text, HasSubstr(layout.last_worker)) << layout.name;
+    EXPECT_TRUE(ReadBytes(saved) == expected) << layout.name << " saved other bytes than one device";
+  }
+}
+
+TEST_F(MultiHostTest, ACutLinkIsNamedByEverySurvivorWithinTheDeadline) {
+  const std::string backup = TempPath("cut.backup");
+  const std::string train = std::string(kTrain) + " --epochs=100000 --collective-timeout=" +
+                            std::to_string(kDeadlineS) + " --backup=" + backup +
+                            " --backup-every=20";
+  ExpectSurvivorsNameHost3(
+      Launch("--max-restarts=0 --grace=2", train),
+      [&] { ASSERT_TRUE(hosts_->CutLink("host3").ok()); }, backup, TempPath("cut.log"),
+      "link cut");
+}
+
+TEST_F(MultiHostTest, AKilledHostIsNamedByEverySurvivorWithinTheDeadline) {
+  const std::string backup = TempPath("kill.backup");
+  const std::string train = std::string(kTrain) + " --epochs=100000 --collective-timeout=" +
+                            std::to_string(kDeadlineS) + " --backup=" + backup +
+                            " --backup-every=20";
+  ExpectSurvivorsNameHost3(
+      Launch("--max-restarts=0 --grace=2", train),
+      [&] { ASSERT_TRUE(hosts_->KillHost("host3").ok()); }, backup, TempPath("kill.log"),
+      "host killed");
+}
+
+TEST_F(MultiHostTest, AHostReadingOtherDataIsRefusedBeforeTheFirstStep) {
+  const std::string data = TempPath("data.csv");
+  const std::string other = TempPath("other.csv");
+  {
+    std::ofstream a(data), b(other);
+    a << "x0,x1,y\n";
+    b << "x0,x1,y\n";
+    for (int r = 0; r < 100; ++r) {
+      a << r * 0.5 << "," << (r % 7) << "," << r * 0.25 << "\n";
+      // One value differs: a stale copy.
+      b << r * 0.5 << "," << (r == 57 ? 8 : r % 7) << "," << r * 0.25 << "\n";
+    }
+  }
+  const std::string backup = TempPath("data.backup");
+  const std::string train = "train --data=" + data + " --target=y --layers=4:relu,1 --epochs=2 "
+                            "--global-batch=10 --backup=" + backup + " --backup-every=1";
+  // The same data everywhere: it trains.
+  const ProgramOutput same = RunCommand(Mpirun("host1,host2,host3", 3, train));
+  ASSERT_EQ(same.exit_code, 0) << same.text;
+  std::remove(backup.c_str());
+  // host3 reads another file at the same path.
+  ASSERT_TRUE(hosts_->ShowFileOnHost("host3", data, other).ok());
+  const ProgramOutput refused = RunCommand(Mpirun("host1,host2,host3", 3, train));
+  EXPECT_NE(refused.exit_code, 0) << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr("workers disagree before the first step: rank 0 (host "
+                                      "host1) has ' data 100 rows of 2 features (x0..x1) and 1 "
+                                      "target (y), content fnv1a64 "))
+      << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr("rank 2 (host host3) has ' data 100 rows")) << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr("--data=" + data)) << refused.text;
+  EXPECT_THAT(refused.text, Not(HasSubstr("Epoch 1/2"))) << "no step may run";
+  EXPECT_FALSE(std::ifstream(backup).good()) << "nothing may be written";
+}
+
+TEST_F(MultiHostTest, ALostHostIsDroppedAndTheJobEndsWithTheBytesOfAnUninterruptedRun) {
+  const std::string train = std::string(kTrain) + " --epochs=20 --collective-timeout=" +
+                            std::to_string(kDeadlineS);
+  const std::string reference = TempPath("uninterrupted.safetensors");
+  const ProgramOutput one = Tower(train + " --save=" + reference);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  const std::string expected = ReadBytes(reference);
+  ASSERT_FALSE(expected.empty());
+  const char* seed_text = std::getenv("TOWER_MULTIHOST_SEED");
+  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::atol(seed_text))
+                                             : std::random_device()();
+  std::printf("cut points from seed %u (TOWER_MULTIHOST_SEED=%u replays them)\n", seed, seed);
+  std::mt19937 random(seed);
+  for (int round = 0; round < 10; ++round) {
+    const std::string host = random() % 2 == 0 ? "host2" : "host3";
+    const int backups = 1 + static_cast<int>(random() % 4);
+    const int extra_ms = static_cast<int>(random() % 200);
+    SCOPED_TRACE("round " + std::to_string(round) + ": " + host + " cut after " +
+                 std::to_string(backups) + " backups + " + std::to_string(extra_ms) + " ms");
+    const std::string backup = TempPath("restart.backup");
+    const std::string saved = TempPath("restart.safetensors");
+    const std::string log = TempPath("restart" + std::to_string(round) + ".log");
+    std::remove(backup.c_str());
+    std::remove(saved.c_str());
+    const auto started = Clock::now();
+    {
+      BackgroundProgram run(
+          BackgroundProgram::ShellCommand{Launch(
+              "--min-hosts=2 --max-restarts=3 --grace=1 --start-timeout=20",
+              train + " --backup=" + backup + " --backup-every=10 --save=" + saved)},
+          log);
+      ASSERT_TRUE(run.started());
+      ASSERT_TRUE(WaitForBackups(run, backup, backups)) << ReadText(log);
+      std::this_thread::sleep_for(std::chrono::milliseconds(extra_ms));
+      ASSERT_TRUE(hosts_->CutLink(host).ok());
+      EXPECT_EQ(run.Wait(), 0) << ReadText(log);
+    }
+    std::printf("round %d: %s cut after %d backups + %d ms; the job took %.1f s\n", round,
+                host.c_str(), backups, extra_ms,
+                std::chrono::duration<double>(Clock::now() - started).count());
+    const std::string text = ReadText(log);
+    EXPECT_THAT(text, HasSubstr("tower launch: lost " + host)) << text;
+    EXPECT_THAT(text, HasSubstr("tower launch: done on 2 hosts")) << text;
+    EXPECT_TRUE(ReadBytes(saved) == expected) << "the job ended with other bytes\n" << text;
+    // The cut host again as new for the next round.
+    ASSERT_TRUE(hosts_->KillHost(host).ok());
+    ASSERT_TRUE(hosts_->RestoreLink(host).ok());
+    if (HasFailure()) break;
+  }
+}
+
+}  // namespace
+}  // namespace tower
