@@ -228,20 +228,40 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
     }
     if (count == peers.size()) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      std::vector<std::string> missing;
-      std::vector<int> missing_ranks;
+      std::vector<int> missing;
       for (size_t i = 0; i < peers.size(); ++i) {
         if (!arrived[i]) {
-          missing.push_back(Describe(peers[i]));
-          missing_ranks.push_back(peers[i]);
+          missing.push_back(peers[i]);
           MPI_Cancel(&receives[i]);
         }
       }
-      MarkUnreachable(missing_ranks);
-      return DeadlineExceededError(Join(missing, ", ") + " never reached collective " +
-                                   std::to_string(sequence) + " (" + what + ") within " +
-                                   std::to_string(timeout.count()) + " ms; " + Describe(rank_) +
-                                   " gives up");
+      // A missing worker may be alive but behind, stuck in an earlier collective that this
+      // one completed (a dead worker's data reached some survivors and not others): the
+      // probe tells it from one that is gone. Only the silent ones are named unreachable.
+      const std::vector<int> silent = Probe(std::min(timeout, kProbeWindow));
+      std::vector<std::string> gone, behind;
+      std::vector<int> gone_ranks;
+      for (int rank : missing) {
+        if (std::find(silent.begin(), silent.end(), rank) != silent.end()) {
+          gone.push_back(Describe(rank));
+          gone_ranks.push_back(rank);
+        } else {
+          behind.push_back(Describe(rank));
+        }
+      }
+      MarkUnreachable(gone_ranks);
+      const std::string where = "collective " + std::to_string(sequence) + " (" + what + ")";
+      std::string message;
+      if (!gone.empty()) {
+        message = Join(gone, ", ") + " never reached " + where + " within " +
+                  std::to_string(timeout.count()) + " ms and does not answer";
+        if (!behind.empty()) message += "; " + Join(behind, ", ") + " still answers but is behind";
+      } else {
+        message = Join(behind, ", ") + " never reached " + where + " within " +
+                  std::to_string(timeout.count()) + " ms, though it still answers (stuck in "
+                  "an earlier collective, or its code took another path)";
+      }
+      return DeadlineExceededError(message + "; " + Describe(rank_) + " gives up");
     }
     if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

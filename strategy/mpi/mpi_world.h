@@ -7,7 +7,10 @@
 // ("rank 2 (host b) never reached collective 17: all-reduce of 6 tensors"). A collective
 // that all workers entered but that stalls (a worker or its host died, a link went down
 // mid-transfer) is followed by a short probe among the workers, so the error names the ones
-// that stopped answering ("rank 2 (host b) stopped answering during collective 17").
+// that stopped answering ("rank 2 (host b) stopped answering during collective 17"); so is
+// a worker that never arrives, which may be alive but behind (stuck in an earlier collective
+// that a dead worker's data completed for some survivors only): only the silent are named
+// unreachable.
 // Workers that reach different collectives (diverged code paths) are reported too. A worker
 // that fails should exit non-zero (AbortJob): it then prints the workers it found
 // unreachable as a report line for a supervisor (strategy/mpi/worker_report.h).
