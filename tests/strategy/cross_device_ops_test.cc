@@ -12,6 +12,7 @@
 #include "ops/testing/fake_gpu_kernels.h"
 #include "strategy/in_process_all_reduce.h"
 #include "strategy/reduction_to_one_device.h"
+#include "tests/testing/replica_threads.h"
 
 namespace tower {
 namespace {
@@ -19,6 +20,8 @@ namespace {
 using ::testing::HasSubstr;
 using testing::FakeGpuSpec;
 using testing::MakeContextWithFakeGpus;
+using testing::OnThreads;
+using testing::ReplicaNames;
 
 // Replica r, tensor t, element i holds (r + 1) · (i % 7 + t) / 2: the sum over n replicas is
 // n(n+1)/2 · (i % 7 + t) / 2, exact in float32.
@@ -33,22 +36,6 @@ std::unique_ptr<Context> Cpus(int n) {
   return context;
 }
 
-std::vector<std::string> Names(const std::vector<Device*>& devices) {
-  std::vector<std::string> names;
-  for (size_t r = 0; r < devices.size(); ++r) {
-    names.push_back("replica " + std::to_string(r) + " (" + devices[r]->full_name() + ")");
-  }
-  return names;
-}
-
-// Runs `body(r)` on n threads and returns their statuses.
-std::vector<Status> OnThreads(int n, const std::function<Status(int)>& body) {
-  std::vector<Status> results(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { results[r] = body(r); });
-  for (auto& t : threads) t.join();
-  return results;
-}
 
 void CheckAllReduce(CrossDeviceOps& ops, const std::vector<Device*>& devices,
                     const std::vector<int64_t>& sizes) {
@@ -85,7 +72,7 @@ TEST(InProcessAllReduceTest, ClosedFormSumsForManySizesAndReplicaCounts) {
   for (int n : {1, 2, 3, 4}) {
     auto context = Cpus(n);
     std::vector<Device*> devices = *context->Devices("CPU");
-    InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), n <= 2);
+    InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), n <= 2);
     for (const auto& sizes : kSizeSets) CheckAllReduce(ops, devices, sizes);
   }
 }
@@ -97,7 +84,7 @@ TEST(InProcessAllReduceTest, ClosedFormSumsForNineAndSixtyFiveReplicas) {
     auto context = Cpus(n);
     std::vector<Device*> devices = *context->Devices("CPU");
     ASSERT_EQ(static_cast<int>(devices.size()), n);
-    InProcessAllReduce ops(Names(devices), std::chrono::seconds(60), false);
+    InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(60), false);
     for (const auto& sizes : std::vector<std::vector<int64_t>>{{0}, {1}, {1023}, {1, 0, 5, 4096},
                                                                 {3000, 513}}) {
       CheckAllReduce(ops, devices, sizes);
@@ -108,7 +95,7 @@ TEST(InProcessAllReduceTest, ClosedFormSumsForNineAndSixtyFiveReplicas) {
 TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
   auto context = Cpus(2);
   std::vector<Device*> devices = *context->Devices("CPU");
-  InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), true);
+  InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), true);
   Tensor a = *Tensor::Zeros(devices[0], Shape{4});
   Tensor b = *Tensor::Zeros(devices[1], Shape{5});
   std::vector<Status> results = OnThreads(2, [&](int r) {
@@ -128,7 +115,7 @@ TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
 TEST(InProcessAllReduceTest, BroadcastCopiesReplicaZero) {
   auto context = Cpus(3);
   std::vector<Device*> devices = *context->Devices("CPU");
-  InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), false);
+  InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), false);
   std::vector<Tensor> tensors;
   for (int r = 0; r < 3; ++r) {
     tensors.push_back(*Tensor::FromHost(devices[r], Shape{3}, {float(r), float(r), float(r)}));
@@ -146,14 +133,14 @@ TEST(ReductionToOneDeviceTest, ClosedFormSumsAcrossCpusAndGpus) {
   TOWER_CHECK_OK(context->EnsureInitialized());
   std::vector<Device*> devices = {*context->FindDevice("/CPU:0"), *context->FindDevice("/GPU:0"),
                                   *context->FindDevice("/GPU:1")};
-  ReductionToOneDevice ops(devices[0], Names(devices), std::chrono::seconds(30), false);
+  ReductionToOneDevice ops(devices[0], ReplicaNames(devices), std::chrono::seconds(30), false);
   for (const auto& sizes : kSizeSets) CheckAllReduce(ops, devices, sizes);
 }
 
 TEST(ReductionToOneDeviceTest, AbortFromAFailingReplicaReleasesTheOthers) {
   auto context = Cpus(3);
   std::vector<Device*> devices = *context->Devices("CPU");
-  ReductionToOneDevice ops(devices[0], Names(devices), std::chrono::seconds(30), false);
+  ReductionToOneDevice ops(devices[0], ReplicaNames(devices), std::chrono::seconds(30), false);
   std::vector<Tensor> tensors;
   for (int r = 0; r < 3; ++r) tensors.push_back(*Tensor::Zeros(devices[r], Shape{8}));
   std::vector<Status> results = OnThreads(3, [&](int r) -> Status {
@@ -232,7 +219,7 @@ TEST(InProcessAllReduceTest, TreeSumsInClosedFormForEveryReplicaCount) {
   for (int n : {1, 2, 3, 4, 8}) {
     auto context = Cpus(n);
     std::vector<Device*> devices = *context->Devices("CPU");
-    InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), n <= 2);
+    InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), n <= 2);
     for (const auto& sizes : kSizeSets) CheckAllReduceTree(ops, devices, sizes);
   }
 }
@@ -243,15 +230,15 @@ TEST(ReductionToOneDeviceTest, TreeSumsInClosedFormAcrossCpusAndGpus) {
   TOWER_CHECK_OK(context->EnsureInitialized());
   std::vector<Device*> devices = {*context->FindDevice("/CPU:0"), *context->FindDevice("/GPU:0"),
                                   *context->FindDevice("/GPU:1")};
-  ReductionToOneDevice ops(devices[0], Names(devices), std::chrono::seconds(30), false);
+  ReductionToOneDevice ops(devices[0], ReplicaNames(devices), std::chrono::seconds(30), false);
   for (const auto& sizes : kSizeSets) CheckAllReduceTree(ops, devices, sizes);
 }
 
 TEST(InProcessAllReduceTest, TreeMismatchesAreReportedOnEveryReplica) {
   auto context = Cpus(2);
   std::vector<Device*> devices = *context->Devices("CPU");
-  InProcessAllReduce ops(Names(devices), std::chrono::seconds(30), true);
-  ReductionToOneDevice to_cpu(devices[0], Names(devices), std::chrono::seconds(30), true);
+  InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), true);
+  ReductionToOneDevice to_cpu(devices[0], ReplicaNames(devices), std::chrono::seconds(30), true);
   for (CrossDeviceOps* path : std::vector<CrossDeviceOps*>{&ops, &to_cpu}) {
     // Replica 1's subtree has 5 elements where replica 0's root has 4; then a leaf is missing.
     for (bool missing_leaf : {false, true}) {

@@ -16,27 +16,12 @@
 #include "strategy/gpu_collectives.h"
 #include "strategy/mirrored_strategy.h"
 #include "tests/testing/gpu.h"
+#include "tests/testing/gpu_contexts.h"
 
 namespace tower {
 namespace {
 
-// A fresh context over the real platforms; `virtual_gpus` > 0 splits card 0 into that many
-// logical GPUs of 1 GiB. nullptr without a GPU.
-std::unique_ptr<Context> RealContext(int virtual_gpus) {
-  std::vector<std::unique_ptr<Platform>> platforms;
-  platforms.push_back(CreateCpuPlatform());
-  platforms.push_back(CreateGpuPlatform());
-  auto context = std::make_unique<Context>(std::move(platforms));
-  const std::vector<PhysicalDevice> gpus = context->ListPhysicalDevices("GPU");
-  if (gpus.empty()) return nullptr;
-  if (virtual_gpus > 0) {
-    TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
-        gpus[0], std::vector<LogicalDeviceConfiguration>(virtual_gpus,
-                                                         LogicalDeviceConfiguration{1024})));
-  }
-  TOWER_CHECK_OK(context->EnsureInitialized());
-  return context;
-}
+using testing::RealGpuContext;
 
 // Replica r's element i of tensor t: (r + 1)·(i % 5 + t); the sum is n(n+1)/2·(i % 5 + t).
 void CheckClosedForm(CrossDeviceOps& ops, const std::vector<Device*>& devices) {
@@ -83,7 +68,7 @@ std::vector<std::string> Names(int n) {
 
 TEST(GpuStrategyTest, SameCardAllReduceOverVirtualGpus) {
   for (int n : {2, 4}) {
-    auto context = RealContext(n);
+    auto context = RealGpuContext(n);
     if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
     std::vector<Device*> gpus = *context->Devices("GPU");
     gpus.resize(n);  // card 0's logical GPUs
@@ -94,7 +79,7 @@ TEST(GpuStrategyTest, SameCardAllReduceOverVirtualGpus) {
 }
 
 TEST(GpuStrategyTest, NcclAcrossCards) {
-  auto context = RealContext(0);
+  auto context = RealGpuContext(0);
   if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   std::vector<Device*> gpus = *context->Devices("GPU");
   if (gpus.size() < 2) GTEST_SKIP() << "NCCL needs two cards; this machine has one";
@@ -105,7 +90,7 @@ TEST(GpuStrategyTest, NcclAcrossCards) {
 }
 
 TEST(GpuStrategyTest, NcclRefusesTwoRanksOnOneCard) {
-  auto context = RealContext(2);
+  auto context = RealGpuContext(2);
   if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   std::vector<Device*> gpus = *context->Devices("GPU");
   gpus.resize(2);
@@ -116,7 +101,7 @@ TEST(GpuStrategyTest, NcclRefusesTwoRanksOnOneCard) {
 
 // K steps of an MLP on `replicas` virtual GPUs (0: one GPU, no strategy).
 std::vector<std::vector<float>> Train(int replicas) {
-  auto context = RealContext(std::max(replicas, 1));
+  auto context = RealGpuContext(std::max(replicas, 1));
   ScopedDefaultContext use(*context);
   data::SyntheticOptions mlp;
   mlp.name = "mlp";
@@ -148,7 +133,7 @@ std::vector<std::vector<float>> Train(int replicas) {
 }
 
 TEST(GpuStrategyTest, VirtualGpusTrainLikeOneGpuOnTheGlobalBatch) {
-  if (RealContext(0) == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
+  if (RealGpuContext(0) == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   const auto single = Train(0);
   for (int replicas : {2, 4}) {
     const auto distributed = Train(replicas);

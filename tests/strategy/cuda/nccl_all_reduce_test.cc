@@ -21,21 +21,18 @@
 #include "ops/nn_ops.h"
 #include "strategy/gpu_collectives.h"
 #include "strategy/mirrored_strategy.h"
+#include "tests/testing/gpu_contexts.h"
 
 namespace tower {
 namespace {
 
 using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using testing::MakeNcclWorkers;
+using testing::NcclWorker;
+using testing::RealGpuContext;
 
-std::unique_ptr<Context> Gpus() {
-  std::vector<std::unique_ptr<Platform>> platforms;
-  platforms.push_back(CreateCpuPlatform());
-  platforms.push_back(CreateGpuPlatform());
-  auto context = std::make_unique<Context>(std::move(platforms));
-  TOWER_CHECK_OK(context->EnsureInitialized());
-  return context;
-}
+std::unique_ptr<Context> Gpus() { return RealGpuContext(0, /*require_gpu=*/false); }
 
 Tensor Filled(Device* device, int64_t n, float value) {
   return *Tensor::FromHost(device, Shape{n}, std::vector<float>(static_cast<size_t>(n), value));
@@ -58,42 +55,10 @@ T WithinOrDie(milliseconds limit, const char* what, std::function<T()> fn) {
   return result.get();
 }
 
-struct Worker {
-  std::unique_ptr<CrossDeviceOps> ops;
-  Status status;
-};
-
-// Builds the cross-process ops of `workers` "processes" at once (setup waits for every rank):
-// worker w owns devices[w] and ranks first_rank[w]...
-std::vector<Worker> MakeWorkers(const std::vector<std::vector<Device*>>& devices,
-                                milliseconds timeout) {
-  const std::string id = *NewNcclUniqueId();
-  int world = 0;
-  for (const auto& local : devices) world += static_cast<int>(local.size());
-  std::vector<Worker> workers(devices.size());
-  std::vector<std::thread> threads;
-  int first = 0;
-  for (size_t w = 0; w < devices.size(); ++w) {
-    threads.emplace_back([&, w, first] {
-      std::vector<std::string> names;
-      for (size_t r = 0; r < devices[w].size(); ++r) {
-        names.push_back("worker " + std::to_string(w) + " replica " + std::to_string(r));
-      }
-      StatusOr<std::unique_ptr<CrossDeviceOps>> ops =
-          MakeNcclAllReduceAcrossProcesses(devices[w], names, timeout, id, first, world);
-      workers[w].status = ops.status();
-      if (ops.ok()) workers[w].ops = std::move(*ops);
-    });
-    first += static_cast<int>(devices[w].size());
-  }
-  for (auto& thread : threads) thread.join();
-  return workers;
-}
-
 TEST(NcclAcrossProcessesTest, AKernelAfterACollectiveThatHadToWaitSucceeds) {
   auto context = Gpus();
   std::vector<Device*> gpus = *context->Devices("GPU");
-  std::vector<Worker> workers = MakeWorkers({{gpus[0]}, {gpus[1]}}, milliseconds(10000));
+  std::vector<NcclWorker> workers = MakeNcclWorkers({{gpus[0]}, {gpus[1]}}, milliseconds(10000));
   ASSERT_TRUE(workers[0].status.ok()) << workers[0].status;
   ASSERT_TRUE(workers[1].status.ok()) << workers[1].status;
   Tensor a = Filled(gpus[0], 1024, 1.0f);
@@ -125,7 +90,7 @@ TEST(NcclAcrossProcessesTest, TwoReplicasTimingOutTogetherEachAbortTheirCommunic
   const int64_t aborted_before = cudaemu::testing::NcclCommunicatorsAborted();
   const int64_t live_before = cudaemu::testing::NcclLiveCommunicators();
   // The deadline also bounds setup: long enough for a loaded machine.
-  std::vector<Worker> workers = MakeWorkers({{gpus[0], gpus[1]}, {gpus[2]}}, milliseconds(1000));
+  std::vector<NcclWorker> workers = MakeNcclWorkers({{gpus[0], gpus[1]}, {gpus[2]}}, milliseconds(1000));
   ASSERT_TRUE(workers[0].status.ok()) << workers[0].status;
   ASSERT_TRUE(workers[1].status.ok()) << workers[1].status;
   Tensor t0 = Filled(gpus[0], 256, 1.0f);

@@ -37,49 +37,21 @@
 #include "strategy/gpu_collectives.h"
 #include "strategy/summation_tree.h"
 #include "tests/testing/gpu.h"
+#include "tests/testing/gpu_contexts.h"
+#include "tests/testing/replica_threads.h"
 
 namespace tower {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::MakeNcclWorkers;
+using testing::NcclWorker;
+using testing::OnThreads;
+using testing::RealGpuContext;
+using testing::ReplicaNames;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kTimeout(60000);
-
-// A fresh context over the real platforms; `virtual_gpus` > 0 splits card 0 into that many
-// logical GPUs of 1 GiB. nullptr without a GPU.
-std::unique_ptr<Context> GpuContext(int virtual_gpus) {
-  std::vector<std::unique_ptr<Platform>> platforms;
-  platforms.push_back(CreateCpuPlatform());
-  platforms.push_back(CreateGpuPlatform());
-  auto context = std::make_unique<Context>(std::move(platforms));
-  const std::vector<PhysicalDevice> gpus = context->ListPhysicalDevices("GPU");
-  if (gpus.empty()) return nullptr;
-  if (virtual_gpus > 0) {
-    TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
-        gpus[0], std::vector<LogicalDeviceConfiguration>(virtual_gpus,
-                                                         LogicalDeviceConfiguration{1024})));
-  }
-  TOWER_CHECK_OK(context->EnsureInitialized());
-  return context;
-}
-
-std::vector<std::string> Names(const std::vector<Device*>& devices) {
-  std::vector<std::string> names;
-  for (size_t r = 0; r < devices.size(); ++r) {
-    names.push_back("replica " + std::to_string(r) + " (" + devices[r]->full_name() + ")");
-  }
-  return names;
-}
-
-// Runs `body(i)` for i < n on threads of their own; their statuses.
-std::vector<Status> OnThreads(int n, const std::function<Status(int)>& body) {
-  std::vector<Status> results(n);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i) threads.emplace_back([&, i] { results[i] = body(i); });
-  for (auto& thread : threads) thread.join();
-  return results;
-}
 
 // ---- The host reference.
 
@@ -298,11 +270,11 @@ std::vector<Replica> Local(CrossDeviceOps& ops, const std::vector<Device*>& devi
 
 TEST(TreeAllReduceTest, SameCardGivesTheHostTreesBitsOnOneToFourVirtualGpus) {
   for (int n : {1, 2, 3, 4}) {
-    auto context = GpuContext(n);
+    auto context = RealGpuContext(n);
     if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
     std::vector<Device*> gpus = *context->Devices("GPU");
     gpus.resize(n);  // card 0's logical GPUs
-    auto ops = MakeSameCardAllReduce(gpus, Names(gpus), kTimeout, false);
+    auto ops = MakeSameCardAllReduce(gpus, ReplicaNames(gpus), kTimeout, false);
     ASSERT_TRUE(ops.ok()) << ops.status();
     for (int leaves : kLeafCounts) {
       for (const auto& sizes : kSizeSets) {
@@ -316,11 +288,11 @@ TEST(TreeAllReduceTest, SameCardGivesTheHostTreesBitsOnOneToFourVirtualGpus) {
 TEST(TreeAllReduceTest, SameCardTakesAnyTilingOfTheLeaves) {
   // Not only the cover of ReplicaRows: replica 1 passes its leaves one by one (the kernel
   // forms [2,4) and [4,6) itself), replica 2 holds one leaf, replica 0 the rest of [0,8).
-  auto context = GpuContext(3);
+  auto context = RealGpuContext(3);
   if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   std::vector<Device*> gpus = *context->Devices("GPU");
   gpus.resize(3);
-  auto ops = MakeSameCardAllReduce(gpus, Names(gpus), kTimeout, false);
+  auto ops = MakeSameCardAllReduce(gpus, ReplicaNames(gpus), kTimeout, false);
   ASSERT_TRUE(ops.ok()) << ops.status();
   std::vector<Replica> replicas = {
       {ops->get(), 0, gpus[0], {{0, 2}}},
@@ -332,14 +304,14 @@ TEST(TreeAllReduceTest, SameCardTakesAnyTilingOfTheLeaves) {
 
 TEST(TreeAllReduceTest, NcclGivesTheHostTreesBitsOnOneToFourCards) {
   for (int n : {1, 2, 3, 4}) {
-    auto context = GpuContext(0);
+    auto context = RealGpuContext(0);
     if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
     std::vector<Device*> gpus = *context->Devices("GPU");
     if (static_cast<int>(gpus.size()) < n) {
       GTEST_SKIP() << n << " NCCL ranks need " << n << " cards; this machine has " << gpus.size();
     }
     gpus.resize(n);
-    auto ops = MakeNcclAllReduce(gpus, Names(gpus), kTimeout);
+    auto ops = MakeNcclAllReduce(gpus, ReplicaNames(gpus), kTimeout);
     ASSERT_TRUE(ops.ok()) << ops.status();
     for (int leaves : kLeafCounts) {
       for (const auto& sizes : kSizeSets) {
@@ -350,36 +322,8 @@ TEST(TreeAllReduceTest, NcclGivesTheHostTreesBitsOnOneToFourCards) {
   }
 }
 
-// Builds the cross-process NCCL ops of several "processes" at once (setup waits for every
-// rank): worker w owns devices[w], NCCL ranks numbered on from the previous worker's.
-std::vector<std::unique_ptr<CrossDeviceOps>> Workers(
-    const std::vector<std::vector<Device*>>& devices) {
-  const std::string id = *NewNcclUniqueId();
-  int world = 0;
-  for (const auto& local : devices) world += static_cast<int>(local.size());
-  std::vector<std::unique_ptr<CrossDeviceOps>> workers(devices.size());
-  std::vector<Status> statuses(devices.size());
-  std::vector<std::thread> threads;
-  int first = 0;
-  for (size_t w = 0; w < devices.size(); ++w) {
-    threads.emplace_back([&, w, first] {
-      std::vector<std::string> names;
-      for (size_t r = 0; r < devices[w].size(); ++r) {
-        names.push_back("worker " + std::to_string(w) + " replica " + std::to_string(r));
-      }
-      auto ops = MakeNcclAllReduceAcrossProcesses(devices[w], names, kTimeout, id, first, world);
-      statuses[w] = ops.status();
-      if (ops.ok()) workers[w] = std::move(*ops);
-    });
-    first += static_cast<int>(devices[w].size());
-  }
-  for (auto& thread : threads) thread.join();
-  for (const Status& status : statuses) EXPECT_TRUE(status.ok()) << status;
-  return workers;
-}
-
 TEST(TreeAllReduceTest, NcclAcrossProcessesGivesTheHostTreesBits) {
-  auto context = GpuContext(0);
+  auto context = RealGpuContext(0);
   if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   std::vector<Device*> gpus = *context->Devices("GPU");
   if (gpus.size() < 4) GTEST_SKIP() << "needs 4 cards; this machine has " << gpus.size();
@@ -387,15 +331,15 @@ TEST(TreeAllReduceTest, NcclAcrossProcessesGivesTheHostTreesBits) {
   for (const std::vector<std::vector<Device*>>& layout :
        std::vector<std::vector<std::vector<Device*>>>{{{gpus[0], gpus[1]}, {gpus[2], gpus[3]}},
                                                       {{gpus[0]}, {gpus[1]}, {gpus[2]}}}) {
-    std::vector<std::unique_ptr<CrossDeviceOps>> workers = Workers(layout);
-    for (const auto& worker : workers) ASSERT_NE(worker, nullptr);
+    std::vector<NcclWorker> workers = MakeNcclWorkers(layout, kTimeout);
+    for (const NcclWorker& worker : workers) ASSERT_TRUE(worker.status.ok()) << worker.status;
     int world = 0;
     for (const auto& local : layout) world += static_cast<int>(local.size());
     for (int leaves : kLeafCounts) {
       std::vector<Replica> replicas;
       for (size_t w = 0; w < layout.size(); ++w) {
         for (size_t r = 0; r < layout[w].size(); ++r) {
-          replicas.push_back({workers[w].get(), static_cast<int>(r), layout[w][r],
+          replicas.push_back({workers[w].ops.get(), static_cast<int>(r), layout[w][r],
                               Cover(leaves, world, static_cast<int>(replicas.size()))});
         }
       }
@@ -430,11 +374,11 @@ void ExpectRefusedEverywhere(CrossDeviceOps& ops, BadCall& call) {
 }
 
 TEST(TreeAllReduceTest, SameCardMismatchesAreReportedOnEveryReplica) {
-  auto context = GpuContext(2);
+  auto context = RealGpuContext(2);
   if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   std::vector<Device*> gpus = *context->Devices("GPU");
   gpus.resize(2);
-  auto ops = MakeSameCardAllReduce(gpus, Names(gpus), kTimeout, false);
+  auto ops = MakeSameCardAllReduce(gpus, ReplicaNames(gpus), kTimeout, false);
   ASSERT_TRUE(ops.ok()) << ops.status();
   Tensor a = *Tensor::Zeros(gpus[0], Shape{4});
   Tensor b = *Tensor::Zeros(gpus[1], Shape{4});
@@ -469,12 +413,12 @@ TEST(TreeAllReduceTest, SameCardMismatchesAreReportedOnEveryReplica) {
 }
 
 TEST(TreeAllReduceTest, NcclMismatchesAreReportedOnEveryReplica) {
-  auto context = GpuContext(0);
+  auto context = RealGpuContext(0);
   if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   std::vector<Device*> gpus = *context->Devices("GPU");
   if (gpus.size() < 2) GTEST_SKIP() << "needs 2 cards; this machine has " << gpus.size();
   gpus.resize(2);
-  auto ops = MakeNcclAllReduce(gpus, Names(gpus), kTimeout);
+  auto ops = MakeNcclAllReduce(gpus, ReplicaNames(gpus), kTimeout);
   ASSERT_TRUE(ops.ok()) << ops.status();
   Tensor a = *Tensor::Zeros(gpus[0], Shape{4});
   Tensor a2 = *Tensor::Zeros(gpus[0], Shape{4});
