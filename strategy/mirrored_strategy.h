@@ -57,6 +57,11 @@ struct MirroredStrategyOptions {
   // cross-device path. Keep it the same across the runs to compare; it must be at least
   // the number of replicas in sync. 0: off (one pass per replica, sums in path order).
   int virtual_shards = 0;
+  // Across workers (MultiWorkerMirroredStrategy): the wall clocks are compared when the
+  // strategy is made. Training never depends on them (each worker times its own deadlines),
+  // but logs and file times from hosts whose clocks disagree mislead: a skew over 2 s is
+  // logged, and one over this limit is refused, naming both workers. 0: never refused.
+  std::chrono::milliseconds max_clock_skew{0};
   // Context to take devices from; nullptr: Context::Default().
   Context* context = nullptr;
 };

@@ -70,6 +70,7 @@ struct TrainFlags {
   bool deterministic = false;
   int64_t virtual_shards = 8;
   double collective_timeout_s = 300;
+  double max_clock_skew_s = 0;
   bool log_device_placement = false;
   DeviceFlags device;
 };
@@ -312,6 +313,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddInt("virtual-shards", &flags.virtual_shards, "with --deterministic: fixed shards each global batch is cut into (keep it the same across the runs you compare; at least the replicas in sync)");
   parser.AddDouble("collective-timeout", &flags.collective_timeout_s,
                    "seconds a collective waits for every replica and worker before failing");
+  parser.AddDouble("max-clock-skew", &flags.max_clock_skew_s, "under mpirun: refuse to start when the workers' wall clocks differ by more than this many seconds (0: only a warning, from 2 s on; training never depends on the clocks)");
   parser.AddBool("log-device-placement", &flags.log_device_placement, "print where every op runs");
   AddDeviceFlags(&parser, &flags.device);
   Status status = parser.Parse(args);
@@ -348,6 +350,11 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     return Usage(err, InvalidArgumentError("--collective-timeout must be between 0.001 and "
                                            "604800 seconds, got " +
                                            std::to_string(flags.collective_timeout_s)));
+  }
+  if (!(flags.max_clock_skew_s >= 0 && flags.max_clock_skew_s <= 365.0 * 86400)) {
+    return Usage(err, InvalidArgumentError("--max-clock-skew must be between 0 and 31536000 "
+                                           "seconds, got " +
+                                           std::to_string(flags.max_clock_skew_s)));
   }
   if (flags.backup_every <= 0) {
     return Usage(err, InvalidArgumentError("--backup-every must be a positive number of steps"));
@@ -432,6 +439,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   strategy_options.virtual_shards = flags.deterministic ? static_cast<int>(flags.virtual_shards) : 0;
   strategy_options.collective_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout_s * 1000));
+  strategy_options.max_clock_skew =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.max_clock_skew_s * 1000));
   if (!flags.devices.empty()) {
     strategy_options.devices = Split(flags.devices, ',');
   } else {

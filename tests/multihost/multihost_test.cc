@@ -8,6 +8,8 @@
 //     collective deadline (+ the probe and a few seconds), naming the lost worker and its
 //     host in Tower's own words; the last backup is whole;
 //   - a host that reads other data is refused before the first step, both sides named;
+//   - a host whose wall clock is a day off is named in a warning (training unchanged), and
+//     refused with --max-clock-skew;
 //   - `tower launch`: a host cut at a random step is dropped, the job finishes on the other
 //     two with the bytes of an uninterrupted run (10 times in a row, random cut points).
 #include <chrono>
@@ -220,6 +222,35 @@ TEST_F(MultiHostTest, AHostReadingOtherDataIsRefusedBeforeTheFirstStep) {
   EXPECT_THAT(refused.text, HasSubstr("--data=" + data)) << refused.text;
   EXPECT_THAT(refused.text, Not(HasSubstr("Epoch 1/2"))) << "no step may run";
   EXPECT_FALSE(std::ifstream(backup).good()) << "nothing may be written";
+}
+
+TEST_F(MultiHostTest, AHostWithAnotherClockIsNamedAndRefusedBeyondTheAllowedSkew) {
+  const std::string train = std::string(kTrain) + " --epochs=2";
+  const std::string reference = TempPath("clock_reference.safetensors");
+  const ProgramOutput one = Tower(train + " --save=" + reference);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  // host3's wall clock a day ahead (its monotonic clock, which deadlines use, unchanged).
+  ASSERT_TRUE(hosts_->SetClockOffset("host3", 86400).ok());
+  const std::string skew = "the clock of rank 2 (host host3) is 8640";
+  // By default: a warning naming both hosts, and training as if nothing differed.
+  const std::string saved = TempPath("clock.safetensors");
+  const ProgramOutput warned =
+      RunCommand(Mpirun("host1,host2,host3", 3, train + " --save=" + saved));
+  ASSERT_EQ(warned.exit_code, 0) << warned.text;
+  EXPECT_THAT(warned.text, HasSubstr(skew)) << warned.text;
+  EXPECT_THAT(warned.text, HasSubstr("s ahead of rank 0 (host host1)'s: logs and file times"))
+      << warned.text;
+  EXPECT_TRUE(ReadBytes(saved) == ReadBytes(reference)) << "the skew changed the training";
+  // With a limit: refused before the first step, both sides named, nothing written.
+  const std::string refused_file = TempPath("clock_refused.safetensors");
+  const ProgramOutput refused = RunCommand(Mpirun(
+      "host1,host2,host3", 3, train + " --max-clock-skew=60 --save=" + refused_file));
+  EXPECT_NE(refused.exit_code, 0) << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr("workers disagree before the first step: " + skew))
+      << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr("more than the 60 s allowed")) << refused.text;
+  EXPECT_THAT(refused.text, Not(HasSubstr("Epoch 1/2"))) << "no step may run";
+  EXPECT_FALSE(std::ifstream(refused_file).good()) << "nothing may be written";
 }
 
 TEST_F(MultiHostTest, ALostHostIsDroppedAndTheJobEndsWithTheBytesOfAnUninterruptedRun) {

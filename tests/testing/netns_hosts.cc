@@ -20,6 +20,7 @@ namespace {
 
 constexpr char kNamespacePrefix[] = "tw";
 constexpr char kSubnet[] = "10.231.0";
+constexpr char kFakeTime[] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 std::string Quote(const std::string& text) {
   std::string quoted = "'";
@@ -185,6 +186,7 @@ StatusOr<std::unique_ptr<NetnsHosts>> NetnsHosts::Create(int count) {
     }
   }
   WriteFile(hosts->dir_ + "/binds", "");
+  WriteFile(hosts->dir_ + "/clocks", "");
   hosts->WriteAgent();
   return hosts;
 }
@@ -219,6 +221,10 @@ void NetnsHosts::WriteAgent() const {
       "esac\n"
       "binds=$(awk -v h=\"$host\" '$1 == h {printf \"mount --bind %s %s && \", $2, $3}' " +
       dir_ + "/binds)\n"
+      "offset=$(awk -v h=\"$host\" '$1 == h {print $2}' " + dir_ + "/clocks)\n"
+      "if [ -n \"$offset\" ]; then\n"
+      "  export LD_PRELOAD=" + kFakeTime + " FAKETIME=\"${offset}\" FAKETIME_DONT_FAKE_MONOTONIC=1\n"
+      "fi\n"
       "exec ip netns exec \"$ns\" unshare --uts --mount sh -c \"${binds}hostname $host && exec sh -c \\\"\\$0\\\"\" \"$*\"\n";
   WriteFile(dir_ + "/agent", agent, 0755);
 }
@@ -244,6 +250,18 @@ Status NetnsHosts::ShowFileOnHost(const std::string& host, const std::string& pa
   if (Namespace(host).empty()) return InvalidArgumentError("no test host " + host);
   std::ofstream(dir_ + "/binds", std::ios::app) << host << " " << replacement << " " << path
                                                 << "\n";
+  return OkStatus();
+}
+
+Status NetnsHosts::SetClockOffset(const std::string& host, int64_t seconds) {
+  if (Namespace(host).empty()) return InvalidArgumentError("no test host " + host);
+  if (access(kFakeTime, R_OK) != 0) {
+    return FailedPreconditionError(std::string(kFakeTime) +
+                                   " is missing: install Debian's faketime package (./bazelw "
+                                   "does)");
+  }
+  std::ofstream(dir_ + "/clocks", std::ios::app)
+      << host << " " << (seconds >= 0 ? "+" : "") << seconds << "\n";
   return OkStatus();
 }
 

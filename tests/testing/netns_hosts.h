@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,10 @@ class NetnsHosts {
   // From now on, processes started on `host` see the file `replacement` at `path`.
   Status ShowFileOnHost(const std::string& host, const std::string& path,
                         const std::string& replacement);
+  // From now on, processes started on `host` read a wall clock `seconds` ahead (behind when
+  // negative) of the machine's: libfaketime (Debian's faketime package) preloaded; their
+  // monotonic clock is left alone.
+  Status SetClockOffset(const std::string& host, int64_t seconds);
   // The host's switch port down (its cable pulled) or up again.
   Status CutLink(const std::string& host);
   Status RestoreLink(const std::string& host);
