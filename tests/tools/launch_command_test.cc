@@ -1,0 +1,163 @@
+// `tower launch`'s supervision, against a stand-in for mpirun (a script that prints what
+// workers would print and records how it was called): which hosts it relaunches on, when it
+// gives up, and its bad flags. The real thing, mpirun over hosts in network namespaces, is
+// tests/multihost.
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "tests/testing/tower_cli.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::ProgramOutput;
+using testing::ReadLines;
+using testing::TempPath;
+using testing::Tower;
+
+// A stand-in for mpirun: appends its arguments to calls.txt, then plays the scene its host
+// list (-H) selects from scenes.txt ("<hosts> <scene>"; the first match): `ok` (every rank
+// starts and finishes), `lose-HOST` (every rank starts, rank 0 reports HOST unreachable,
+// then it hangs until killed), `no-start` (exits at once, printing Open MPI's daemon error),
+// `hang` (prints nothing, hangs), `error` (every rank starts, one prints Tower's error line).
+class LaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempPath("launch_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    mkdir(dir_.c_str(), 0755);
+    mpirun_ = dir_ + "/mpirun";
+    std::ofstream script(mpirun_);
+    script << "#!/bin/sh\n"
+              "echo \"$*\" >> " << dir_ << "/calls.txt\n"
+              "hosts=''; np=0; prev=''\n"
+              "for a in \"$@\"; do\n"
+              "  [ \"$prev\" = -H ] && hosts=\"$a\"\n"
+              "  [ \"$prev\" = -np ] && np=\"$a\"\n"
+              "  prev=\"$a\"\n"
+              "done\n"
+              "scene=$(awk -v h=\"$hosts\" '$1 == h {print $2; exit}' " << dir_ << "/scenes.txt)\n"
+              "started() { r=0; while [ $r -lt $np ]; do echo \"tower-worker: started: rank $r of $np\"; r=$((r+1)); done; }\n"
+              "case \"$scene\" in\n"
+              "  ok) started; r=0; while [ $r -lt $np ]; do echo \"[rank $r] tower-worker: finished: rank $r of $np\"; r=$((r+1)); done ;;\n"
+              "  lose-*) started; echo \"error: rank 2 (host ${scene#lose-}) never reached collective 7\";\n"
+              "          echo \"tower-worker: unreachable: rank 2 on ${scene#lose-}\"; exec sleep 600 ;;\n"
+              "  no-start) echo 'ORTE was unable to reliably start one or more daemons.'; exit 1 ;;\n"
+              "  hang) exec sleep 600 ;;\n"
+              "  error) started; echo 'error: --data=x.csv: no such file'; exit 0 ;;\n"
+              "  *) echo \"stand-in mpirun: no scene for $hosts\"; exit 3 ;;\n"
+              "esac\n";
+    script.close();
+    chmod(mpirun_.c_str(), 0755);
+  }
+  void Scenes(const std::string& text) { std::ofstream(dir_ + "/scenes.txt") << text; }
+  ProgramOutput Launch(const std::string& flags, const std::string& train = kTrain) {
+    const std::string grace = flags.find("--grace") == std::string::npos ? " --grace=0.2" : "";
+    return Tower("launch --mpirun=" + mpirun_ + grace + " " + flags + " -- " + train);
+  }
+  std::vector<std::string> Calls() { return ReadLines(dir_ + "/calls.txt"); }
+
+  static constexpr const char* kTrain = "train --data=d.csv --backup=/shared/run.backup";
+  std::string dir_, mpirun_;
+};
+
+TEST_F(LaunchTest, ALostHostIsDroppedAndTheJobRelaunchedOnTheRestWithResume) {
+  Scenes("host1:2,host2:2,host3:2 lose-host3\nhost1:2,host2:2 ok\n");
+  const ProgramOutput out = Launch("--hosts=host1,host2,host3 --workers-per-host=2");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("tower launch: lost host3 (reported unreachable by the workers)"));
+  EXPECT_THAT(out.text, HasSubstr("still running 0.2 s after a host was reported lost: ending it"));
+  EXPECT_THAT(out.text, HasSubstr("relaunching on host1, host2 from the backup (restart 1 of at most 3)"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: done on 2 hosts (host1, host2) after 1 restart"));
+  const std::vector<std::string> calls = Calls();
+  ASSERT_EQ(calls.size(), 2u) << out.text;
+  EXPECT_THAT(calls[0], HasSubstr("-H host1:2,host2:2,host3:2 -np 6 --enable-recovery"));
+  EXPECT_THAT(calls[1], HasSubstr("-H host1:2,host2:2 -np 4 --enable-recovery"));
+  for (const std::string& call : calls) {
+    EXPECT_THAT(call, HasSubstr("-x TOWER_WORKER_REPORTS=1"));
+    EXPECT_THAT(call, HasSubstr(" train --data=d.csv --backup=/shared/run.backup --resume"));
+  }
+}
+
+TEST_F(LaunchTest, AWorkerNamingAShortHostNameDropsTheFullName) {
+  Scenes("a.cluster:1,b.cluster:1 lose-b\na.cluster:1 ok\n");
+  const ProgramOutput out = Launch("--hosts=a.cluster,b.cluster");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("lost b.cluster"));
+}
+
+TEST_F(LaunchTest, ItGivesUpBelowMinHostsAndAfterMaxRestarts) {
+  Scenes("host1:1,host2:1,host3:1 lose-host3\nhost1:1,host2:1 lose-host2\n");
+  ProgramOutput out = Launch("--hosts=host1,host2,host3 --min-hosts=2");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("1 host would remain (host1), fewer than --min-hosts=2; giving up"));
+  EXPECT_EQ(Calls().size(), 2u);
+  out = Launch("--hosts=host1,host2,host3 --max-restarts=0");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("--max-restarts=0 reached; giving up"));
+}
+
+TEST_F(LaunchTest, TheFirstHostIsNeverDropped) {
+  Scenes("host1:1,host2:1 lose-host1\n");
+  const ProgramOutput out = Launch("--hosts=host1,host2");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("workers report the first host, host1, unreachable"));
+}
+
+TEST_F(LaunchTest, AJobThatDidNotStartIsRelaunchedOnTheSameHostsUpToMaxRestarts) {
+  Scenes("host1:1,host2:1 no-start\n");
+  ProgramOutput out = Launch("--hosts=host1,host2 --max-restarts=2");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("0 of 2 workers started before mpirun ended: relaunching on the same hosts (restart 1 of at most 2)"));
+  EXPECT_THAT(out.text, HasSubstr("0 of 2 workers started, and --max-restarts=2 is reached; giving up"));
+  EXPECT_EQ(Calls().size(), 3u);
+  // One that hangs without starting is ended after --start-timeout.
+  Scenes("host1:1,host2:1 hang\n");
+  out = Launch("--hosts=host1,host2 --max-restarts=0 --start-timeout=0.3");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("0 of 2 workers started within 0.3 s: ending mpirun"));
+}
+
+TEST_F(LaunchTest, AWorkerErrorIsNotRestarted) {
+  Scenes("host1:1,host2:1 error\n");
+  const ProgramOutput out = Launch("--hosts=host1,host2");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("0 of 2 workers finished and none reported a lost host"));
+  EXPECT_THAT(out.text, HasSubstr("not restarting"));
+  EXPECT_EQ(Calls().size(), 1u);
+}
+
+TEST_F(LaunchTest, BadFlagsAreRefusedBeforeAnythingRuns) {
+  Scenes("");
+  const struct {
+    std::string flags, train, message;
+  } cases[] = {
+      {"", kTrain, "--hosts is required"},
+      {"--hosts=a,a", kTrain, "--hosts names a twice"},
+      {"--hosts=a,b --min-hosts=3", kTrain, "--min-hosts must be between 1 and the 2 hosts given"},
+      {"--hosts=a --workers-per-host=0", kTrain, "--workers-per-host must be between 1 and 1024"},
+      {"--hosts=a --max-restarts=-1", kTrain, "--max-restarts must be 0 or more"},
+      {"--hosts=a --grace=0", kTrain, "--grace must be between 0 and 3600 seconds"},
+      {"--hosts=a --start-timeout=-1", kTrain, "--start-timeout must be between"},
+      {"--hosts=a", "evaluate --model=m", "give the job after --"},
+      {"--hosts=a", "train --data=d.csv", "the train command needs --backup=PATH"},
+      {"--hosts=a", "train --backup=b --resume=false", "--resume=false"},
+      {"--hosts=a --bogus=1", kTrain, "unknown flag --bogus"},
+  };
+  for (const auto& c : cases) {
+    const ProgramOutput out = Launch(c.flags, c.train);
+    EXPECT_EQ(out.exit_code, 2) << c.flags << " -- " << c.train << "\n" << out.text;
+    EXPECT_THAT(out.text, HasSubstr(c.message)) << c.flags << " -- " << c.train;
+    EXPECT_THAT(out.text, Not(HasSubstr("tower launch: run"))) << "nothing may run";
+  }
+  EXPECT_TRUE(Calls().empty());
+}
+
+}  // namespace
+}  // namespace tower
