@@ -450,10 +450,11 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     strategy_options.devices = *devices;
   }
   if (flags.deterministic && strategy_options.devices.empty()) {
-    // One device still computes the virtual shards one by one: a strategy over it.
-    StatusOr<Device*> device = context.DefaultDevice();
-    if (!device.ok()) return Usage(err, device.status());
-    strategy_options.devices = {(*device)->full_name()};
+    // One device still computes the virtual shards one by one: a strategy over it, the
+    // default device named as ConfigureReplicaDevices names replicas. Not by its full name:
+    // that would initialize the context, and under mpirun the strategy first names the
+    // devices for this worker (/job:worker/task:<rank>).
+    strategy_options.devices = {context.GetVisibleDevices("GPU").empty() ? "/CPU:0" : "/GPU:0"};
   }
   config::SetLogDevicePlacement(flags.log_device_placement);
   // Under mpirun this process is one worker of a MultiWorkerMirroredStrategy, and --replicas
