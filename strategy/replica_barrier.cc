@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <sched.h>
 
+#include "util/logging.h"
 #include "util/strings.h"
 
 namespace tower {
@@ -46,20 +47,37 @@ Status ReplicaBarrier::Wait(int replica) {
       sched_yield();
     }
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool released = cv_.wait_for(lock, timeout_, [&] {
-    return generation_.load(std::memory_order_acquire) != generation ||
-           aborted_.load(std::memory_order_acquire);
-  });
-  if (generation_.load(std::memory_order_acquire) != generation) return OkStatus();
-  if (aborted_.load(std::memory_order_acquire)) return abort_status_;
-  if (!released) {
+  auto missing_now = [&] {
     std::vector<std::string> missing;
     for (int r = 0; r < n; ++r) {
       if (arrival_[r].load(std::memory_order_relaxed) != generation + 1) {
         missing.push_back(names_[r]);
       }
     }
+    return missing;
+  };
+  auto open_or_aborted = [&] {
+    return generation_.load(std::memory_order_acquire) != generation ||
+           aborted_.load(std::memory_order_acquire);
+  };
+  std::unique_lock<std::mutex> lock(mu_);
+  // Half the deadline: one waiter says who is late, while there is still time to look.
+  bool released = cv_.wait_for(lock, timeout_ / 2, open_or_aborted);
+  if (!released) {
+    uint64_t warned = warned_generation_.load(std::memory_order_relaxed);
+    if (warned != generation + 1 &&
+        warned_generation_.compare_exchange_strong(warned, generation + 1)) {
+      TOWER_LOG(WARNING) << "a collective has waited " << (timeout_ / 2).count()
+                         << " ms, half its deadline: " << names_[replica] << " waits for "
+                         << Join(missing_now(), ", ") << "; it gives up at "
+                         << timeout_.count() << " ms";
+    }
+    released = cv_.wait_for(lock, timeout_ - timeout_ / 2, open_or_aborted);
+  }
+  if (generation_.load(std::memory_order_acquire) != generation) return OkStatus();
+  if (aborted_.load(std::memory_order_acquire)) return abort_status_;
+  if (!released) {
+    const std::vector<std::string> missing = missing_now();
     const Status timeout = DeadlineExceededError(
         "collective timed out after " + std::to_string(timeout_.count()) + " ms: " +
         names_[replica] + " waited for " + Join(missing, ", ") + ", which never arrived");

@@ -26,7 +26,8 @@ class ReplicaBarrier {
   ReplicaBarrier(std::vector<std::string> names, std::chrono::milliseconds timeout, bool spin);
 
   // Returns once all replicas have called Wait for this generation; or the abort reason;
-  // or DeadlineExceeded naming the replicas that did not arrive within the timeout.
+  // or DeadlineExceeded naming the replicas that did not arrive within the timeout. At half
+  // the timeout, one waiter logs a warning naming the replicas not arrived yet.
   Status Wait(int replica);
 
   // Releases all current and future waiters with `reason` until Reset().
@@ -48,6 +49,8 @@ class ReplicaBarrier {
   std::atomic<int> arrived_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> aborted_{false};
+  // The generation (plus one) whose stall warning was logged: one warning per collective.
+  std::atomic<uint64_t> warned_generation_{0};
   // arrival_[r] = the generation replica r last arrived in, plus one.
   std::vector<std::atomic<uint64_t>> arrival_;
 

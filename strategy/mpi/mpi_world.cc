@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "strategy/mpi/worker_report.h"
+#include "util/logging.h"
 #include "util/strings.h"
 
 namespace tower {
@@ -202,6 +203,8 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
     peers.push_back(peer);
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto halfway = std::chrono::steady_clock::now() + timeout / 2;
+  bool warned = false;
   std::vector<bool> arrived(peers.size(), false);
   size_t count = 0;
   for (int polls = 0; count < peers.size(); ++polls) {
@@ -227,6 +230,18 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
       }
     }
     if (count == peers.size()) break;
+    if (!warned && std::chrono::steady_clock::now() > halfway) {
+      // Half the deadline: say who is late while there is still time to look at it.
+      std::vector<std::string> late;
+      for (size_t i = 0; i < peers.size(); ++i) {
+        if (!arrived[i]) late.push_back(Describe(peers[i]));
+      }
+      TOWER_LOG(WARNING) << Describe(rank_) << " has waited " << (timeout / 2).count()
+                         << " ms, half the deadline, at collective " << sequence << " (" << what
+                         << ") for " << Join(late, ", ") << "; it gives up at "
+                         << timeout.count() << " ms";
+      warned = true;
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       std::vector<int> missing;
       for (size_t i = 0; i < peers.size(); ++i) {

@@ -1,4 +1,5 @@
 #include "strategy/replica_barrier.h"
+#include "util/logging.h"
 
 #include <atomic>
 #include <thread>
@@ -85,6 +86,30 @@ TEST(ReplicaBarrierTest, TimeoutNamesTheMissingReplicaAndReleasesEveryone) {
     EXPECT_TRUE(IsDeadlineExceeded(s)) << s;
     EXPECT_THAT(s.message(), HasSubstr("replica 2, which never arrived"));
   }
+}
+
+TEST(ReplicaBarrierTest, AtHalfTheDeadlineOneWaiterNamesTheLateReplica) {
+  ScopedLogCapture log;
+  ReplicaBarrier barrier(Names(3), std::chrono::milliseconds(2000), false);
+  std::vector<Status> results(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { results[r] = barrier.Wait(r); });
+  // Replica 2 comes late, past half the deadline but well before it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  results[2] = barrier.Wait(2);
+  for (auto& t : threads) t.join();
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  const std::string text = log.text();
+  EXPECT_THAT(text, HasSubstr("a collective has waited 1000 ms, half its deadline: replica "));
+  EXPECT_THAT(text, HasSubstr(" waits for replica 2; it gives up at 2000 ms"));
+  // One warning for the collective, not one per waiter.
+  EXPECT_EQ(text.find("half its deadline"), text.rfind("half its deadline")) << text;
+  // In step: no warning.
+  ScopedLogCapture quiet;
+  std::vector<std::thread> prompt;
+  for (int r = 0; r < 3; ++r) prompt.emplace_back([&, r] { EXPECT_TRUE(barrier.Wait(r).ok()); });
+  for (auto& t : prompt) t.join();
+  EXPECT_EQ(quiet.text(), "");
 }
 
 }  // namespace

@@ -79,6 +79,8 @@ TEST(MpiTest, AStalledWorkerIsNamedByTheOthers) {
   EXPECT_THAT(out.text, HasSubstr("rank 0 error: DEADLINE_EXCEEDED: "));
   EXPECT_THAT(out.text, HasSubstr("rank 1 (host"));
   EXPECT_THAT(out.text, HasSubstr("never reached collective"));
+  // At half the deadline, before giving up, rank 0 said whom it was waiting for.
+  EXPECT_THAT(out.text, HasSubstr("has waited 750 ms, half the deadline, at collective"));
 }
 
 TEST(MpiTest, AMismatchedWorkerIsReportedOnEveryRank) {
