@@ -240,10 +240,13 @@ class NcclAllReduce : public CrossDeviceOps {
       std::lock_guard<std::mutex> lock(rank.mu);
       if (rank.comm == nullptr) return Aborted().WithContext(where);
       if (slice > 0) {
-        TOWER_NCCL_RETURN_IF_ERROR(ncclAllGather(send.raw_data(), gathered.raw_data(),
-                                                 static_cast<size_t>(slice), ncclFloat,
-                                                 rank.comm, stream),
-                                   where);
+        const ncclResult_t gathered_result =
+            ncclAllGather(send.raw_data(), gathered.raw_data(), static_cast<size_t>(slice),
+                          ncclFloat, rank.comm, stream);
+        if (gathered_result != ncclSuccess) {
+          return NameWorkers(NcclError(gathered_result, "ncclAllGather", __FILE__, __LINE__,
+                                       where, rank.comm));
+        }
       }
       TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(rank.launched, stream), where);
     }
@@ -348,11 +351,15 @@ class NcclAllReduce : public CrossDeviceOps {
     // peer's error: report its cause instead.
     const Status aborted = Aborted();
     if (!aborted.ok()) return aborted;
-    const Status failed =
-        NcclError(async, "an NCCL collective", __FILE__, __LINE__, names_[replica], rank.comm);
-    if (!across_processes_) return failed;
-    // NCCL names ranks; say which worker holds them (every worker has the same number of
-    // local replicas, checked when the strategy was made).
+    return NameWorkers(
+        NcclError(async, "an NCCL collective", __FILE__, __LINE__, names_[replica], rank.comm));
+  }
+
+  // NCCL names ranks: across processes, a failure also says which worker holds them (every
+  // worker has the same number of local replicas, checked when the strategy was made),
+  // whether it shows at launch or later, asynchronously.
+  Status NameWorkers(const Status& failed) const {
+    if (failed.ok() || !across_processes_) return failed;
     const std::string n = std::to_string(ranks_.size());
     return Status(failed.code(), failed.message() + " (NCCL rank k is worker k / " + n +
                                      ", replica k % " + n + ")");
@@ -462,7 +469,7 @@ class NcclAllReduce : public CrossDeviceOps {
     TOWER_RETURN_IF_ERROR(device.status());
     const cudaStream_t stream =
         static_cast<cudaStream_t>(devices_[replica]->stream().native_handle());
-    TOWER_RETURN_IF_ERROR(Launch(replica, tensors, broadcast, stream));
+    TOWER_RETURN_IF_ERROR(NameWorkers(Launch(replica, tensors, broadcast, stream)));
     if (across_processes_) return WaitWithDeadline(replica, stream, broadcast);
     return OkStatus();
   }
