@@ -2,11 +2,6 @@
 
 namespace tower {
 
-Status CrossDeviceOps::AllReduceTree(int, const PartialSums&, Span<Tensor* const>) {
-  return UnimplementedError("the " + name() + " all-reduce has no deterministic (summation "
-                            "tree) mode");
-}
-
 Status CheckTreeContributions(Span<const PartialSums* const> parts,
                               Span<const Span<Tensor* const>> roots,
                               const std::vector<std::string>& names, bool need_host_memory) {

@@ -40,8 +40,9 @@ class CrossDeviceOps {
   // every process: together they hold each leaf once) are combined along the tree of
   // strategy/summation_tree.h, and every replica gets each tensor's root in `roots` (which
   // may be among its own partial sums). The bits depend on the tree alone: not on the
-  // replica count, the process count or the path. Paths without it: Unimplemented.
-  virtual Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
+  // replica count, the process count or the path. Every path has it.
+  virtual Status AllReduceTree(int replica, const PartialSums& mine,
+                               Span<Tensor* const> roots) = 0;
   // Overwrites every replica's tensors with replica 0's.
   virtual Status Broadcast(int replica, Span<Tensor* const> tensors) = 0;
   // Orders `replica`'s later device work after every AllReduceSum it started (paths that

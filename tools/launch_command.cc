@@ -10,6 +10,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -42,7 +43,6 @@ struct Attempt {
   bool worker_error = false;          // a worker printed Tower's "error: ..." line
   bool start_timed_out = false;       // not every worker started within the start timeout
   std::vector<std::string> lost;      // host names workers reported unreachable, first first
-  std::vector<std::string> reporters; // "rank 0 on host1 reported rank 2 on host3" lines
 };
 
 int Fail(std::ostream& err, const std::string& message, int code) {
@@ -133,7 +133,8 @@ Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
   int status = 0;
   std::optional<Clock::time_point> first_report;
   std::optional<Clock::time_point> exited_at;
-  bool terminated = false, killed = false;
+  std::optional<Clock::time_point> terminated;  // when mpirun was sent SIGTERM
+  bool killed = false;
   while (open) {
     pollfd poll_fd{fds[0], POLLIN, 0};
     const int ready = poll(&poll_fd, 1, 200);
@@ -180,8 +181,7 @@ Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
           << " s after a host was reported lost: ending it\n"
           << std::flush;
       kill(-pid, SIGTERM);
-      terminated = true;
-      first_report = now;
+      terminated = now;
     }
     if (!exited && !terminated && static_cast<int64_t>(attempt.started.size()) < workers &&
         now - begin > start_timeout) {
@@ -190,11 +190,10 @@ Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
           << " s: ending mpirun\n"
           << std::flush;
       kill(-pid, SIGTERM);
-      terminated = true;
+      terminated = now;
       attempt.start_timed_out = true;
-      first_report = now;
     }
-    if (!exited && terminated && !killed && now - *first_report > std::chrono::seconds(3)) {
+    if (!exited && terminated && !killed && now - *terminated > std::chrono::seconds(3)) {
       kill(-pid, SIGKILL);
       killed = true;
     }
@@ -294,13 +293,9 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
     if (geteuid() == 0) argv.push_back("--allow-run-as-root");
     // Recovery mode: mpirun does not end the job the moment a host's daemon is lost, so the
     // surviving workers report which host it was (each within its collective deadline).
-    for (const char* arg : {"-H", "", "-np", "", "--enable-recovery", "--mca",
-                            "orte_abort_on_non_zero_status", "0", "-x"}) {
-      argv.push_back(arg);
-    }
-    argv[argv.size() - 8] = Join(slots, ",");
-    argv[argv.size() - 6] = std::to_string(workers);
-    argv.push_back(std::string(kWorkerReportEnv) + "=1");
+    argv.insert(argv.end(), {"-H", Join(slots, ","), "-np", std::to_string(workers),
+                             "--enable-recovery", "--mca", "orte_abort_on_non_zero_status", "0",
+                             "-x", std::string(kWorkerReportEnv) + "=1"});
     for (const std::string& word : Words(flags.mpirun_args)) argv.push_back(word);
     argv.push_back(self);
     for (const std::string& arg : command) argv.push_back(arg);

@@ -117,10 +117,10 @@ Status CompareClocks(MpiWorld* world, const MirroredStrategyOptions& options) {
                                           "comparing clocks"));
   int worst = 0;
   double worst_s = 0;
-  for (int r = 1; r < world->size(); ++r) {
+  const std::optional<int64_t> first = ParseInt64(all[0]);
+  for (int r = 1; r < world->size() && first.has_value(); ++r) {
     const std::optional<int64_t> theirs = ParseInt64(all[r]);
-    const std::optional<int64_t> first = ParseInt64(all[0]);
-    if (!theirs.has_value() || !first.has_value()) continue;
+    if (!theirs.has_value()) continue;
     const double skew_s = static_cast<double>(*theirs - *first) / 1e6;
     if (std::abs(skew_s) > std::abs(worst_s)) {
       worst = r;
