@@ -8,6 +8,7 @@
 
 #include "device/cpu_platform.h"
 #include "device/gpu_platform.h"
+#include "util/fiber.h"
 #include "util/logging.h"
 #include "util/strings.h"
 
@@ -50,18 +51,24 @@ Context& Context::Global() {
 }
 
 namespace {
-thread_local Context* default_context = nullptr;
+// Per thread, and per replica fiber when replicas share a thread (util/fiber.h).
+Context*& DefaultContextSlot() {
+  static FiberLocal<Context*> slot;
+  return slot.Get();
+}
 }  // namespace
 
 Context& Context::Default() {
-  return default_context != nullptr ? *default_context : Global();
+  Context* context = DefaultContextSlot();
+  return context != nullptr ? *context : Global();
 }
 
-ScopedDefaultContext::ScopedDefaultContext(Context& context) : previous_(default_context) {
-  default_context = &context;
+ScopedDefaultContext::ScopedDefaultContext(Context& context)
+    : previous_(DefaultContextSlot()) {
+  DefaultContextSlot() = &context;
 }
 
-ScopedDefaultContext::~ScopedDefaultContext() { default_context = previous_; }
+ScopedDefaultContext::~ScopedDefaultContext() { DefaultContextSlot() = previous_; }
 
 Context::Context(std::vector<std::unique_ptr<Platform>> platforms, ContextOptions options)
     : platforms_(std::move(platforms)), options_(std::move(options)) {

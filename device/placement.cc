@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "util/fiber.h"
 #include "util/logging.h"
 #include "util/strings.h"
 
@@ -16,10 +17,11 @@ struct ScopeEntry {
   bool requests_something;
 };
 
-// Each thread has its own stack: replicas place their ops independently.
+// Each thread has its own stack, and each replica fiber when replicas share a thread
+// (util/fiber.h): replicas place their ops independently.
 std::vector<ScopeEntry>& ScopeStack() {
-  thread_local std::vector<ScopeEntry> stack;
-  return stack;
+  static FiberLocal<std::vector<ScopeEntry>> stack;
+  return stack.Get();
 }
 
 // `inner` overrides what it names; a device component replaces the outer one whole.

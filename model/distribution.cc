@@ -2,10 +2,16 @@
 
 #include <algorithm>
 
+#include "util/fiber.h"
+
 namespace tower {
 namespace {
 
-thread_local Distribution* current_distribution = nullptr;
+// Per thread, and per replica fiber when replicas share a thread (util/fiber.h).
+Distribution*& CurrentDistributionSlot() {
+  static FiberLocal<Distribution*> slot;
+  return slot.Get();
+}
 
 // One replica alone: nothing to sum.
 class NoGradientReduction : public GradientReducer {
@@ -70,12 +76,12 @@ Status SingleDeviceDistribution::RunOnReplicas(
 }
 
 DistributionScope::DistributionScope(Distribution& distribution)
-    : previous_(current_distribution) {
-  current_distribution = &distribution;
+    : previous_(CurrentDistributionSlot()) {
+  CurrentDistributionSlot() = &distribution;
 }
 
-DistributionScope::~DistributionScope() { current_distribution = previous_; }
+DistributionScope::~DistributionScope() { CurrentDistributionSlot() = previous_; }
 
-Distribution* CurrentDistribution() { return current_distribution; }
+Distribution* CurrentDistribution() { return CurrentDistributionSlot(); }
 
 }  // namespace tower

@@ -150,8 +150,19 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
   }
   TOWER_ASSIGN_OR_RETURN(setup.choice, ChooseCrossDeviceOps(infos, options.cross_device_ops,
                                                             GpuCollectivesBuilt()));
-  // Spinning only pays when every replica thread has a core of its own.
-  setup.spin = setup.devices.size() <= std::max(1u, std::thread::hardware_concurrency());
+  // Host replicas beyond the threads allowed run as fibers on them; GPU replicas have a
+  // thread each. Spinning only pays when every replica thread has a core of its own.
+  const int replicas = static_cast<int>(setup.devices.size());
+  const bool all_host = std::all_of(infos.begin(), infos.end(),
+                                    [](const ReplicaDeviceInfo& i) { return i.host_memory; });
+  if (options.replica_threads < 0) {
+    return InvalidArgumentError(kind + ": replica_threads must be 0 (one per core) or "
+                                "positive, not " + std::to_string(options.replica_threads));
+  }
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const int allowed = options.replica_threads > 0 ? options.replica_threads : cores;
+  setup.threads = all_host ? std::min(replicas, allowed) : replicas;
+  setup.spin = setup.threads <= cores;
   switch (setup.choice.kind) {
     case CrossDeviceOpsKind::kInProcess:
       setup.ops = std::make_unique<InProcessAllReduce>(setup.names, options.collective_timeout,
@@ -223,20 +234,11 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
   for (size_t r = 0; r < devices_.size(); ++r) {
     replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r)));
   }
-  for (size_t r = 1; r < devices_.size(); ++r) {
-    workers_.emplace_back([this, r] { WorkerLoop(static_cast<int>(r)); });
-  }
+  scheduler_ = std::make_unique<ReplicaScheduler>(static_cast<int>(devices_.size()),
+                                                  setup.threads, setup.spin);
 }
 
-MirroredStrategy::~MirroredStrategy() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  start_cv_.notify_all();
-  for (std::thread& worker : workers_) worker.join();
-}
+MirroredStrategy::~MirroredStrategy() = default;
 
 std::string MirroredStrategy::Describe() const {
   std::vector<std::string> names;
@@ -282,7 +284,7 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
   if (!status.ok()) {
     const Status named = status.WithContext(names_[replica]);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> lock(failure_mu_);
       // The first replica to fail is the cause; the others fail because it aborted them.
       if (first_failure_.ok()) first_failure_ = named;
     }
@@ -292,62 +294,23 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
   return OkStatus();
 }
 
-void MirroredStrategy::WorkerLoop(int replica) {
-  ScopedDefaultContext use_context(*context_);
-  uint64_t seen = 0;
-  while (true) {
-    // Wait for the next run: spin a little (runs come back to back), then block.
-    uint64_t generation = generation_.load(std::memory_order_acquire);
-    for (int i = 0; spin_ && i < 20000 && generation == seen; ++i) {
-      _mm_pause();
-      generation = generation_.load(std::memory_order_acquire);
-    }
-    if (generation == seen) {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      generation = generation_.load(std::memory_order_acquire);
-    }
-    seen = generation;
-    const std::function<Status(ReplicaContext&)>* fn;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      fn = fn_;
-    }
-    results_[replica] = RunReplica(replica, *fn);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_cv_.notify_one();
-    }
-  }
+void MirroredStrategy::RunScheduled(void* self, int replica) {
+  auto* strategy = static_cast<MirroredStrategy*>(self);
+  ScopedDefaultContext use_context(*strategy->context_);
+  strategy->results_[replica] = strategy->RunReplica(replica, *strategy->fn_);
 }
 
 Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  const int n = num_local_replicas();
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
+    std::lock_guard<std::mutex> lock(failure_mu_);
     first_failure_ = OkStatus();
-    pending_.store(n - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
   }
-  if (n > 1) start_cv_.notify_all();
-  {
-    ScopedDefaultContext use_context(*context_);
-    results_[0] = RunReplica(0, fn);
-  }
-  // Wait for the workers: spin briefly, then block.
-  for (int i = 0; spin_ && i < 20000 && pending_.load(std::memory_order_acquire) != 0; ++i) {
-    _mm_pause();
-  }
-  if (pending_.load(std::memory_order_acquire) != 0) {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
-  }
+  fn_ = &fn;
+  scheduler_->Run(&MirroredStrategy::RunScheduled, this);
   Status failure;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(failure_mu_);
     failure = first_failure_;
   }
   if (!failure.ok()) cross_device_ops_->Reset();  // ready for the next run

@@ -8,8 +8,9 @@
 //   }
 //   model.Fit(dataset);                                 // data-parallel, no other change
 //
-// One replica per device, each driven by its own thread (replica 0 by the calling thread),
-// all meeting in the all-reduce. The all-reduce path is chosen once, from the devices
+// One replica per device, each driven by its own thread (replica 0 by the calling thread), or,
+// for host replicas that outnumber the cores, by fibers on one thread per core; all meeting
+// in the all-reduce. The all-reduce path is chosen once, from the devices
 // (strategy/cross_device_ops_selection.h), and logged with its reason.
 //
 // A strategy runs over a World (strategy/world.h): this process alone, or every worker of
@@ -36,6 +37,7 @@
 #include "strategy/cross_device_ops_selection.h"
 #include "strategy/gradient_reducer.h"
 #include "strategy/per_replica.h"
+#include "strategy/replica_scheduler.h"
 #include "strategy/tree_gradient_reducer.h"
 #include "strategy/world.h"
 
@@ -62,6 +64,11 @@ struct MirroredStrategyOptions {
   // but logs and file times from hosts whose clocks disagree mislead: a skew over 2 s is
   // logged, and one over this limit is refused, naming both workers. 0: never refused.
   std::chrono::milliseconds max_clock_skew{0};
+  // How many OS threads run host (CPU) replicas: 0 = tower::config's inter-op setting, whose
+  // default is one per core. Host replicas beyond it run as fibers on those threads
+  // (strategy/replica_scheduler.h): 8 replicas on 2 cores cost about what 2 do. GPU
+  // replicas always have a thread each (they mostly wait for their streams).
+  int replica_threads = 0;
   // Context to take devices from; nullptr: Context::Default().
   Context* context = nullptr;
 };
@@ -136,6 +143,7 @@ class MirroredStrategy : public Distribution {
     CrossDeviceOpsChoice choice;
     std::unique_ptr<CrossDeviceOps> ops;
     bool spin = false;
+    int threads = 1;  // OS threads for the local replicas (fibers when fewer than replicas)
   };
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
                                            const MirroredStrategyOptions& options);
@@ -148,8 +156,8 @@ class MirroredStrategy : public Distribution {
  private:
   class Replica;
   MirroredStrategy(std::string kind, World* world, LocalSetup setup);
-  void WorkerLoop(int replica);
   Status RunReplica(int replica, const std::function<Status(ReplicaContext&)>& fn);
+  static void RunScheduled(void* self, int replica);
 
   const std::string kind_;
   World* const world_;
@@ -164,17 +172,12 @@ class MirroredStrategy : public Distribution {
   const std::chrono::milliseconds timeout_;
   std::vector<std::unique_ptr<Replica>> replicas_;
 
-  // Dispatch to the worker threads (replicas 1..n-1).
-  std::mutex mu_;
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // The run in progress: fn_ on every replica, through the scheduler.
   const std::function<Status(ReplicaContext&)>* fn_ = nullptr;
   std::vector<Status> results_;
-  Status first_failure_;  // guarded by mu_: the root cause when replicas fail
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  std::mutex failure_mu_;
+  Status first_failure_;  // guarded by failure_mu_: the root cause when replicas fail
+  std::unique_ptr<ReplicaScheduler> scheduler_;
   std::mutex run_mu_;  // one Run at a time
 };
 

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <sched.h>
 
+#include "strategy/replica_scheduler.h"
 #include "util/logging.h"
 #include "util/strings.h"
 
@@ -10,30 +11,47 @@ namespace tower {
 
 ReplicaBarrier::ReplicaBarrier(std::vector<std::string> names, std::chrono::milliseconds timeout,
                                bool spin)
-    : names_(std::move(names)), timeout_(timeout), spin_(spin), arrival_(names_.size()) {
-  for (auto& a : arrival_) a.store(0, std::memory_order_relaxed);
-}
+    : names_(std::move(names)), timeout_(timeout), spin_(spin), arrival_(names_.size()) {}
 
 Status ReplicaBarrier::AbortStatus() {
   std::lock_guard<std::mutex> lock(mu_);
   return abort_status_;
 }
 
+namespace {
+
+// Counts a waiter that blocks on the condition variable, from before its last look at the
+// generation (sequentially consistent, as the opener's store and load are) until it is done.
+class BlockedWaiter {
+ public:
+  explicit BlockedWaiter(std::atomic<int>& count) : count_(count) {
+    count_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~BlockedWaiter() { count_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int>& count_;
+};
+
+}  // namespace
+
 Status ReplicaBarrier::Wait(int replica) {
   if (aborted()) return AbortStatus();
   const int n = size();
   const uint64_t generation = generation_.load(std::memory_order_acquire);
-  arrival_[replica].store(generation + 1, std::memory_order_relaxed);
+  arrival_[replica].generation.store(generation + 1, std::memory_order_relaxed);
   if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
     // Last to arrive: open the barrier for everyone.
     arrived_.store(0, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      generation_.store(generation + 1, std::memory_order_release);
+    generation_.store(generation + 1, std::memory_order_seq_cst);
+    if (blocked_.load(std::memory_order_seq_cst) > 0) {
+      // Through the lock: a waiter between its last look and its wait cannot miss this.
+      { std::lock_guard<std::mutex> lock(mu_); }
+      cv_.notify_all();
     }
-    cv_.notify_all();
     return OkStatus();
   }
+  if (ReplicaScheduler::OnReplicaFiber()) return WaitOnFiber(replica, generation);
   if (spin_) {
     // About 20-50 µs of polling: far longer than replicas that run in step need.
     for (int i = 0; i < 4096; ++i) {
@@ -47,48 +65,92 @@ Status ReplicaBarrier::Wait(int replica) {
       sched_yield();
     }
   }
-  auto missing_now = [&] {
-    std::vector<std::string> missing;
-    for (int r = 0; r < n; ++r) {
-      if (arrival_[r].load(std::memory_order_relaxed) != generation + 1) {
-        missing.push_back(names_[r]);
-      }
-    }
-    return missing;
-  };
   auto open_or_aborted = [&] {
-    return generation_.load(std::memory_order_acquire) != generation ||
+    return generation_.load(std::memory_order_seq_cst) != generation ||
            aborted_.load(std::memory_order_acquire);
   };
+  BlockedWaiter blocked(blocked_);
   std::unique_lock<std::mutex> lock(mu_);
   // Half the deadline: one waiter says who is late, while there is still time to look.
   bool released = cv_.wait_for(lock, timeout_ / 2, open_or_aborted);
   if (!released) {
-    uint64_t warned = warned_generation_.load(std::memory_order_relaxed);
-    if (warned != generation + 1 &&
-        warned_generation_.compare_exchange_strong(warned, generation + 1)) {
-      TOWER_LOG(WARNING) << "a collective has waited " << (timeout_ / 2).count()
-                         << " ms, half its deadline: " << names_[replica] << " waits for "
-                         << Join(missing_now(), ", ") << "; it gives up at "
-                         << timeout_.count() << " ms";
-    }
+    WarnLate(replica, generation);
     released = cv_.wait_for(lock, timeout_ - timeout_ / 2, open_or_aborted);
   }
   if (generation_.load(std::memory_order_acquire) != generation) return OkStatus();
   if (aborted_.load(std::memory_order_acquire)) return abort_status_;
-  if (!released) {
-    const std::vector<std::string> missing = missing_now();
-    const Status timeout = DeadlineExceededError(
-        "collective timed out after " + std::to_string(timeout_.count()) + " ms: " +
-        names_[replica] + " waited for " + Join(missing, ", ") + ", which never arrived");
+  lock.unlock();
+  return GiveUp(replica, generation);
+}
+
+Status ReplicaBarrier::WaitOnFiber(int replica, uint64_t generation) {
+  // The replicas this one waits for may be fibers of this very thread: hand them the
+  // thread until the barrier opens. Deadlines as on a thread of its own.
+  const auto start = std::chrono::steady_clock::now();
+  bool warned = false;
+  for (uint32_t polls = 1;; ++polls) {
+    if (generation_.load(std::memory_order_acquire) != generation) return OkStatus();
+    if (aborted()) return AbortStatus();
+    if (polls % 256 == 0) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (!warned && waited >= timeout_ / 2) {
+        WarnLate(replica, generation);
+        warned = true;
+      }
+      if (waited >= timeout_) return GiveUp(replica, generation);
+      if (polls >= (1u << 14)) {
+        // Long wait (well over 100 µs): every fiber of this thread waits too (each poll of
+        // this one follows a turn of all the others), so block the thread a little rather
+        // than spin. A barrier opening wakes it; one elsewhere after at most 100 µs.
+        BlockedWaiter blocked(blocked_);
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::microseconds(100), [&] {
+          return generation_.load(std::memory_order_seq_cst) != generation ||
+                 aborted_.load(std::memory_order_acquire);
+        });
+      }
+    }
+    ReplicaScheduler::YieldToOtherReplicas();
+    _mm_pause();
+  }
+}
+
+std::vector<std::string> ReplicaBarrier::Missing(uint64_t generation) const {
+  std::vector<std::string> missing;
+  for (int r = 0; r < size(); ++r) {
+    if (arrival_[r].generation.load(std::memory_order_relaxed) != generation + 1) {
+      missing.push_back(names_[r]);
+    }
+  }
+  return missing;
+}
+
+void ReplicaBarrier::WarnLate(int replica, uint64_t generation) {
+  uint64_t warned = warned_generation_.load(std::memory_order_relaxed);
+  if (warned != generation + 1 &&
+      warned_generation_.compare_exchange_strong(warned, generation + 1)) {
+    TOWER_LOG(WARNING) << "a collective has waited " << (timeout_ / 2).count()
+                       << " ms, half its deadline: " << names_[replica] << " waits for "
+                       << Join(Missing(generation), ", ") << "; it gives up at "
+                       << timeout_.count() << " ms";
+  }
+}
+
+Status ReplicaBarrier::GiveUp(int replica, uint64_t generation) {
+  const Status timeout = DeadlineExceededError(
+      "collective timed out after " + std::to_string(timeout_.count()) + " ms: " +
+      names_[replica] + " waited for " + Join(Missing(generation), ", ") +
+      ", which never arrived");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (generation_.load(std::memory_order_acquire) != generation) return OkStatus();
+    if (aborted_.load(std::memory_order_acquire)) return abort_status_;
     // Release everyone else too: nobody waits for a replica that is not coming.
     abort_status_ = timeout;
     aborted_.store(true, std::memory_order_release);
-    lock.unlock();
-    cv_.notify_all();
-    return timeout;
   }
-  return abort_status_;
+  cv_.notify_all();
+  return timeout;
 }
 
 void ReplicaBarrier::Abort(const Status& reason) {

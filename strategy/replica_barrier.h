@@ -3,7 +3,8 @@
 // Reusable (generation-counted). A waiter spins briefly — replicas usually arrive within
 // microseconds of each other, and a futex wake costs more than that — then blocks. It never
 // hangs: Abort() releases every waiter with the abort reason (a replica failed), and a
-// deadline turns a missing replica into DeadlineExceeded naming it.
+// deadline turns a missing replica into DeadlineExceeded naming it. A replica running as a
+// fiber (more host replicas than threads) yields its thread to the others while it waits.
 #ifndef TOWER_STRATEGY_REPLICA_BARRIER_H_
 #define TOWER_STRATEGY_REPLICA_BARRIER_H_
 
@@ -41,18 +42,35 @@ class ReplicaBarrier {
 
  private:
   Status AbortStatus();
+  // A replica fiber's wait (strategy/replica_scheduler.h): yields to the other fibers of
+  // its thread instead of blocking it.
+  Status WaitOnFiber(int replica, uint64_t generation);
+  // The names of the replicas that have not arrived in `generation`.
+  std::vector<std::string> Missing(uint64_t generation) const;
+  // Logs, once per generation, who has not arrived at half the deadline.
+  void WarnLate(int replica, uint64_t generation);
+  // The deadline passed: aborts the barrier with DeadlineExceeded naming the missing
+  // replicas (unless it opened or was aborted meanwhile).
+  Status GiveUp(int replica, uint64_t generation);
 
   const std::vector<std::string> names_;
   const std::chrono::milliseconds timeout_;
   const bool spin_;
 
-  std::atomic<int> arrived_{0};
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<bool> aborted_{false};
+  // Apart, on cache lines of their own: every arrival writes arrived_, every waiter polls
+  // generation_, and each replica writes its own arrival_ slot.
+  alignas(64) std::atomic<int> arrived_{0};
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<bool> aborted_{false};
+  // Waiters blocked (or about to block) on cv_: only then does opening take the lock.
+  std::atomic<int> blocked_{0};
   // The generation (plus one) whose stall warning was logged: one warning per collective.
   std::atomic<uint64_t> warned_generation_{0};
   // arrival_[r] = the generation replica r last arrived in, plus one.
-  std::vector<std::atomic<uint64_t>> arrival_;
+  struct alignas(64) Arrival {
+    std::atomic<uint64_t> generation{0};
+  };
+  std::vector<Arrival> arrival_;
 
   std::mutex mu_;
   std::condition_variable cv_;

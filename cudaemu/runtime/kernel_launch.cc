@@ -13,7 +13,7 @@
 // __syncthreads, a lane of its mask exited) is a divergent barrier: both are faults that stop
 // the kernel with cudaErrorLaunchFailure (sticky, as on a GPU) and one line on stderr.
 //
-// Fibers come from a pool per worker thread (cudaemu/runtime/fiber.h) and are reused from
+// Fibers come from a pool per worker thread (util/fiber.h) and are reused from
 // block to block and launch to launch.
 #include <cudaemu/device_functions.h>
 #include <cudaemu/kernel_launch.h>
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "cudaemu/runtime/fiber.h"
+#include "util/fiber.h"
 #include "cudaemu/runtime/internal.h"
 
 #define CUDAEMU_COORDINATE __thread __attribute__((tls_model("initial-exec")))
@@ -40,6 +40,7 @@ CUDAEMU_COORDINATE dim3 gridDim;
 namespace cudaemu::internal {
 namespace {
 
+using ::tower::Fiber;
 using device::BarrierOp;
 using device::WarpOp;
 

@@ -34,7 +34,8 @@ data::Dataset Mlp(int64_t rows, int64_t batch) {
 Trained Train(int replicas, const data::Dataset& dataset, std::unique_ptr<Optimizer> optimizer,
               std::unique_ptr<Loss> loss = MeanSquaredErrorLoss(), int64_t outputs = 1,
               int64_t bucket_bytes = 25ll << 20,
-              CrossDeviceOpsKind cross_device_ops = CrossDeviceOpsKind::kAuto) {
+              CrossDeviceOpsKind cross_device_ops = CrossDeviceOpsKind::kAuto,
+              int replica_threads = 0) {
   auto context = MakeContextWithFakeGpus({});
   TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
       context->ListPhysicalDevices("CPU")[0],
@@ -47,6 +48,7 @@ Trained Train(int replicas, const data::Dataset& dataset, std::unique_ptr<Optimi
     options.context = context.get();
     options.bucket_bytes = bucket_bytes;
     options.cross_device_ops = cross_device_ops;
+    options.replica_threads = replica_threads;
     strategy = std::move(MirroredStrategy::Create(options)).value();
     auto scope = strategy->Scope();
     TOWER_CHECK_OK(model.Compile(std::move(loss), std::move(optimizer)));
@@ -125,6 +127,22 @@ TEST(EquivalenceTest, RunToRunBitwiseIdentical) {
   const Trained b = Train(3, dataset, SGD(0.002f, 0.9f, true));
   EXPECT_EQ(a.weights, b.weights);
   EXPECT_EQ(a.losses, b.losses);
+}
+
+// Replicas that outnumber the threads run as fibers: that changes which thread runs a
+// replica, never what it computes or which slice of the sums it owns.
+TEST(EquivalenceTest, ReplicasAsFibersGiveTheBitsOfAThreadPerReplica) {
+  const data::Dataset dataset = Mlp(6 * 32 + 5, 32);
+  for (int replicas : {3, 4, 8}) {
+    const Trained own_threads = Train(replicas, dataset, SGD(0.002f, 0.9f), MeanSquaredErrorLoss(),
+                                      1, 1024, CrossDeviceOpsKind::kAuto, replicas);
+    for (int threads : {1, 2}) {
+      const Trained fibers = Train(replicas, dataset, SGD(0.002f, 0.9f), MeanSquaredErrorLoss(),
+                                   1, 1024, CrossDeviceOpsKind::kAuto, threads);
+      EXPECT_EQ(fibers.weights, own_threads.weights) << replicas << " on " << threads;
+      EXPECT_EQ(fibers.losses, own_threads.losses) << replicas << " on " << threads;
+    }
+  }
 }
 
 TEST(EquivalenceTest, GradientBucketSizeNeverChangesTheBits) {

@@ -122,6 +122,44 @@ TEST(MirroredStrategyTest, AFailingReplicaIsNamedAndTheOthersDoNotHang) {
   }).ok());
 }
 
+// Four replicas on one thread (fibers): each keeps its own device scope across the
+// collectives where it hands the thread to the others, and the sums are right.
+TEST(MirroredStrategyTest, ReplicasOnFewerThreadsKeepTheirDevicesThroughCollectives) {
+  auto context = Cpus(4);
+  for (int threads : {1, 2}) {
+    MirroredStrategyOptions options;
+    options.context = context.get();
+    options.replica_threads = threads;
+    auto strategy = std::move(MirroredStrategy::Create(options)).value();
+    std::vector<std::thread::id> ids(4);
+    StatusOr<PerReplica<Tensor>> values =
+        strategy->Run<Tensor>([&](ReplicaContext& ctx) -> StatusOr<Tensor> {
+          ids[ctx.replica_id()] = std::this_thread::get_id();
+          Tensor t;
+          for (int round = 0; round < 3; ++round) {
+            TOWER_ASSIGN_OR_RETURN(t, ops::Constant({float(ctx.replica_id() + 1)}, Shape{1}));
+            if (t.device() != ctx.device()) {
+              return InternalError("round " + std::to_string(round) + ": constant on " +
+                                   t.device()->full_name());
+            }
+            Tensor* list[] = {&t};
+            TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
+          }
+          return t;
+        });
+    ASSERT_TRUE(values.ok()) << values.status();
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(*(*values)[r].ToHost(), (std::vector<float>{10}));
+    EXPECT_EQ(ids[0], std::this_thread::get_id());
+    EXPECT_EQ(ids[2], ids[0]);
+    EXPECT_EQ(ids[1] == ids[0], threads == 1);
+  }
+  MirroredStrategyOptions options;
+  options.context = context.get();
+  options.replica_threads = -1;
+  EXPECT_THAT(MirroredStrategy::Create(options).status().message(),
+              HasSubstr("replica_threads must be 0 (one per core) or positive, not -1"));
+}
+
 TEST(MirroredStrategyTest, AnExceptionInAReplicaBecomesAnError) {
   auto context = Cpus(2);
   auto strategy = Strategy(*context);

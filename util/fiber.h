@@ -1,5 +1,7 @@
 // Fibers: contexts of execution with stacks of their own, switched by hand on one OS thread
-// (the threads of a kernel's block run as fibers on the stream's worker thread). x86-64 only:
+// (the CUDA emulation runs the threads of a kernel's block as fibers on the stream's worker
+// thread; MirroredStrategy runs more host replicas than cores as fibers on one thread per
+// core, strategy/replica_scheduler.h). x86-64 only:
 // the switch saves the callee-saved registers and MXCSR, nothing else (not the x87 control
 // word, whose fnstcw/fldcw pair tripled the switch's cost: device code does not use the x87
 // unit), so it costs a few nanoseconds (ucontext's swapcontext makes a system call).
@@ -7,24 +9,46 @@
 // Under AddressSanitizer and ThreadSanitizer every switch is annotated
 // (__sanitizer_start/finish_switch_fiber, __tsan_switch_to_fiber), so both follow the
 // fibers' stacks; TSan sees each switch as a happens-before edge.
-#ifndef CUDAEMU_RUNTIME_FIBER_H_
-#define CUDAEMU_RUNTIME_FIBER_H_
+#ifndef TOWER_UTIL_FIBER_H_
+#define TOWER_UTIL_FIBER_H_
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
-namespace cudaemu::internal {
+namespace tower {
+
+// Values of FiberLocals held by one fiber or one thread (see FiberLocal below).
+class FiberLocalValues {
+ public:
+  FiberLocalValues() = default;
+  FiberLocalValues(const FiberLocalValues&) = delete;
+  FiberLocalValues& operator=(const FiberLocalValues&) = delete;
+  ~FiberLocalValues();
+  // The storage of `slot` in the running fiber's values, or the running thread's.
+  static void*& Running(int slot);
+  static int NewSlot();
+  void SetDeleter(int slot, void (*deleter)(void*)) { deleters_[slot] = deleter; }
+  static void SetRunningDeleter(int slot, void (*deleter)(void*));
+
+ private:
+  static FiberLocalValues& RunningValues();
+  void*& At(int slot);
+  std::vector<void*> values_;
+  std::vector<void (*)(void*)> deleters_;
+};
 
 class Fiber {
  public:
-  // The stack size of every fiber: 256 KiB (512 KiB under ASan, whose frames are larger).
+  // The default stack size: 256 KiB (512 KiB under ASan, whose frames are larger).
   static size_t StackBytes();
 
   // A fiber with a stack of its own (mmap'ed, with a guard page below), not yet started.
   // Fibers of different `color`s start their stacks at different offsets from the top, so
   // that their hot frames do not all fall into the same cache sets (the stacks are equally
   // aligned mappings).
-  static std::unique_ptr<Fiber> Create(size_t color = 0);
+  // `stack_bytes` 0: StackBytes(); under ASan any size given is doubled.
+  static std::unique_ptr<Fiber> Create(size_t color = 0, size_t stack_bytes = 0);
   // The calling OS thread's own context, to switch from and back to.
   static std::unique_ptr<Fiber> ForThread();
 
@@ -60,13 +84,40 @@ class Fiber {
   [[maybe_unused]] void* tsan_fiber_ = nullptr;
   [[maybe_unused]] bool owns_tsan_fiber_ = false;
   bool launched_ = false;  // its stack holds Main's frame
+  FiberLocalValues locals_;  // used only by fibers with a stack of their own
   Entry entry_ = nullptr;
   void* arg_ = nullptr;
 
   static void Main(Fiber* fiber);
   void AfterSwitch();
+  friend class FiberLocalValues;
 };
 
-}  // namespace cudaemu::internal
+// Storage per fiber: code running on a fiber made by Fiber::Create sees its own T; code on a
+// thread's own stack sees the thread's. For thread-local state that must follow its fiber
+// when several fibers share a thread (each replica's device scopes, say). A T is made
+// (value-initialised) at its first use in each fiber or thread and lives as long as that
+// fiber or thread. Declare one as a static: `static FiberLocal<Stack> stack; stack.Get()`.
+template <typename T>
+class FiberLocal {
+ public:
+  FiberLocal() : slot_(FiberLocalValues::NewSlot()) {}
+  FiberLocal(const FiberLocal&) = delete;
+  FiberLocal& operator=(const FiberLocal&) = delete;
 
-#endif  // CUDAEMU_RUNTIME_FIBER_H_
+  T& Get() const {
+    void*& value = FiberLocalValues::Running(slot_);
+    if (value == nullptr) {
+      value = new T();
+      FiberLocalValues::SetRunningDeleter(slot_, [](void* v) { delete static_cast<T*>(v); });
+    }
+    return *static_cast<T*>(value);
+  }
+
+ private:
+  const int slot_;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_UTIL_FIBER_H_

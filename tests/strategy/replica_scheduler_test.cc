@@ -1,0 +1,143 @@
+// More replicas than threads: replicas as fibers on a few threads, meeting in barriers.
+#include "strategy/replica_scheduler.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "strategy/replica_barrier.h"
+#include "util/fiber.h"
+#include "util/logging.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<std::string> Names(int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.push_back("replica " + std::to_string(i));
+  return names;
+}
+
+// Runs `fn(replica)` on every replica of `scheduler` (a lambda through the plain-function
+// interface).
+template <typename Fn>
+void RunAll(ReplicaScheduler& scheduler, Fn fn) {
+  scheduler.Run([](void* context, int replica) { (*static_cast<Fn*>(context))(replica); }, &fn);
+}
+
+TEST(ReplicaSchedulerTest, ReplicaRRunsOnThreadRModuloTheThreadsTheFirstBeingTheCallers) {
+  for (int threads : {1, 2, 3, 5}) {
+    ReplicaScheduler scheduler(5, threads, /*spin=*/true);
+    EXPECT_EQ(scheduler.uses_fibers(), threads < 5);
+    for (int run = 0; run < 3; ++run) {  // fibers are started again every run
+      std::vector<std::thread::id> ids(5);
+      std::vector<int> calls(5, 0);
+      RunAll(scheduler, [&](int r) {
+        ids[r] = std::this_thread::get_id();
+        ++calls[r];
+        EXPECT_EQ(ReplicaScheduler::OnReplicaFiber(), threads < 5);
+      });
+      EXPECT_EQ(calls, std::vector<int>(5, 1));
+      EXPECT_EQ(ids[0], std::this_thread::get_id());
+      for (int a = 0; a < 5; ++a) {
+        for (int b = 0; b < 5; ++b) {
+          EXPECT_EQ(ids[a] == ids[b], a % threads == b % threads)
+              << threads << " threads, replicas " << a << " and " << b;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(ReplicaScheduler::OnReplicaFiber());
+  EXPECT_FALSE(ReplicaScheduler::YieldToOtherReplicas());  // not on a fiber: nothing to do
+}
+
+// Every replica increments its own counter between barriers; after each barrier all
+// counters must be equal. Replicas sharing a thread can only pass the barrier by yielding
+// to each other: without it the first fiber to wait would hold its thread to the deadline.
+TEST(ReplicaSchedulerTest, FibersOnOneThreadMeetInBarriersInLockstep) {
+  for (int threads : {1, 2, 3}) {
+    constexpr int kReplicas = 8;
+    constexpr int kRounds = 200;
+    ReplicaScheduler scheduler(kReplicas, threads, /*spin=*/true);
+    ReplicaBarrier barrier(Names(kReplicas), std::chrono::seconds(30), /*spin=*/true);
+    std::vector<std::atomic<int>> progress(kReplicas);
+    std::atomic<int> violations{0};
+    std::atomic<int> failures{0};
+    RunAll(scheduler, [&](int r) {
+      for (int round = 0; round < kRounds; ++round) {
+        progress[r].store(round + 1);
+        if (!barrier.Wait(r).ok()) failures++;
+        for (int k = 0; k < kReplicas; ++k) {
+          if (progress[k].load() != round + 1) violations++;
+        }
+        if (!barrier.Wait(r).ok()) failures++;
+      }
+    });
+    EXPECT_EQ(failures.load(), 0) << threads << " threads";
+    EXPECT_EQ(violations.load(), 0) << threads << " threads";
+  }
+}
+
+TEST(ReplicaSchedulerTest, AMissingFiberIsNamedAtTheDeadlineAndWarnedAboutAtHalfOfIt) {
+  ReplicaScheduler scheduler(4, 2, /*spin=*/true);
+  ReplicaBarrier barrier(Names(4), std::chrono::milliseconds(400), /*spin=*/true);
+  std::vector<Status> results(4);
+  ScopedLogCapture capture;
+  const auto start = std::chrono::steady_clock::now();
+  RunAll(scheduler, [&](int r) {
+    if (r == 2) return;  // replica 2 (on thread 0, with replica 0) never arrives
+    results[r] = barrier.Wait(r);
+  });
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5));
+  for (int r : {0, 1, 3}) {
+    EXPECT_TRUE(IsDeadlineExceeded(results[r])) << r << ": " << results[r];
+    EXPECT_THAT(results[r].message(), HasSubstr("waited for replica 2, which never arrived"));
+  }
+  EXPECT_THAT(capture.text(), HasSubstr("half its deadline"));
+  EXPECT_THAT(capture.text(), HasSubstr("waits for replica 2;"));
+}
+
+TEST(ReplicaSchedulerTest, AnAbortReleasesWaitingFibers) {
+  ReplicaScheduler scheduler(6, 2, /*spin=*/true);
+  ReplicaBarrier barrier(Names(6), std::chrono::seconds(60), /*spin=*/true);
+  std::vector<Status> results(6);
+  RunAll(scheduler, [&](int r) {
+    if (r == 5) {
+      barrier.Abort(InternalError("replica 5 failed"));
+      return;
+    }
+    results[r] = barrier.Wait(r);
+  });
+  for (int r = 0; r < 5; ++r) EXPECT_THAT(results[r].message(), HasSubstr("replica 5 failed"));
+}
+
+// FiberLocal: each fiber has its own value, kept across switches; the thread's is apart.
+TEST(ReplicaSchedulerTest, FiberLocalsArePerFiberAcrossYields) {
+  static FiberLocal<int> local;
+  local.Get() = -1;  // the calling thread's own
+  ReplicaScheduler scheduler(6, 2, /*spin=*/true);
+  ReplicaBarrier barrier(Names(6), std::chrono::seconds(30), /*spin=*/true);
+  std::atomic<int> wrong{0};
+  for (int run = 0; run < 2; ++run) {
+    RunAll(scheduler, [&](int r) {
+      if (run == 1 && local.Get() != 100 + r) wrong++;  // kept from the first run
+      local.Get() = 100 + r;
+      for (int round = 0; round < 20; ++round) {
+        if (!barrier.Wait(r).ok()) wrong++;
+        if (local.Get() != 100 + r) wrong++;
+      }
+    });
+  }
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(local.Get(), -1);
+}
+
+}  // namespace
+}  // namespace tower
