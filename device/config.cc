@@ -50,6 +50,15 @@ bool GetSoftDevicePlacement() { return Context::Global().GetSoftDevicePlacement(
 void SetLogDevicePlacement(bool enable) { Context::Global().SetLogDevicePlacement(enable); }
 bool GetLogDevicePlacement() { return Context::Global().GetLogDevicePlacement(); }
 
+Status SetIntraOpParallelismThreads(int num_threads) {
+  return Context::Global().SetIntraOpParallelismThreads(num_threads);
+}
+int GetIntraOpParallelismThreads() { return Context::Global().GetIntraOpParallelismThreads(); }
+Status SetInterOpParallelismThreads(int num_threads) {
+  return Context::Global().SetInterOpParallelismThreads(num_threads);
+}
+int GetInterOpParallelismThreads() { return Context::Global().GetInterOpParallelismThreads(); }
+
 StatusOr<std::vector<LogicalDevice>> ListLogicalDevices(std::string_view device_type) {
   return Context::Global().ListLogicalDevices(device_type);
 }

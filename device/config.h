@@ -43,6 +43,17 @@ bool GetSoftDevicePlacement();
 void SetLogDevicePlacement(bool enable);
 bool GetLogDevicePlacement();
 
+// TensorFlow's tf.config.threading: 0 (the default) lets the system pick, one thread per
+// usable core; negative counts are InvalidArgument; once the runtime is initialised a
+// different value fails with "Intra op parallelism cannot be modified after
+// initialization." (resp. "Inter op ..."), the same value succeeds.
+// Intra-op: threads one CPU kernel call may use (a replica's share of them: see
+// device/intra_op.h). Inter-op: OS threads that run CPU replicas concurrently.
+Status SetIntraOpParallelismThreads(int num_threads);
+int GetIntraOpParallelismThreads();
+Status SetInterOpParallelismThreads(int num_threads);
+int GetInterOpParallelismThreads();
+
 // Initialises the runtime.
 StatusOr<std::vector<LogicalDevice>> ListLogicalDevices(std::string_view device_type = "");
 

@@ -163,6 +163,35 @@ Status Context::RefuseAfterInit(const char* message) const {
                                  "listing, tensor or strategy)");
 }
 
+Status Context::SetThreads(std::atomic<int>& setting, int num_threads, const char* what,
+                          const char* initialized_error) {
+  if (num_threads < 0) {
+    return InvalidArgumentError(std::string(what) + " must be 0 (the system picks: one per " +
+                                "core) or a positive number of threads, got " +
+                                std::to_string(num_threads));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (setting.load() == num_threads) return OkStatus();
+  if (initialized_) {
+    return FailedPreconditionError(std::string(initialized_error) + " (it is " +
+                                   std::to_string(setting.load()) +
+                                   "; set thread counts before the first logical-device "
+                                   "listing, tensor or strategy)");
+  }
+  setting.store(num_threads);
+  return OkStatus();
+}
+
+Status Context::SetIntraOpParallelismThreads(int num_threads) {
+  return SetThreads(intra_op_threads_, num_threads, "intra-op parallelism",
+                    kIntraOpInitializedError);
+}
+
+Status Context::SetInterOpParallelismThreads(int num_threads) {
+  return SetThreads(inter_op_threads_, num_threads, "inter-op parallelism",
+                    kInterOpInitializedError);
+}
+
 bool Context::IsVisibleLocked(const std::string& name) const {
   return !visible_ || std::find(visible_->begin(), visible_->end(), name) != visible_->end();
 }

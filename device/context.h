@@ -58,6 +58,10 @@ inline constexpr char kVirtualDevicesInitializedError[] =
     "Virtual devices cannot be modified after being initialized";
 inline constexpr char kMemoryGrowthDiffersError[] =
     "Memory growth cannot differ between GPU devices";
+inline constexpr char kIntraOpInitializedError[] =
+    "Intra op parallelism cannot be modified after initialization.";
+inline constexpr char kInterOpInitializedError[] =
+    "Inter op parallelism cannot be modified after initialization.";
 
 // Memory held back from a card when growth is off and no limit is set, so that the CUDA
 // context, cuBLAS workspaces and other processes still fit: max(256 MiB, 5% of the card).
@@ -118,6 +122,18 @@ class Context {
   void SetLogDevicePlacement(bool enable) { log_placement_.store(enable); }
   bool GetLogDevicePlacement() const { return log_placement_.load(); }
 
+  // Threads, as TensorFlow's tf.config.threading (0, the default: the system picks; a
+  // negative count is InvalidArgument; after initialisation a different value is
+  // FailedPrecondition with TensorFlow's text, the same value succeeds).
+  //   intra-op: how many threads one CPU kernel call may use (0: one per usable core;
+  //     device/intra_op.h resolves it and bounds it per replica);
+  //   inter-op: how many OS threads run CPU replicas concurrently (0: one per usable core;
+  //     ResolvedInterOpThreads in device/intra_op.h).
+  Status SetIntraOpParallelismThreads(int num_threads);
+  int GetIntraOpParallelismThreads() const { return intra_op_threads_.load(); }
+  Status SetInterOpParallelismThreads(int num_threads);
+  int GetInterOpParallelismThreads() const { return inter_op_threads_.load(); }
+
   // ---- Runtime --------------------------------------------------------------------------
   // Creates the logical devices if not done yet. On failure nothing is kept, the context
   // stays unconfigured-but-editable, and the error says what to change.
@@ -163,12 +179,17 @@ class Context {
                                     bool growth, int* next_id,
                                     std::vector<std::unique_ptr<Device>>* out);
   Status RefuseAfterInit(const char* message) const;
+  Status SetThreads(std::atomic<int>& setting, int num_threads, const char* what,
+                    const char* initialized_error);
   StatusOr<Device*> FindDeviceImpl(const DeviceName& spec, bool soft);
 
   const std::vector<std::unique_ptr<Platform>> platforms_;
   ContextOptions options_;  // fixed once initialised
   std::atomic<bool> soft_placement_{false};
   std::atomic<bool> log_placement_{false};
+  // Read by every CPU kernel call (atomics: no lock there); written under mu_.
+  std::atomic<int> intra_op_threads_{0};
+  std::atomic<int> inter_op_threads_{0};
 
   mutable std::mutex mu_;
   // Configuration, keyed by physical device name.

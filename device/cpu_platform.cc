@@ -25,14 +25,6 @@ std::string CpuModel() {
   return "CPU";
 }
 
-// Cores this process may run on (honours taskset / cgroup cpusets).
-int UsableCores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
-
 uint64_t TotalHostMemory() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
@@ -50,6 +42,17 @@ StatusOr<uint64_t> AvailableHostMemory() {
   }
   return UnavailableError("/proc/meminfo has no MemAvailable line");
 }
+
+}  // namespace
+
+int UsableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+namespace {
 
 class CpuPlatform : public Platform {
  public:

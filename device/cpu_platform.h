@@ -10,6 +10,10 @@ namespace tower {
 
 std::unique_ptr<Platform> CreateCpuPlatform();
 
+// Cores this process may run on: sched_getaffinity's count (honours taskset and cgroup
+// cpusets), else the cores online; at least 1.
+int UsableCores();
+
 }  // namespace tower
 
 #endif  // TOWER_DEVICE_CPU_PLATFORM_H_

@@ -191,6 +191,39 @@ TEST(ContextTest, SettersAfterInitializationFailWithTensorFlowsTexts) {
   EXPECT_TRUE(context->GetSoftDevicePlacement());
 }
 
+// tf.config.threading's rules: 0 (the system picks) by default, negative counts refused,
+// any value before initialisation, after it the same value only.
+TEST(ContextTest, ThreadSettingsFollowTensorFlowsRules) {
+  auto context = TwoGpus();
+  EXPECT_EQ(context->GetIntraOpParallelismThreads(), 0);
+  EXPECT_EQ(context->GetInterOpParallelismThreads(), 0);
+  Status negative = context->SetIntraOpParallelismThreads(-1);
+  EXPECT_TRUE(IsInvalidArgument(negative));
+  EXPECT_THAT(negative.message(), HasSubstr("got -1"));
+  EXPECT_TRUE(IsInvalidArgument(context->SetInterOpParallelismThreads(-3)));
+  EXPECT_EQ(context->GetIntraOpParallelismThreads(), 0);
+
+  ASSERT_TRUE(context->SetIntraOpParallelismThreads(4).ok());
+  ASSERT_TRUE(context->SetIntraOpParallelismThreads(2).ok());  // changeable until initialised
+  ASSERT_TRUE(context->SetInterOpParallelismThreads(3).ok());
+  ASSERT_TRUE(context->EnsureInitialized().ok());
+
+  Status intra = context->SetIntraOpParallelismThreads(1);
+  EXPECT_TRUE(IsFailedPrecondition(intra));
+  EXPECT_THAT(intra.message(),
+              StartsWith("Intra op parallelism cannot be modified after initialization."));
+  Status inter = context->SetInterOpParallelismThreads(0);
+  EXPECT_TRUE(IsFailedPrecondition(inter));
+  EXPECT_THAT(inter.message(),
+              StartsWith("Inter op parallelism cannot be modified after initialization."));
+  EXPECT_TRUE(IsInvalidArgument(context->SetIntraOpParallelismThreads(-1)));
+  // The same value again changes nothing: accepted, as in TensorFlow.
+  EXPECT_TRUE(context->SetIntraOpParallelismThreads(2).ok());
+  EXPECT_TRUE(context->SetInterOpParallelismThreads(3).ok());
+  EXPECT_EQ(context->GetIntraOpParallelismThreads(), 2);
+  EXPECT_EQ(context->GetInterOpParallelismThreads(), 3);
+}
+
 TEST(ContextTest, MemoryGrowthIsForGpusOnly) {
   auto context = TwoGpus();
   Status cpu = context->SetMemoryGrowth(context->ListPhysicalDevices("CPU")[0], true);
