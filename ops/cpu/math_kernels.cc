@@ -1,12 +1,89 @@
-// CPU kernels of the math ops: Eigen over the tensors' buffers, single-threaded per call.
+// CPU kernels of the math ops: Eigen over the tensors' buffers. Large products split over
+// the intra-op threads of the call (device/intra_op.h); everything else runs on the caller.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
+#include "device/intra_op.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/eigen.h"
 #include "ops/op_attrs.h"
 
 namespace tower::cpu {
+
+namespace {
+
+// ---- Splitting a product over intra-op threads.
+// Each chunk is an independent Eigen GEMM over a block of the output, so a chunk's bits do not
+// depend on the thread that runs it. Eigen computes a row-major product as the transposed
+// column-major one: the output's columns are the rows of Eigen's kernel, taken in groups of
+// three SIMD packets (24 floats with AVX2, 48 with AVX-512) while the leftover rows are summed
+// in another order (two accumulators per lane). Column chunks therefore start at multiples of
+// 48, which keeps every column in the group it has in the whole product: the split result is
+// then the same bits as the unsplit one, for any thread count (tests/ops/intra_op_test.cc
+// checks it). The output's rows are Eigen's columns, taken 4 at a time: row chunks start at
+// multiples of 8.
+constexpr int64_t kColumnAlign = 48;
+constexpr int64_t kRowAlign = 8;
+// Below this many flops a chunk does not repay handing it to another thread (≈ 20 µs of one
+// core's GEMM; waking a blocked worker costs 10-50 µs): linreg's 64×1 products never split.
+constexpr double kMinChunkFlops = 2e6;
+
+struct MatMulJob {
+  ConstMatrixMap a;
+  ConstMatrixMap b;
+  float* out;  // [m, n], row-major
+  int64_t m;
+  int64_t n;
+  bool transpose_a;
+  bool transpose_b;
+  bool by_columns;  // else by rows
+  int chunks;
+};
+
+// out[r0:r1, c0:c1] = op(a)[r0:r1, :] · op(b)[:, c0:c1], as Eigen computes `out = a · b`
+// (zero, then accumulate: Eigen's evalTo), the zeroing done here a row at a time with memset:
+// Eigen zeroes a block of a row-major matrix element by element (~6% of a split mlp step).
+void ProductBlock(const MatMulJob& job, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    std::memset(job.out + r * job.n + c0, 0, static_cast<size_t>(c1 - c0) * sizeof(float));
+  }
+  MatrixMap whole(job.out, job.m, job.n);
+  auto out = whole.block(r0, c0, r1 - r0, c1 - c0);
+  if (!job.transpose_a && !job.transpose_b) {
+    out.noalias() += job.a.middleRows(r0, r1 - r0) * job.b.middleCols(c0, c1 - c0);
+  } else if (job.transpose_a && !job.transpose_b) {
+    out.noalias() += job.a.middleCols(r0, r1 - r0).transpose() * job.b.middleCols(c0, c1 - c0);
+  } else if (!job.transpose_a && job.transpose_b) {
+    out.noalias() += job.a.middleRows(r0, r1 - r0) * job.b.middleRows(c0, c1 - c0).transpose();
+  } else {
+    out.noalias() +=
+        job.a.middleCols(r0, r1 - r0).transpose() * job.b.middleRows(c0, c1 - c0).transpose();
+  }
+}
+
+// Where chunk `c` starts along a split dimension of `extent` (c = chunks: the end): the
+// multiple of `align` nearest to c/chunks of the way. Each chunk gets at least one unit
+// (chunks <= extent / align), and the leftover (< align) falls to the last.
+int64_t ChunkStart(int64_t c, int chunks, int64_t extent, int64_t align) {
+  if (c == chunks) return extent;
+  return align * ((2 * c * extent + chunks * align) / (2 * chunks * align));
+}
+
+void ProductChunk(void* context, int chunk) {
+  const MatMulJob& job = *static_cast<const MatMulJob*>(context);
+  const int64_t align = job.by_columns ? kColumnAlign : kRowAlign;
+  const int64_t extent = job.by_columns ? job.n : job.m;
+  const int64_t begin = ChunkStart(chunk, job.chunks, extent, align);
+  const int64_t end = ChunkStart(chunk + 1, job.chunks, extent, align);
+  if (job.by_columns) {
+    ProductBlock(job, 0, job.m, begin, end);
+  } else {
+    ProductBlock(job, begin, end, 0, job.n);
+  }
+}
+
+}  // namespace
 
 Status MatMul(const KernelContext& ctx) {
   const auto& attrs = ctx.attr<attrs::MatMul>();
@@ -21,8 +98,39 @@ Status MatMul(const KernelContext& ctx) {
     out.setZero();
     return OkStatus();
   }
-  const ConstMatrixMap am = Matrix(a, a.shape().dim(0), a.shape().dim(1));
-  const ConstMatrixMap bm = Matrix(b, b.shape().dim(0), b.shape().dim(1));
+  MatMulJob job{Matrix(a, a.shape().dim(0), a.shape().dim(1)),
+                Matrix(b, b.shape().dim(0), b.shape().dim(1)),
+                c.data<float>(),
+                m,
+                n,
+                attrs.transpose_a,
+                attrs.transpose_b,
+                /*by_columns=*/true,
+                /*chunks=*/1};
+  // Chunks: at most the threads this call may use, each of at least kMinChunkFlops, along the
+  // dimension that gives more of them (columns when equal). They depend on the shapes and
+  // the budget only.
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                       static_cast<double>(k);
+  if (flops >= 2 * kMinChunkFlops) {
+    const int64_t wanted = std::min<int64_t>(CurrentIntraOpThreads(),
+                                             static_cast<int64_t>(flops / kMinChunkFlops));
+    const int64_t column_units = n / kColumnAlign;
+    const int64_t row_units = m / kRowAlign;
+    const int64_t by_columns = std::min(wanted, column_units);
+    const int64_t by_rows = std::min(wanted, row_units);
+    if (std::max(by_columns, by_rows) >= 2) {
+      job.by_columns = by_columns >= by_rows;
+      job.chunks = static_cast<int>(job.by_columns ? by_columns : by_rows);
+    }
+  }
+  if (job.chunks > 1) {
+    ParallelFor(job.chunks, ProductChunk, &job);
+    return OkStatus();
+  }
+  // One chunk: the whole product, as before splitting existed.
+  const ConstMatrixMap& am = job.a;
+  const ConstMatrixMap& bm = job.b;
   if (!attrs.transpose_a && !attrs.transpose_b) {
     out.noalias() = am * bm;
   } else if (attrs.transpose_a && !attrs.transpose_b) {
