@@ -2,6 +2,7 @@
 //
 //   bazel-bin/bench/train_bench --workload=linreg --replicas=2
 //   bazel-bin/bench/train_bench --workload=mlp --replicas=2 --window-s=2
+//   bazel-bin/bench/train_bench --workload=mlp --replicas=1 --intra-op-threads=2
 //
 // Prints, after warm-up, one line per run (two with --ab-deterministic: today's path and
 // deterministic mode, whose timed windows alternate):
@@ -11,7 +12,9 @@
 // from the warm-up's rate (--steps fixes it instead), and `loss_last` shows the weights the
 // figure was taken on (a throughput on diverged weights is worthless);
 // and the peak memory of each replica's device against the bytes the step needs
-// (parameters + gradients + activations + optimizer state).
+// (parameters + gradients + activations + optimizer state). `intra_op_threads` is the
+// process's resolved setting (--intra-op-threads, 0 = one per core); how many of them a
+// replica's kernels use is the strategy's share.
 //
 // The global batches are generated once (the synthetic data of docs/BENCHMARKS.md, --batches of them)
 // and cycled, as the PyTorch peers do: the figure is the training step, not the generator.
@@ -27,6 +30,7 @@
 #include "data/dataset.h"
 #include "device/context.h"
 #include "device/device_flags.h"
+#include "device/intra_op.h"
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
@@ -176,13 +180,14 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
       "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
       "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
-      "virtual_shards=%d\n",
+      "intra_op_threads=%d virtual_shards=%d\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
       trainer.strategy != nullptr ? trainer.strategy->cross_device_ops().name().c_str() : "none",
       static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
-      worst_ratio, trainer.first_loss, trainer.last_loss, dist->virtual_shards());
+      worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
+      dist->virtual_shards());
 }
 
 Status Run(Options options) {

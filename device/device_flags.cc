@@ -1,6 +1,7 @@
 #include "device/device_flags.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "util/strings.h"
 
@@ -9,6 +10,8 @@ namespace {
 
 constexpr int64_t kMaxLogicalPerPhysical = 64;
 constexpr int64_t kMaxLogicalCpus = 256;
+// Far above any machine's cores: the bound only keeps the value an int and the pool sane.
+constexpr int64_t kMaxThreads = 1024;
 
 StatusOr<std::vector<PhysicalDevice>> ParseVisibleGpus(const std::string& text,
                                                        const std::vector<PhysicalDevice>& gpus) {
@@ -53,6 +56,10 @@ void AddDeviceFlags(FlagParser* parser, DeviceFlags* flags) {
                  "split the CPU into this many logical CPUs (0 = one)");
   parser->AddInt("cpu-memory-limit", &flags->cpu_memory_limit_mb,
                  "memory limit of each logical CPU in MiB (0 = none)");
+  parser->AddInt("intra-op-threads", &flags->intra_op_threads,
+                 "at most this many threads per CPU kernel call (0 = one per core)");
+  parser->AddInt("inter-op-threads", &flags->inter_op_threads,
+                 "OS threads that run CPU replicas concurrently (0 = one per core)");
 }
 
 Status ApplyDeviceFlags(const DeviceFlags& flags, Context& context) {
@@ -74,10 +81,31 @@ Status ApplyDeviceFlags(const DeviceFlags& flags, Context& context) {
                                 std::to_string(flags.cpu_memory_limit_mb) +
                                 " must be a positive number of MiB (or 0 for none)");
   }
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"intra-op-threads",
+                                                                      flags.intra_op_threads},
+                                     {"inter-op-threads", flags.inter_op_threads}}) {
+    if (value < 0 || value > kMaxThreads) {
+      return InvalidArgumentError(std::string("--") + name + "=" + std::to_string(value) +
+                                  " must be between 0 (one per core) and " +
+                                  std::to_string(kMaxThreads));
+    }
+  }
   if (!flags.memory_growth.empty() && flags.memory_growth != "true" &&
       flags.memory_growth != "false") {
     return InvalidArgumentError("--memory-growth='" + flags.memory_growth +
                                 "' must be true or false");
+  }
+
+  // 0 leaves the setting as it is (the default, or what the program set itself).
+  if (flags.intra_op_threads != 0) {
+    TOWER_RETURN_IF_ERROR(
+        context.SetIntraOpParallelismThreads(static_cast<int>(flags.intra_op_threads))
+            .WithContext("--intra-op-threads"));
+  }
+  if (flags.inter_op_threads != 0) {
+    TOWER_RETURN_IF_ERROR(
+        context.SetInterOpParallelismThreads(static_cast<int>(flags.inter_op_threads))
+            .WithContext("--inter-op-threads"));
   }
 
   const std::vector<PhysicalDevice> gpus = context.ListPhysicalDevices("GPU");

@@ -1,6 +1,7 @@
 // The device flags shared by `tower`, the examples and the benchmarks:
 //   --visible-gpus=0,1|none   --virtual-gpus=N   --memory-limit=MB   --memory-growth=true|false
 //   --memory-fraction=F       --virtual-cpus=N   --cpu-memory-limit=MB
+//   --intra-op-threads=N      --inter-op-threads=N
 // and how they become tower::config calls (before the runtime initialises).
 #ifndef TOWER_DEVICE_DEVICE_FLAGS_H_
 #define TOWER_DEVICE_DEVICE_FLAGS_H_
@@ -21,6 +22,8 @@ struct DeviceFlags {
   double memory_fraction = 0;        // 0 = unset
   int64_t virtual_cpus = 0;          // logical CPUs; 0 = one
   int64_t cpu_memory_limit_mb = 0;   // per logical CPU; 0 = no limit
+  int64_t intra_op_threads = 0;      // most threads of one CPU kernel call; 0 = one per core
+  int64_t inter_op_threads = 0;      // OS threads running CPU replicas; 0 = one per core
 };
 
 void AddDeviceFlags(FlagParser* parser, DeviceFlags* flags);

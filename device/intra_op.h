@@ -70,8 +70,9 @@ class IntraOpPool {
   IntraOpPool& operator=(const IntraOpPool&) = delete;
 
   // Runs fn(context, c) once for every c in [0, chunks) and returns when all have returned:
-  // on the caller and the workers when the pool is free, else on the caller alone. Which
-  // thread runs which chunk varies; each chunk must write only its own part of the output.
+  // on the caller and the workers when the pool is free, else (or beyond 65535 chunks) on
+  // the caller alone. Which thread runs which chunk varies; each chunk must write only its
+  // own part of the output.
   void ParallelFor(int chunks, ChunkFn fn, void* context);
   // The same with a callable f(int chunk), taken by reference (nothing is copied).
   template <typename F>
@@ -92,8 +93,8 @@ class IntraOpPool {
 
  private:
   void WorkerLoop();
-  // Claims and runs chunks of job `generation` until none is left; false if that job had
-  // already moved on.
+  // Claims and runs chunks of job `generation` until none is left (none at all if that job
+  // has already finished and another begun).
   void RunChunks(uint32_t generation);
 
   // The job: claim_ packs (generation << 32) | (chunks << 16) | next, so that a worker

@@ -115,6 +115,8 @@ tower::DeviceFlags DeviceFlagsOf(const TrainFlags& flags) {
   }
   num("virtual-cpus", &device.virtual_cpus);
   num("cpu-memory-limit", &device.cpu_memory_limit_mb);
+  num("intra-op-threads", &device.intra_op_threads);
+  num("inter-op-threads", &device.inter_op_threads);
   return device;
 }
 

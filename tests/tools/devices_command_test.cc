@@ -44,6 +44,25 @@ TEST(DevicesCommandTest, VirtualCpusAreListed) {
   EXPECT_THAT(result.out, HasSubstr("no limit"));
 }
 
+// The thread flags are device flags (device/device_flags.h): `tower train`, the examples and
+// the benchmarks apply them the same way, before the runtime initialises.
+TEST(DevicesCommandTest, ThreadFlagsReachTheContext) {
+  auto context = MakeContextWithFakeGpus({});
+  Result result = RunDevices(*context, {"--intra-op-threads=3", "--inter-op-threads=2"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(context->GetIntraOpParallelismThreads(), 3);
+  EXPECT_EQ(context->GetInterOpParallelismThreads(), 2);
+  // Initialised now: another value is refused with TensorFlow's text, naming the flag.
+  Result late = RunDevices(*context, {"--intra-op-threads=1"});
+  EXPECT_EQ(late.code, 2);
+  EXPECT_THAT(late.err, HasSubstr("--intra-op-threads: Intra op parallelism cannot be modified "
+                                  "after initialization."));
+  EXPECT_EQ(RunDevices(*context, {"--intra-op-threads=3"}).code, 0);  // the same: accepted
+  Result negative = RunDevices(*MakeContextWithFakeGpus({}), {"--inter-op-threads=-4"});
+  EXPECT_EQ(negative.code, 2);
+  EXPECT_THAT(negative.err, HasSubstr("--inter-op-threads=-4 must be between 0 (one per core)"));
+}
+
 TEST(DevicesCommandTest, VirtualGpusWithLimitsOnEveryVisibleCard) {
   auto context = TwoCards();
   Result result = RunDevices(*context, {"--virtual-gpus=2", "--memory-limit=1024", "--visible-gpus=1"});

@@ -163,6 +163,28 @@ TEST(TrainCommandTest, TheSameCommandTwiceGivesTheSameBits) {
   }
 }
 
+TEST(TrainCommandTest, IntraOpThreadsTrainToTheBitsOfOneThread) {
+  // The mlp workload's default model (256 -> 1024 -> 1024 -> 1): its products and Adam's
+  // updates are large enough to split over the threads. Split products and updates give the
+  // bits of one thread (ops/cpu/math_kernels.cc), so the saved files are the same bytes.
+  ProgramOutput help = Train("--help");
+  ASSERT_EQ(help.exit_code, 0) << help.text;
+  EXPECT_THAT(help.text, HasSubstr("--intra-op-threads=<int>"));
+  EXPECT_THAT(help.text, HasSubstr("--inter-op-threads=<int>"));
+  std::string saved[3];
+  for (int threads = 1; threads <= 3; ++threads) {
+    const std::string weights = Path("threads_" + std::to_string(threads) + ".safetensors");
+    ProgramOutput out = Train("--data=synthetic:mlp --steps=4 --global-batch=64 --optimizer=adam "
+                              "--lr=0.0001 --verbose=0 --inter-op-threads=1 --intra-op-threads=" +
+                              std::to_string(threads) + " --save=" + weights);
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    saved[threads - 1] = ReadBytes(weights);
+  }
+  EXPECT_FALSE(saved[0].empty());
+  EXPECT_TRUE(saved[1] == saved[0]) << "2 intra-op threads changed the weights";
+  EXPECT_TRUE(saved[2] == saved[0]) << "3 intra-op threads changed the weights";
+}
+
 TEST(TrainCommandTest, CheckNumericsStopsAtTheFirstInfNamingIt) {
   const std::string save = Path("diverged.safetensors");
   ProgramOutput out = Train("--data=synthetic:linreg:rows=64 --lr=1e20 --epochs=5 "
@@ -320,6 +342,9 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {base + layers + epochs + "--memory-fraction=2", "fraction must be in (0, 1], got 2"},
       {base + layers + epochs + "--memory-growth=maybe", "--memory-growth='maybe' must be true or false"},
       {base + layers + epochs + "--cpu-memory-limit=-1", "--cpu-memory-limit=-1 must be a positive"},
+      {base + layers + epochs + "--intra-op-threads=-1", "--intra-op-threads=-1 must be between 0 (one per core) and 1024"},
+      {base + layers + epochs + "--inter-op-threads=5000", "--inter-op-threads=5000 must be between 0"},
+      {base + layers + epochs + "--intra-op-threads=two", "--intra-op-threads='two' is not an integer"},
       {base + layers + epochs, "TF_FORCE_GPU_ALLOW_GROWTH='maybe' is not a valid value",
        "TF_FORCE_GPU_ALLOW_GROWTH=maybe"},
       // CSV contents.
