@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "device/context.h"
+#include "device/cpu_platform.h"
+#include "device/intra_op.h"
 #include "device/placement.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
@@ -159,10 +161,15 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
     return InvalidArgumentError(kind + ": replica_threads must be 0 (one per core) or "
                                 "positive, not " + std::to_string(options.replica_threads));
   }
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  const int allowed = options.replica_threads > 0 ? options.replica_threads : cores;
+  const int cores = std::max(1, UsableCores());
+  const int allowed = options.replica_threads > 0 ? options.replica_threads
+                                                  : ResolvedInterOpThreads();
   setup.threads = all_host ? std::min(replicas, allowed) : replicas;
   setup.spin = setup.threads <= cores;
+  // Each replica thread's kernels split only into the cores the replicas leave idle (an
+  // explicit intra-op setting is taken as it is).
+  const int intra_op = Context::Global().GetIntraOpParallelismThreads();
+  setup.intra_op_threads = intra_op > 0 ? intra_op : std::max(1, cores / setup.threads);
   switch (setup.choice.kind) {
     case CrossDeviceOpsKind::kInProcess:
       setup.ops = std::make_unique<InProcessAllReduce>(setup.names, options.collective_timeout,
@@ -230,6 +237,7 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       bucket_bytes_(setup.bucket_bytes),
       virtual_shards_(setup.virtual_shards),
       timeout_(setup.timeout),
+      intra_op_threads_(setup.intra_op_threads),
       results_(devices_.size()) {
   for (size_t r = 0; r < devices_.size(); ++r) {
     replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r)));
@@ -297,6 +305,7 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
 void MirroredStrategy::RunScheduled(void* self, int replica) {
   auto* strategy = static_cast<MirroredStrategy*>(self);
   ScopedDefaultContext use_context(*strategy->context_);
+  ScopedIntraOpThreads share(strategy->intra_op_threads_);
   strategy->results_[replica] = strategy->RunReplica(replica, *strategy->fn_);
 }
 

@@ -144,6 +144,7 @@ class MirroredStrategy : public Distribution {
     std::unique_ptr<CrossDeviceOps> ops;
     bool spin = false;
     int threads = 1;  // OS threads for the local replicas (fibers when fewer than replicas)
+    int intra_op_threads = 1;  // threads each replica's CPU kernels may use
   };
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
                                            const MirroredStrategyOptions& options);
@@ -170,6 +171,7 @@ class MirroredStrategy : public Distribution {
   const int64_t bucket_bytes_;
   const int virtual_shards_;
   const std::chrono::milliseconds timeout_;
+  const int intra_op_threads_;
   std::vector<std::unique_ptr<Replica>> replicas_;
 
   // The run in progress: fn_ on every replica, through the scheduler.

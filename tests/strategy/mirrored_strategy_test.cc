@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "device/cpu_platform.h"
+#include "device/intra_op.h"
 #include "device/testing/fake_gpu_platform.h"
 #include "ops/array_ops.h"
 #include "util/logging.h"
@@ -158,6 +160,27 @@ TEST(MirroredStrategyTest, ReplicasOnFewerThreadsKeepTheirDevicesThroughCollecti
   options.replica_threads = -1;
   EXPECT_THAT(MirroredStrategy::Create(options).status().message(),
               HasSubstr("replica_threads must be 0 (one per core) or positive, not -1"));
+}
+
+// Kernels split only into the cores the replicas leave idle: with the intra-op setting at
+// its default, each of R replica threads gets cores / R threads (at least 1).
+TEST(MirroredStrategyTest, EachReplicaThreadGetsItsShareOfTheCoresForItsKernels) {
+  ASSERT_EQ(Context::Global().GetIntraOpParallelismThreads(), 0);
+  const int cores = std::max(1, UsableCores());
+  auto context = Cpus(8);
+  for (int threads : {1, 2, 4}) {
+    MirroredStrategyOptions options;
+    options.context = context.get();
+    options.replica_threads = threads;
+    auto strategy = std::move(MirroredStrategy::Create(options)).value();
+    std::vector<int> budgets(8, -1);
+    ASSERT_TRUE(strategy->RunOnReplicas([&](ReplicaContext& ctx) {
+      budgets[ctx.replica_id()] = CurrentIntraOpThreads();
+      return OkStatus();
+    }).ok());
+    EXPECT_EQ(budgets, std::vector<int>(8, std::max(1, cores / threads))) << threads;
+  }
+  EXPECT_EQ(CurrentIntraOpThreads(), cores);  // outside the replicas: the whole machine
 }
 
 TEST(MirroredStrategyTest, AnExceptionInAReplicaBecomesAnError) {
