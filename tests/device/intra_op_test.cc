@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -16,21 +16,8 @@
 
 #include "device/config.h"
 #include "device/cpu_platform.h"
+#include "tests/testing/allocation_counter.h"
 #include "util/fiber.h"
-
-// Counts heap allocations while `counting` is set (every thread's).
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<int64_t> allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace tower {
 namespace {
@@ -190,20 +177,21 @@ TEST(IntraOpPoolTest, AfterStopCallsRunOnTheCaller) {
 }
 
 TEST(IntraOpPoolTest, CallsAllocateNothing) {
+  if (!testing::CountAllocations::available()) GTEST_SKIP() << "sanitizers own malloc";
   IntraOpPool pool(2);
   std::atomic<int64_t> sum{0};
   auto chunk = [&](int c) { sum.fetch_add(c); };
   pool.ParallelFor(8, chunk);  // warm: the workers have started and set their budgets
   ParallelFor(8, chunk);       // the global pool too
-  allocations.store(0);
-  counting.store(true);
+  std::optional<testing::CountAllocations> counter(std::in_place);
   for (int i = 0; i < 1000; ++i) {
     pool.ParallelFor(8, chunk);
     ParallelFor(3, chunk);
     ParallelFor(1, chunk);
   }
-  counting.store(false);
-  EXPECT_EQ(allocations.load(), 0);
+  const int64_t allocations = counter->count();
+  counter.reset();
+  EXPECT_EQ(allocations, 0);
   EXPECT_EQ(sum.load(), 28 + 28 + 1000 * (28 + 3 + 0));
 }
 
