@@ -65,9 +65,11 @@ BfcAllocator::BfcAllocator(std::string device_name, std::unique_ptr<MemorySource
       source_(std::move(source)),
       options_(options),
       bins_{},
+      in_use_(0, std::hash<const void*>(), std::equal_to<const void*>(),
+              InUseMap::allocator_type(&node_pool_)),
       next_region_bytes_(RoundUp(std::max<uint64_t>(options.initial_region_bytes, 1),
                                  kMinAllocationSize)) {
-  for (Bin& bin : bins_) bin = Bin(BinOrder{&chunks_});
+  for (Bin& bin : bins_) bin = Bin(BinOrder{&chunks_}, Bin::allocator_type(&node_pool_));
   stats_.bytes_limit = options.limit_bytes;
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "device/memory_source.h"
+#include "util/node_pool.h"
 #include "util/statusor.h"
 
 namespace tower {
@@ -122,7 +123,13 @@ class BfcAllocator {
     bool operator()(ChunkHandle a, const std::pair<size_t, const char*>& b) const;
     bool operator()(const std::pair<size_t, const char*>& a, ChunkHandle b) const;
   };
-  using Bin = std::set<ChunkHandle, BinOrder>;
+  // The bins' and the pointer map's nodes come from node_pool_: a steady stream of
+  // allocations and frees calls malloc only while the allocator grows.
+  using Bin = std::set<ChunkHandle, BinOrder, PoolAllocator<ChunkHandle>>;
+  using InUseMap =
+      std::unordered_map<const void*, ChunkHandle, std::hash<const void*>,
+                         std::equal_to<const void*>,
+                         PoolAllocator<std::pair<const void* const, ChunkHandle>>>;
 
   BfcAllocator(std::string device_name, std::unique_ptr<MemorySource> source,
                const AllocatorOptions& options);
@@ -148,11 +155,12 @@ class BfcAllocator {
   const AllocatorOptions options_;
 
   mutable std::mutex mu_;
+  NodePool node_pool_;  // before the containers that use it (destroyed after them)
   std::vector<Chunk> chunks_;
   std::vector<ChunkHandle> free_handles_;
   std::vector<Region> regions_;
   std::array<Bin, kNumBins> bins_;
-  std::unordered_map<const void*, ChunkHandle> in_use_;
+  InUseMap in_use_;
   uint64_t next_region_bytes_;
   AllocatorStats stats_;
 };

@@ -317,12 +317,31 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   if (predictions != nullptr) predictions->assign(static_cast<size_t>(batch.rows * out_dim), 0.0f);
   // Other workers hold the other rows' predictions: they come with the loss's all-reduce.
   const bool gather = predictions != nullptr && dist.num_replicas_in_sync() > dist.num_local_replicas();
-  std::vector<double> losses(static_cast<size_t>(dist.num_local_replicas()), 0.0);
+  double loss = 0;  // replica 0's: after the all-reduce every replica holds the same
   // Every replica reads the step number before the all-reduce, which nobody passes before
   // all have read it.
   const int64_t iteration = optimizer_->iterations();
 
-  Status status = dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+  // The replicas' function captures one pointer to the step's state (and `this`), so that
+  // the std::function it becomes holds it inline: no allocation per step.
+  struct Step {
+    Distribution& dist;
+    const data::Batch& batch;
+    bool training;
+    std::vector<float>* predictions;
+    bool gather;
+    int64_t in_dim, out_dim, iteration;
+    double& loss;
+  } step{dist, batch, training, predictions, gather, in_dim, out_dim, iteration, loss};
+  Status status = dist.RunOnReplicas([this, &step](ReplicaContext& ctx) -> Status {
+    Distribution& dist = step.dist;
+    const data::Batch& batch = step.batch;
+    const bool training = step.training;
+    std::vector<float>* const predictions = step.predictions;
+    const bool gather = step.gather;
+    const int64_t in_dim = step.in_dim;
+    const int64_t out_dim = step.out_dim;
+    const int64_t iteration = step.iteration;
     const int r = ctx.replica_id();
     Device* device = ctx.device();
     // One pass over the replica's shard, or one per virtual shard (deterministic mode); the
@@ -373,15 +392,20 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     }
     if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
     if (training) TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
-    TOWER_ASSIGN_OR_RETURN(std::vector<float> loss_value, pass.loss.ToHost());
-    losses[r] = loss_value[0];
+    // Every replica reads its loss (on a GPU this also waits for the step's work).
+    if (pass.loss.num_elements() != 1 || pass.loss.dtype() != DType::kFloat32) {
+      return InternalError("the loss is not one float32 value: " + pass.loss.shape().ToString());
+    }
+    float loss_value = 0;
+    TOWER_RETURN_IF_ERROR(pass.loss.ToHostBytes(&loss_value));
+    if (r == 0) step.loss = loss_value;
     if (gather && r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
     return OkStatus();
   });
   TOWER_RETURN_IF_ERROR(status);
   if (training) optimizer_->set_iterations(iteration + 1);
   if (predictions != nullptr) DenormalizeOutputs(predictions->data(), batch.rows);
-  return losses[0];
+  return loss;
 }
 
 void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions) {

@@ -13,7 +13,7 @@ namespace tower {
 StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(Device* device, size_t bytes) {
   TOWER_CHECK(device != nullptr) << "TensorBuffer::Allocate on a null device";
   TOWER_ASSIGN_OR_RETURN(void* data, device->allocator().Allocate(bytes));
-  return std::shared_ptr<TensorBuffer>(new TensorBuffer(device, data, bytes));
+  return std::make_shared<TensorBuffer>(Key(), device, data, bytes);
 }
 
 TensorBuffer::~TensorBuffer() { device_->allocator().Deallocate(data_); }

@@ -32,9 +32,16 @@ class TensorBuffer {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
- private:
-  TensorBuffer(Device* device, void* data, size_t bytes)
+  // Only Allocate can make one (a key only it can name), through std::make_shared: the
+  // buffer and its reference counts in one heap allocation.
+  class Key {
+    Key() = default;
+    friend class TensorBuffer;
+  };
+  TensorBuffer(Key, Device* device, void* data, size_t bytes)
       : device_(device), data_(data), bytes_(bytes) {}
+
+ private:
   Device* const device_;
   void* const data_;
   const size_t bytes_;
