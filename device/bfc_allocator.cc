@@ -258,6 +258,16 @@ void BfcAllocator::Deallocate(void* ptr) {
   InsertFree(handle);
 }
 
+void* BfcAllocator::AllocateRecord(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return node_pool_.Allocate(bytes);
+}
+
+void BfcAllocator::DeallocateRecord(void* record, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  node_pool_.Deallocate(record, bytes);
+}
+
 size_t BfcAllocator::AllocatedSize(const void* ptr) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = in_use_.find(ptr);

@@ -94,6 +94,9 @@ IntraOpPool::IntraOpPool(int workers) {
   TOWER_CHECK(workers >= 0 && workers <= kMaxWorkers) << "workers=" << workers;
   threads_.reserve(static_cast<size_t>(workers));
   for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  // Returns with every worker set up (its thread-local state made): no worker makes
+  // anything later, during some call.
+  while (started_.load(std::memory_order_acquire) < workers) std::this_thread::yield();
 }
 
 IntraOpPool::~IntraOpPool() { Stop(); }
@@ -133,6 +136,7 @@ void IntraOpPool::RunChunks(uint32_t generation) {
 void IntraOpPool::WorkerLoop() {
   // Kernels inside a chunk do not split again.
   ScopedIntraOpThreads one(1);
+  started_.fetch_add(1, std::memory_order_release);
   uint32_t seen = 0;  // the generation of no job: the first job (1) is news, however late
                       // this thread starts
   auto has_news = [&] {

@@ -108,6 +108,7 @@ class IntraOpPool {
   std::atomic<int> done_{0};        // chunks of the current job finished
   std::atomic<bool> busy_{false};   // a ParallelFor holds the pool
   std::atomic<bool> stopping_{false};
+  std::atomic<int> started_{0};     // workers that have set up (the constructor waits for all)
   std::atomic<uint64_t> split_calls_{0};
   std::atomic<uint64_t> busy_fallbacks_{0};
 

@@ -39,9 +39,12 @@ DeviceName Merge(DeviceName outer, const DeviceName& inner) {
 
 }  // namespace
 
-DeviceScope::DeviceScope(std::string_view spec) {
+DeviceScope::DeviceScope(std::string_view spec) { Enter(DeviceName::Parse(spec)); }
+
+DeviceScope::DeviceScope(const DeviceName& name) { Enter(name); }
+
+void DeviceScope::Enter(const StatusOr<DeviceName>& name) {
   std::vector<ScopeEntry>& stack = ScopeStack();
-  StatusOr<DeviceName> name = DeviceName::Parse(spec);
   if (!name.ok()) status_ = name.status();
   if (!name.ok() || (!stack.empty() && !stack.back().merged.ok())) {
     // An outer malformed scope stays in force (its error wins, as it came first).

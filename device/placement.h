@@ -35,6 +35,8 @@ namespace tower {
 class DeviceScope {
  public:
   explicit DeviceScope(std::string_view spec);
+  // A name already parsed (a device's own: nothing to parse, no allocation).
+  explicit DeviceScope(const DeviceName& name);
   ~DeviceScope();
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
@@ -49,6 +51,7 @@ class DeviceScope {
   static Status CurrentRequest(const DeviceName** request);
 
  private:
+  void Enter(const StatusOr<DeviceName>& name);
   Status status_;
 };
 

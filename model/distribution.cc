@@ -48,19 +48,23 @@ RowRange ReplicaRows(int64_t global_rows, int num_replicas, int replica) {
   return range;
 }
 
-std::vector<RowRange> Distribution::PassRows(int64_t global_rows, int replica) const {
+void Distribution::PassRows(int64_t global_rows, int replica,
+                            std::vector<RowRange>* passes) const {
+  passes->clear();
   const int shards = virtual_shards();
-  if (shards <= 0) return {ReplicaRows(global_rows, num_replicas_in_sync(), replica)};
-  const RowRange mine = ReplicaRows(shards, num_replicas_in_sync(), replica);
-  std::vector<RowRange> passes;
-  for (int64_t v = mine.first; v < mine.end(); ++v) {
-    passes.push_back(ReplicaRows(global_rows, shards, static_cast<int>(v)));
+  if (shards <= 0) {
+    passes->push_back(ReplicaRows(global_rows, num_replicas_in_sync(), replica));
+    return;
   }
-  return passes;
+  const RowRange mine = ReplicaRows(shards, num_replicas_in_sync(), replica);
+  for (int64_t v = mine.first; v < mine.end(); ++v) {
+    passes->push_back(ReplicaRows(global_rows, shards, static_cast<int>(v)));
+  }
 }
 
 RowRange Distribution::ShardRows(int64_t global_rows, int replica) const {
-  const std::vector<RowRange> passes = PassRows(global_rows, replica);
+  std::vector<RowRange> passes;
+  PassRows(global_rows, replica, &passes);
   if (passes.empty()) return {0, 0};
   return {passes.front().first, passes.back().end() - passes.front().first};
 }

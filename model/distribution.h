@@ -109,7 +109,9 @@ class Distribution {
   // The rows of each forward/backward pass global replica `replica` runs on a global batch
   // of `global_rows` rows, in order: its shard (ReplicaRows over num_replicas_in_sync()), or
   // in deterministic mode its virtual shards (some may be empty on a small final batch).
-  std::vector<RowRange> PassRows(int64_t global_rows, int replica) const;
+  // Written into `*passes` (cleared first), so that a caller reusing the vector allocates
+  // nothing per step.
+  void PassRows(int64_t global_rows, int replica, std::vector<RowRange>* passes) const;
   // The rows replica `replica` trains on: all of its passes' rows (contiguous).
   RowRange ShardRows(int64_t global_rows, int replica) const;
 

@@ -5,6 +5,7 @@
 
 #include "device/context.h"
 #include "ops/array_ops.h"
+#include "util/fiber.h"
 
 namespace tower {
 namespace {
@@ -248,7 +249,18 @@ Status CheckFinite(const Tensor& tensor, const std::string& what, const std::str
 
 Status Sequential::ForwardBackward(int replica, const Tensor& features,
                                    const PassOptions& options, ReplicaPass* pass) {
-  std::vector<LayerCache> caches(options.backward ? layers_.size() : 0);
+  // This thread's (or replica fiber's) scratch, reused call after call: no allocation once
+  // sized. Its tensors are released when the call ends (they hold the pass's activations).
+  static FiberLocal<std::vector<LayerCache>> cache_scratch;
+  static FiberLocal<std::vector<Tensor>> grad_scratch;
+  std::vector<LayerCache>& caches = cache_scratch.Get();
+  caches.resize(options.backward ? layers_.size() : 0);
+  struct Release {
+    std::vector<LayerCache>& caches;
+    ~Release() {
+      for (LayerCache& cache : caches) cache = LayerCache();
+    }
+  } release{caches};
   Tensor activation = features;
   for (size_t i = 0; i < layers_.size(); ++i) {
     TOWER_ASSIGN_OR_RETURN(activation, layers_[i]->Forward(replica, activation,
@@ -265,7 +277,7 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
     TOWER_RETURN_IF_ERROR(options.reducer->Begin(gradient_bytes_, options.pass, options.passes));
   }
   TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, *options.targets, options.loss_rows));
-  std::vector<Tensor> layer_grads;
+  std::vector<Tensor>& layer_grads = grad_scratch.Get();
   for (size_t i = layers_.size(); i-- > 0;) {
     layer_grads.clear();
     TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(replica, d, caches[i], i > 0, &layer_grads));
@@ -346,9 +358,23 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     Device* device = ctx.device();
     // One pass over the replica's shard, or one per virtual shard (deterministic mode); the
     // reducer keeps each pass's gradients and loss and sums them all after the last.
-    const std::vector<RowRange> passes = dist.PassRows(batch.rows, ctx.global_replica_id());
+    // Scratch of this replica's thread (its fiber, where replicas share a thread), reused
+    // step after step: no allocation once sized. Emptied below before the next step.
+    static FiberLocal<std::vector<RowRange>> pass_rows;
+    static FiberLocal<ReplicaPass> replica_pass;
+    std::vector<RowRange>& passes = pass_rows.Get();
+    dist.PassRows(batch.rows, ctx.global_replica_id(), &passes);
     GradientReducer& reducer = ctx.gradient_reducer();
-    ReplicaPass pass;
+    ReplicaPass& pass = replica_pass.Get();
+    // Nothing of this step outlives it (the next step's peak memory must not hold these).
+    struct Release {
+      ReplicaPass& pass;
+      ~Release() {
+        pass.outputs = Tensor();
+        pass.loss = Tensor();
+        for (Tensor& gradient : pass.gradients) gradient = Tensor();
+      }
+    } release{pass};
     Tensor all_outputs;
     Tensor* extras[] = {&pass.loss, &all_outputs};  // no allocation per step
     const Span<Tensor* const> extra(extras, gather ? 2 : 1);
@@ -552,7 +578,8 @@ StatusOr<std::vector<float>> Sequential::Predict(const std::vector<float>& featu
   Distribution& dist = *distribution_;
   const bool other_workers = dist.num_replicas_in_sync() > dist.num_local_replicas();
   TOWER_RETURN_IF_ERROR(dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
-    const std::vector<RowRange> passes = dist.PassRows(rows, ctx.global_replica_id());
+    std::vector<RowRange> passes;
+    dist.PassRows(rows, ctx.global_replica_id(), &passes);
     // Across workers, this replica's rows (zeros elsewhere) for one all-reduce.
     std::vector<float> mine(other_workers ? static_cast<size_t>(rows * out_dim) : 0, 0.0f);
     float* const destination = other_workers ? mine.data() : outputs.data();

@@ -97,11 +97,7 @@ StatusOr<Tensor> Reduce(const OpKernels& op, const char* name, const Tensor& x,
                         ReduceAxis axis) {
   TOWER_RETURN_IF_ERROR(CheckFloat(name, "x", x));
   Shape out_shape;  // scalar
-  if (axis == ReduceAxis::kBatch && x.shape().rank() > 1) {
-    std::vector<int64_t> dims = x.shape().dims();
-    dims.erase(dims.begin());
-    TOWER_ASSIGN_OR_RETURN(out_shape, Shape::FromVector(dims));
-  }
+  if (axis == ReduceAxis::kBatch && x.shape().rank() > 1) out_shape = x.shape().WithoutFirstDim();
   const attrs::Reduce attrs{axis};
   return RunSingle(op, {&x}, OutputSpec{out_shape}, &attrs);
 }

@@ -52,6 +52,14 @@ Shape Shape::WithFirstDim(int64_t first) const {
   return shape;
 }
 
+Shape Shape::WithoutFirstDim() const {
+  TOWER_CHECK(rank_ >= 1) << "WithoutFirstDim of a scalar";
+  Shape shape;
+  shape.rank_ = rank_ - 1;
+  for (int i = 1; i < rank_; ++i) shape.dims_[i - 1] = dims_[i];
+  return shape;
+}
+
 std::string Shape::ToString() const {
   std::string out = "[";
   for (int i = 0; i < rank_; ++i) {

@@ -32,6 +32,8 @@ class Shape {
   int64_t row_size() const;
   // The same shape with the first dimension replaced (a batch of another size).
   Shape WithFirstDim(int64_t first) const;
+  // The same shape without its first dimension (rank >= 1): one row of a batch.
+  Shape WithoutFirstDim() const;
   std::vector<int64_t> dims() const { return std::vector<int64_t>(dims_.begin(), dims_.begin() + rank_); }
 
   // "[2, 3]"; a scalar is "[]".

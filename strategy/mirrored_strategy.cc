@@ -282,7 +282,7 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
   try {
     // Ops without inputs inside fn land on this replica's device (TensorFlow's replica
     // context does the same).
-    DeviceScope scope(devices_[replica]->full_name());
+    DeviceScope scope(devices_[replica]->name());
     status = fn(*replicas_[replica]);
   } catch (const std::exception& e) {
     status = InternalError(std::string("threw an exception: ") + e.what());
