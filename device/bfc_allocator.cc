@@ -258,14 +258,14 @@ void BfcAllocator::Deallocate(void* ptr) {
   InsertFree(handle);
 }
 
-void* BfcAllocator::AllocateRecord(size_t bytes) {
+void* BfcAllocator::AllocateNode(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  return node_pool_.Allocate(bytes);
+  return node_pool_.AllocateNode(bytes);
 }
 
-void BfcAllocator::DeallocateRecord(void* record, size_t bytes) {
+void BfcAllocator::DeallocateNode(void* node, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  node_pool_.Deallocate(record, bytes);
+  node_pool_.DeallocateNode(node, bytes);
 }
 
 size_t BfcAllocator::AllocatedSize(const void* ptr) const {

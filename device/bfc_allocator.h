@@ -83,8 +83,9 @@ class BfcAllocator {
   // Small host records that live as long as an allocation (a tensor buffer's reference
   // counts): from the allocator's node pool, so a steady state of allocations and frees
   // calls malloc for neither. Thread-safe; `bytes` must match between the two calls.
-  void* AllocateRecord(size_t bytes);
-  void DeallocateRecord(void* record, size_t bytes);
+  // (The names PoolAllocator, util/node_pool.h, calls.)
+  void* AllocateNode(size_t bytes);
+  void DeallocateNode(void* node, size_t bytes);
 
   // Size of the chunk serving `ptr` (the request rounded up to 256, or more when the rest
   // of a chunk was too small to split off). `ptr` must be live.

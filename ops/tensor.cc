@@ -6,40 +6,20 @@
 #include <cstring>
 #include <sstream>
 
+#include "util/node_pool.h"
 #include "util/strings.h"
 
 namespace tower {
 
-namespace {
-
-// Gives std::allocate_shared the device allocator's record pool for a buffer's reference
-// counts (and the TensorBuffer itself): no malloc per tensor.
-template <typename T>
-class RecordAllocator {
- public:
-  using value_type = T;
-  explicit RecordAllocator(BfcAllocator* allocator) : allocator_(allocator) {}
-  template <typename U>
-  RecordAllocator(const RecordAllocator<U>& other) : allocator_(other.allocator()) {}
-  T* allocate(size_t n) { return static_cast<T*>(allocator_->AllocateRecord(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) { allocator_->DeallocateRecord(p, n * sizeof(T)); }
-  BfcAllocator* allocator() const { return allocator_; }
-  template <typename U>
-  bool operator==(const RecordAllocator<U>& o) const { return allocator_ == o.allocator(); }
-  template <typename U>
-  bool operator!=(const RecordAllocator<U>& o) const { return allocator_ != o.allocator(); }
-
- private:
-  BfcAllocator* allocator_;
-};
-
-}  // namespace
 
 StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(Device* device, size_t bytes) {
   TOWER_CHECK(device != nullptr) << "TensorBuffer::Allocate on a null device";
   TOWER_ASSIGN_OR_RETURN(void* data, device->allocator().Allocate(bytes));
-  return std::allocate_shared<TensorBuffer>(RecordAllocator<TensorBuffer>(&device->allocator()),
-                                           Key(), device, data, bytes);
+  // The buffer and its reference counts in one record from the device allocator's node
+  // pool: no malloc per tensor.
+  return std::allocate_shared<TensorBuffer>(
+      PoolAllocator<TensorBuffer, BfcAllocator>(&device->allocator()), Key(), device, data,
+      bytes);
 }
 
 TensorBuffer::~TensorBuffer() { device_->allocator().Deallocate(data_); }

@@ -24,7 +24,7 @@ class NodePool {
     for (void* slab : slabs_) ::operator delete(slab);
   }
 
-  void* Allocate(size_t bytes) {
+  void* AllocateNode(size_t bytes) {
     if (bytes == 0 || bytes > kMaxNodeBytes) return ::operator new(bytes);
     FreeNode*& head = free_[Class(bytes)];
     if (head == nullptr) AddSlab(Class(bytes));
@@ -33,7 +33,7 @@ class NodePool {
     return node;
   }
 
-  void Deallocate(void* p, size_t bytes) {
+  void DeallocateNode(void* p, size_t bytes) {
     if (bytes == 0 || bytes > kMaxNodeBytes) {
       ::operator delete(p);
       return;
@@ -63,9 +63,10 @@ class NodePool {
   std::vector<void*> slabs_;
 };
 
-// The standard-library allocator over a NodePool (stateful: containers compare equal only
-// over the same pool).
-template <typename T>
+// The standard-library allocator over a pool: a NodePool, or anything with the same
+// AllocateNode / DeallocateNode (a device allocator's record pool). Stateful: containers
+// compare equal only over the same pool.
+template <typename T, typename Pool = NodePool>
 class PoolAllocator {
  public:
   using value_type = T;
@@ -78,21 +79,25 @@ class PoolAllocator {
 
   // No pool yet: only for a container that is assigned one before its first element.
   PoolAllocator() : pool_(nullptr) {}
-  explicit PoolAllocator(NodePool* pool) : pool_(pool) {}
+  explicit PoolAllocator(Pool* pool) : pool_(pool) {}
   template <typename U>
-  PoolAllocator(const PoolAllocator<U>& other) : pool_(other.pool()) {}
+  PoolAllocator(const PoolAllocator<U, Pool>& other) : pool_(other.pool()) {}
+  template <typename U>
+  struct rebind {
+    using other = PoolAllocator<U, Pool>;
+  };
 
-  T* allocate(size_t n) { return static_cast<T*>(pool_->Allocate(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) { pool_->Deallocate(p, n * sizeof(T)); }
-  NodePool* pool() const { return pool_; }
+  T* allocate(size_t n) { return static_cast<T*>(pool_->AllocateNode(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { pool_->DeallocateNode(p, n * sizeof(T)); }
+  Pool* pool() const { return pool_; }
 
   template <typename U>
-  bool operator==(const PoolAllocator<U>& other) const { return pool_ == other.pool(); }
+  bool operator==(const PoolAllocator<U, Pool>& other) const { return pool_ == other.pool(); }
   template <typename U>
-  bool operator!=(const PoolAllocator<U>& other) const { return pool_ != other.pool(); }
+  bool operator!=(const PoolAllocator<U, Pool>& other) const { return pool_ != other.pool(); }
 
  private:
-  NodePool* pool_;
+  Pool* pool_;
 };
 
 }  // namespace tower

@@ -17,6 +17,7 @@
 #include "device/config.h"
 #include "device/cpu_platform.h"
 #include "tests/testing/allocation_counter.h"
+#include "tests/testing/held_intra_op_pool.h"
 #include "util/fiber.h"
 
 namespace tower {
@@ -146,20 +147,11 @@ TEST(IntraOpPoolTest, WorkersRunChunksBesideTheCaller) {
 
 TEST(IntraOpPoolTest, BusyPoolRunsEveryChunkOnTheCaller) {
   IntraOpPool pool(1);
-  std::atomic<int> entered{0};
-  std::atomic<bool> release{false};
-  std::thread holder([&] {
-    pool.ParallelFor(2, [&](int) {
-      entered.fetch_add(1);
-      while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    });
-  });
-  while (entered.load() < 2) std::this_thread::sleep_for(std::chrono::microseconds(50));
-
   std::vector<std::thread::id> ran_on(5);
-  pool.ParallelFor(5, [&](int c) { ran_on[c] = std::this_thread::get_id(); });
-  release.store(true);
-  holder.join();
+  {
+    testing::HeldIntraOpPool held(pool, /*entered=*/2);
+    pool.ParallelFor(5, [&](int c) { ran_on[c] = std::this_thread::get_id(); });
+  }
   for (int c = 0; c < 5; ++c) EXPECT_EQ(ran_on[c], std::this_thread::get_id()) << "chunk " << c;
   EXPECT_EQ(pool.busy_fallbacks(), 1u);
   EXPECT_EQ(pool.split_calls(), 2u);

@@ -19,6 +19,7 @@
 #include "device/intra_op.h"
 #include "ops/math_ops.h"
 #include "ops/training_ops.h"
+#include "tests/testing/held_intra_op_pool.h"
 
 namespace tower {
 namespace {
@@ -219,20 +220,14 @@ TEST(MatMulThreadsTest, BusyPoolFallsBackToTheCallerWithTheSameBits) {
   ASSERT_FALSE(SameBits(other, free_pool));
 
   // Another thread holds the pool: its chunks wait until released.
-  std::atomic<int> entered{0};
-  std::atomic<bool> release{false};
-  std::thread holder([&] {
-    pool.ParallelFor(2, [&](int) {
-      entered.fetch_add(1);
-      while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    });
-  });
-  while (entered.load() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  const uint64_t fallbacks_before = pool.busy_fallbacks();
-  const Values busy_pool = RunMatMul(c, x, 2);
-  const uint64_t fallbacks = pool.busy_fallbacks() - fallbacks_before;
-  release.store(true);
-  holder.join();
+  uint64_t fallbacks = 0;
+  Values busy_pool;
+  {
+    testing::HeldIntraOpPool held(pool, /*entered=*/1);
+    const uint64_t fallbacks_before = pool.busy_fallbacks();
+    busy_pool = RunMatMul(c, x, 2);
+    fallbacks = pool.busy_fallbacks() - fallbacks_before;
+  }
 
   EXPECT_EQ(fallbacks, 1u);
   EXPECT_TRUE(SameBits(busy_pool, free_pool));

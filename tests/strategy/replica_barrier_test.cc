@@ -1,4 +1,5 @@
 #include "strategy/replica_barrier.h"
+#include "tests/testing/replica_threads.h"
 #include "util/logging.h"
 
 #include <atomic>
@@ -13,16 +14,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<std::string> Names(int n) {
-  std::vector<std::string> names;
-  for (int i = 0; i < n; ++i) names.push_back("replica " + std::to_string(i));
-  return names;
-}
+using testing::ReplicaNames;
 
 // Every replica increments its own counter between barriers; after each barrier all
 // counters must be equal: nobody ran ahead.
 void RunLockstep(int n, bool spin) {
-  ReplicaBarrier barrier(Names(n), std::chrono::seconds(30), spin);
+  ReplicaBarrier barrier(ReplicaNames(n), std::chrono::seconds(30), spin);
   constexpr int kRounds = 2000;
   std::vector<std::atomic<int>> progress(n);
   std::atomic<int> violations{0};
@@ -50,7 +47,7 @@ TEST(ReplicaBarrierTest, KeepsReplicasInLockstep) {
 }
 
 TEST(ReplicaBarrierTest, AbortReleasesWaitersWithTheReason) {
-  ReplicaBarrier barrier(Names(3), std::chrono::seconds(30), true);
+  ReplicaBarrier barrier(ReplicaNames(3), std::chrono::seconds(30), true);
   std::vector<Status> results(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
@@ -74,7 +71,7 @@ TEST(ReplicaBarrierTest, AbortReleasesWaitersWithTheReason) {
 }
 
 TEST(ReplicaBarrierTest, TimeoutNamesTheMissingReplicaAndReleasesEveryone) {
-  ReplicaBarrier barrier(Names(3), std::chrono::milliseconds(200), true);
+  ReplicaBarrier barrier(ReplicaNames(3), std::chrono::milliseconds(200), true);
   std::vector<Status> results(2);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
@@ -90,7 +87,7 @@ TEST(ReplicaBarrierTest, TimeoutNamesTheMissingReplicaAndReleasesEveryone) {
 
 TEST(ReplicaBarrierTest, AtHalfTheDeadlineOneWaiterNamesTheLateReplica) {
   ScopedLogCapture log;
-  ReplicaBarrier barrier(Names(3), std::chrono::milliseconds(2000), false);
+  ReplicaBarrier barrier(ReplicaNames(3), std::chrono::milliseconds(2000), false);
   std::vector<Status> results(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { results[r] = barrier.Wait(r); });

@@ -11,6 +11,7 @@
 
 #include "strategy/replica_barrier.h"
 #include "util/fiber.h"
+#include "tests/testing/replica_threads.h"
 #include "util/logging.h"
 
 namespace tower {
@@ -18,11 +19,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<std::string> Names(int n) {
-  std::vector<std::string> names;
-  for (int i = 0; i < n; ++i) names.push_back("replica " + std::to_string(i));
-  return names;
-}
+using testing::ReplicaNames;
 
 // Runs `fn(replica)` on every replica of `scheduler` (a lambda through the plain-function
 // interface).
@@ -65,7 +62,7 @@ TEST(ReplicaSchedulerTest, FibersOnOneThreadMeetInBarriersInLockstep) {
     constexpr int kReplicas = 8;
     constexpr int kRounds = 200;
     ReplicaScheduler scheduler(kReplicas, threads, /*spin=*/true);
-    ReplicaBarrier barrier(Names(kReplicas), std::chrono::seconds(30), /*spin=*/true);
+    ReplicaBarrier barrier(ReplicaNames(kReplicas), std::chrono::seconds(30), /*spin=*/true);
     std::vector<std::atomic<int>> progress(kReplicas);
     std::atomic<int> violations{0};
     std::atomic<int> failures{0};
@@ -86,7 +83,7 @@ TEST(ReplicaSchedulerTest, FibersOnOneThreadMeetInBarriersInLockstep) {
 
 TEST(ReplicaSchedulerTest, AMissingFiberIsNamedAtTheDeadlineAndWarnedAboutAtHalfOfIt) {
   ReplicaScheduler scheduler(4, 2, /*spin=*/true);
-  ReplicaBarrier barrier(Names(4), std::chrono::milliseconds(400), /*spin=*/true);
+  ReplicaBarrier barrier(ReplicaNames(4), std::chrono::milliseconds(400), /*spin=*/true);
   std::vector<Status> results(4);
   ScopedLogCapture capture;
   const auto start = std::chrono::steady_clock::now();
@@ -106,7 +103,7 @@ TEST(ReplicaSchedulerTest, AMissingFiberIsNamedAtTheDeadlineAndWarnedAboutAtHalf
 
 TEST(ReplicaSchedulerTest, AnAbortReleasesWaitingFibers) {
   ReplicaScheduler scheduler(6, 2, /*spin=*/true);
-  ReplicaBarrier barrier(Names(6), std::chrono::seconds(60), /*spin=*/true);
+  ReplicaBarrier barrier(ReplicaNames(6), std::chrono::seconds(60), /*spin=*/true);
   std::vector<Status> results(6);
   RunAll(scheduler, [&](int r) {
     if (r == 5) {
@@ -123,7 +120,7 @@ TEST(ReplicaSchedulerTest, FiberLocalsArePerFiberAcrossYields) {
   static FiberLocal<int> local;
   local.Get() = -1;  // the calling thread's own
   ReplicaScheduler scheduler(6, 2, /*spin=*/true);
-  ReplicaBarrier barrier(Names(6), std::chrono::seconds(30), /*spin=*/true);
+  ReplicaBarrier barrier(ReplicaNames(6), std::chrono::seconds(30), /*spin=*/true);
   std::atomic<int> wrong{0};
   for (int run = 0; run < 2; ++run) {
     RunAll(scheduler, [&](int r) {

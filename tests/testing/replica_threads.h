@@ -22,6 +22,13 @@ inline std::vector<std::string> ReplicaNames(const std::vector<Device*>& devices
   return names;
 }
 
+// "replica r" for r < n: names for collectives tested without devices.
+inline std::vector<std::string> ReplicaNames(int n) {
+  std::vector<std::string> names;
+  for (int r = 0; r < n; ++r) names.push_back("replica " + std::to_string(r));
+  return names;
+}
+
 // Runs `body(i)` for i < n, each on a thread of its own; their statuses, by i.
 inline std::vector<Status> OnThreads(int n, const std::function<Status(int)>& body) {
   std::vector<Status> results(n);
