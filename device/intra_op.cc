@@ -110,7 +110,8 @@ void IntraOpPool::Stop() {
   wake_.notify_all();
   for (std::thread& thread : threads_) {
     if (!thread.joinable()) continue;
-    // exit() called from a chunk: that worker cannot join itself.
+    // Stop run on a worker (the process ending from inside a chunk, whose exit handlers
+    // stop the pool): that worker cannot join itself.
     if (thread.get_id() == std::this_thread::get_id()) {
       thread.detach();
     } else {

@@ -65,10 +65,7 @@ Status ReplicaBarrier::Wait(int replica) {
       sched_yield();
     }
   }
-  auto open_or_aborted = [&] {
-    return generation_.load(std::memory_order_seq_cst) != generation ||
-           aborted_.load(std::memory_order_acquire);
-  };
+  auto open_or_aborted = [&] { return OpenOrAborted(generation); };
   BlockedWaiter blocked(blocked_);
   std::unique_lock<std::mutex> lock(mu_);
   // Half the deadline: one waiter says who is late, while there is still time to look.
@@ -104,15 +101,19 @@ Status ReplicaBarrier::WaitOnFiber(int replica, uint64_t generation) {
         // than spin. A barrier opening wakes it; one elsewhere after at most 100 µs.
         BlockedWaiter blocked(blocked_);
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::microseconds(100), [&] {
-          return generation_.load(std::memory_order_seq_cst) != generation ||
-                 aborted_.load(std::memory_order_acquire);
-        });
+        cv_.wait_for(lock, std::chrono::microseconds(100),
+                     [&] { return OpenOrAborted(generation); });
       }
     }
     ReplicaScheduler::YieldToOtherReplicas();
     _mm_pause();
   }
+}
+
+bool ReplicaBarrier::OpenOrAborted(uint64_t generation) const {
+  // Sequentially consistent: read after the waiter counted itself in blocked_.
+  return generation_.load(std::memory_order_seq_cst) != generation ||
+         aborted_.load(std::memory_order_acquire);
 }
 
 std::vector<std::string> ReplicaBarrier::Missing(uint64_t generation) const {

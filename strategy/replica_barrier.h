@@ -45,6 +45,9 @@ class ReplicaBarrier {
   // A replica fiber's wait (strategy/replica_scheduler.h): yields to the other fibers of
   // its thread instead of blocking it.
   Status WaitOnFiber(int replica, uint64_t generation);
+  // Whether the barrier of `generation` has opened or been aborted (what a blocked waiter
+  // waits for).
+  bool OpenOrAborted(uint64_t generation) const;
   // The names of the replicas that have not arrived in `generation`.
   std::vector<std::string> Missing(uint64_t generation) const;
   // Logs, once per generation, who has not arrived at half the deadline.

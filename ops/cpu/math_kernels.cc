@@ -20,7 +20,7 @@ namespace {
 // three SIMD packets (24 floats with AVX2, 48 with AVX-512) while the leftover rows are summed
 // in another order (two accumulators per lane). Column chunks therefore start at multiples of
 // 48, which keeps every column in the group it has in the whole product: the split result is
-// then the same bits as the unsplit one, for any thread count (tests/ops/intra_op_test.cc
+// then the same bits as the unsplit one, for any thread count (tests/ops/cpu_threads_test.cc
 // checks it). The output's rows are Eigen's columns, taken 4 at a time: row chunks start at
 // multiples of 8.
 constexpr int64_t kColumnAlign = 48;
@@ -126,19 +126,8 @@ Status MatMul(const KernelContext& ctx) {
   }
   if (job.chunks > 1) {
     ParallelFor(job.chunks, ProductChunk, &job);
-    return OkStatus();
-  }
-  // One chunk: the whole product, as before splitting existed.
-  const ConstMatrixMap& am = job.a;
-  const ConstMatrixMap& bm = job.b;
-  if (!attrs.transpose_a && !attrs.transpose_b) {
-    out.noalias() = am * bm;
-  } else if (attrs.transpose_a && !attrs.transpose_b) {
-    out.noalias() = am.transpose() * bm;
-  } else if (!attrs.transpose_a && attrs.transpose_b) {
-    out.noalias() = am * bm.transpose();
   } else {
-    out.noalias() = am.transpose() * bm.transpose();
+    ProductBlock(job, 0, m, 0, n);  // one chunk: the whole product
   }
   return OkStatus();
 }
