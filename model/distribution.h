@@ -34,6 +34,18 @@ struct RowRange {
 // replicas take one row more). A replica may get zero rows (an uneven final batch).
 RowRange ReplicaRows(int64_t global_rows, int num_replicas, int replica);
 
+// Takes summed gradients instead of their being written back into every replica's gradient
+// tensor: replicas that share their variables apply the update to each slice of the sum as
+// it is formed, while it is in cache. Called concurrently by every replica's thread, each
+// with other elements; each element of each gradient is handed over exactly once per step.
+class SummedGradientSink {
+ public:
+  virtual ~SummedGradientSink() = default;
+  // Elements [begin, end) of the sum of gradient `gradient` (its index in the order the
+  // step's Begin announced): `sum` holds end − begin floats, valid during the call.
+  virtual void Consume(size_t gradient, int64_t begin, int64_t end, const float* sum) = 0;
+};
+
 // Sums one step's gradients over every replica, in buckets, as backward produces them
 // (PyTorch's Reducer). Strategies implement it (strategy/gradient_reducer.h); a model feeds
 // it and knows nothing of buckets. Each replica has its own, used by one thread.
@@ -55,6 +67,11 @@ class GradientReducer {
   // lands in the last pass's), and orders the replica's later device work after every sum
   // of the step.
   virtual Status Finish(Span<Tensor* const> extra) = 0;
+  // Asks that the next step's summed gradients go to `sink` (the extras still come back in
+  // place), or, with nullptr, back to the default. True when this reducer does so; then the
+  // gradient tensors hold only this replica's own gradients after Finish. Paths that cannot
+  // hand sums over (all but the in-process all-reduce) return false and sum in place.
+  virtual bool HandOverSums(SummedGradientSink* sink) { return false; }
 };
 
 // What one replica sees while a step runs on it.
@@ -105,6 +122,11 @@ class Distribution {
   // batch follows one fixed tree over the shards (strategy/summation_tree.h). The weights
   // then have the same bits on any replica and process count. 0: off (one pass per replica).
   virtual int virtual_shards() const { return 0; }
+
+  // Whether the local replicas share one copy of each variable (Variable::shared): replicas
+  // of one process in host memory whose all-reduce reads every replica's memory. The
+  // optimizer then updates each variable once per step, every replica its own slice.
+  virtual bool ReplicasShareVariables() const { return false; }
 
   // The rows of each forward/backward pass global replica `replica` runs on a global batch
   // of `global_rows` rows, in order: its shard (ReplicaRows over num_replicas_in_sync()), or

@@ -9,12 +9,47 @@ StatusOr<std::unique_ptr<Variable>> Optimizer::MakeSlot(const Variable& variable
                                                         const std::string& slot) {
   std::vector<Tensor> copies;
   for (int r = 0; r < variable.num_replicas(); ++r) {
+    if (variable.shared() && r > 0) {
+      copies.push_back(copies.front());
+      continue;
+    }
     TOWER_ASSIGN_OR_RETURN(Tensor zeros,
                            Tensor::Zeros(variable.value(r).device(), variable.shape()));
     copies.push_back(std::move(zeros));
   }
   return std::make_unique<Variable>("optimizer." + variable.name() + "." + slot,
                                     std::move(copies), /*trainable=*/false);
+}
+
+Status Optimizer::Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
+                        const std::vector<Tensor>& grads) {
+  bool any_shared = false;
+  for (const Variable* variable : variables) any_shared = any_shared || variable->shared();
+  StepAttrs attrs;
+  if (any_shared) {
+    TOWER_ASSIGN_OR_RETURN(attrs, AttrsOf(iteration));
+  }
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const Variable& variable = *variables[i];
+    if (!variable.shared()) {
+      TOWER_RETURN_IF_ERROR(ApplyToCopy(replica, iteration, i, *variables[i], grads[i]));
+      continue;
+    }
+    const Tensor& grad = grads[i];
+    if (grad.dtype() != DType::kFloat32 || grad.shape() != variable.shape() ||
+        !grad.device()->stream().host_addressable()) {
+      return InvalidArgumentError("the gradient of the shared variable " + variable.name() +
+                                  " must be float32" + variable.shape().ToString() +
+                                  " in host memory; got " + std::string(DTypeName(grad.dtype())) +
+                                  grad.shape().ToString() + " on " + grad.device()->full_name());
+    }
+    const int64_t n = variable.shape().num_elements();
+    const int sharing = variable.num_replicas();
+    const int64_t begin = n * replica / sharing;
+    const int64_t end = n * (replica + 1) / sharing;
+    if (begin < end) UpdateSlice(attrs, i, begin, end, grad.data<float>() + begin);
+  }
+  return OkStatus();
 }
 
 namespace {
@@ -27,6 +62,7 @@ class SgdOptimizer : public Optimizer {
   std::string name() const override { return "SGD"; }
 
   Status Build(const std::vector<Variable*>& variables) override {
+    variables_ = variables;
     velocities_.clear();
     if (momentum_ == 0) return OkStatus();  // plain SGD keeps no state
     for (const Variable* variable : variables) {
@@ -36,19 +72,18 @@ class SgdOptimizer : public Optimizer {
     return OkStatus();
   }
 
-  Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
-               const std::vector<Tensor>& grads) override {
-    const float lr = learning_rate(iteration);
-    for (size_t i = 0; i < variables.size(); ++i) {
-      Tensor& var = variables[i]->value(replica);
-      if (momentum_ == 0) {
-        TOWER_RETURN_IF_ERROR(ops::ApplySgd(var, grads[i], lr));
-      } else {
-        TOWER_RETURN_IF_ERROR(ops::ApplySgdMomentum(var, velocities_[i]->value(replica),
-                                                    grads[i], lr, momentum_, nesterov_));
-      }
-    }
-    return OkStatus();
+  StatusOr<StepAttrs> AttrsOf(int64_t iteration) const override {
+    TOWER_ASSIGN_OR_RETURN(attrs::Sgd sgd,
+                           ops::SgdAttrs(learning_rate(iteration), momentum_, nesterov_));
+    return StepAttrs(sgd);
+  }
+
+  void UpdateSlice(const StepAttrs& attrs, size_t variable, int64_t begin, int64_t end,
+                   const float* grad) const override {
+    float* velocity =
+        momentum_ == 0 ? nullptr : velocities_[variable]->value().data<float>() + begin;
+    ops::SgdOnHost(std::get<attrs::Sgd>(attrs), variables_[variable]->value().data<float>() + begin,
+                   velocity, grad, end - begin);
   }
 
   std::vector<Variable*> slots() const override {
@@ -57,9 +92,20 @@ class SgdOptimizer : public Optimizer {
     return out;
   }
 
+ protected:
+  Status ApplyToCopy(int replica, int64_t iteration, size_t i, Variable& variable,
+                     const Tensor& grad) override {
+    const float lr = learning_rate(iteration);
+    Tensor& var = variable.value(replica);
+    if (momentum_ == 0) return ops::ApplySgd(var, grad, lr);
+    return ops::ApplySgdMomentum(var, velocities_[i]->value(replica), grad, lr, momentum_,
+                                 nesterov_);
+  }
+
  private:
   const float momentum_;
   const bool nesterov_;
+  std::vector<Variable*> variables_;
   std::vector<std::unique_ptr<Variable>> velocities_;
 };
 
@@ -71,6 +117,7 @@ class AdamOptimizer : public Optimizer {
   std::string name() const override { return "Adam"; }
 
   Status Build(const std::vector<Variable*>& variables) override {
+    variables_ = variables;
     m_.clear();
     v_.clear();
     for (const Variable* variable : variables) {
@@ -82,15 +129,18 @@ class AdamOptimizer : public Optimizer {
     return OkStatus();
   }
 
-  Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
-               const std::vector<Tensor>& grads) override {
-    const float lr = learning_rate(iteration);
-    for (size_t i = 0; i < variables.size(); ++i) {
-      TOWER_RETURN_IF_ERROR(ops::ApplyAdam(variables[i]->value(replica), m_[i]->value(replica),
-                                           v_[i]->value(replica), grads[i], lr, beta1_, beta2_,
-                                           epsilon_, iteration + 1));
-    }
-    return OkStatus();
+  StatusOr<StepAttrs> AttrsOf(int64_t iteration) const override {
+    TOWER_ASSIGN_OR_RETURN(attrs::Adam adam, ops::AdamAttrs(learning_rate(iteration), beta1_,
+                                                             beta2_, epsilon_, iteration + 1));
+    return StepAttrs(adam);
+  }
+
+  void UpdateSlice(const StepAttrs& attrs, size_t variable, int64_t begin, int64_t end,
+                   const float* grad) const override {
+    ops::AdamOnHost(std::get<attrs::Adam>(attrs),
+                    variables_[variable]->value().data<float>() + begin,
+                    m_[variable]->value().data<float>() + begin,
+                    v_[variable]->value().data<float>() + begin, grad, end - begin);
   }
 
   std::vector<Variable*> slots() const override {
@@ -102,8 +152,17 @@ class AdamOptimizer : public Optimizer {
     return out;
   }
 
+ protected:
+  Status ApplyToCopy(int replica, int64_t iteration, size_t i, Variable& variable,
+                     const Tensor& grad) override {
+    return ops::ApplyAdam(variable.value(replica), m_[i]->value(replica),
+                          v_[i]->value(replica), grad, learning_rate(iteration), beta1_, beta2_,
+                          epsilon_, iteration + 1);
+  }
+
  private:
   const float beta1_, beta2_, epsilon_;
+  std::vector<Variable*> variables_;
   std::vector<std::unique_ptr<Variable>> m_, v_;
 };
 
@@ -118,4 +177,3 @@ std::unique_ptr<Optimizer> Adam(float learning_rate, float beta1, float beta2, f
 }
 
 }  // namespace tower
-

@@ -1,33 +1,54 @@
 // Optimizers: SGD (momentum, Nesterov) and Adam, as Keras defines them, applied with the
-// fused update ops (ops/training_ops.h) on each replica's own copies.
+// fused update ops (ops/training_ops.h) on each replica's own copies, or, where the replicas
+// share one copy in host memory (Variable::shared), on one slice of it per replica.
 //
 // Every replica calls Apply with the same all-reduced gradients, so the copies stay equal.
-// Slots (velocity, m, v) are variables with one copy per replica, named for checkpoints
-// "optimizer.<variable>.<slot>"; the step counter is `iterations` ("optimizer.iterations").
+// Slots (velocity, m, v) are variables with one copy per replica (shared when the variable
+// is), named for checkpoints "optimizer.<variable>.<slot>"; the step counter is
+// `iterations` ("optimizer.iterations").
 #ifndef TOWER_MODEL_OPTIMIZER_H_
 #define TOWER_MODEL_OPTIMIZER_H_
 
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "model/learning_rate_schedule.h"
 #include "model/variable.h"
+#include "ops/op_attrs.h"
 
 namespace tower {
 
 class Optimizer {
  public:
+  // One step's update, checked, with this step's learning rate (and Adam's bias correction)
+  // folded in: what the host updates of slices run with.
+  using StepAttrs = std::variant<attrs::Sgd, attrs::Adam>;
+
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;  // "SGD", "Adam"
   // Creates the slots of `variables` (called once, when the model is built).
   virtual Status Build(const std::vector<Variable*>& variables) = 0;
+
   // One update of replica `replica`'s copies with `grads` (in `variables` order): update
   // number `iteration` + 1 (the learning rate of `iteration`, Adam's bias correction of
   // `iteration` + 1). Safe to call concurrently for different replicas; every replica of a
-  // step passes the same `iteration` (read before the step's all-reduce).
-  virtual Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
-                       const std::vector<Tensor>& grads) = 0;
+  // step passes the same `iteration` (read before the step's all-reduce). A shared variable
+  // of n elements is updated by each of its R replicas on elements [n·r/R, n·(r+1)/R)
+  // (its gradient must be in host memory): every replica must call Apply, and none may read
+  // the variable again before all have.
+  Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
+               const std::vector<Tensor>& grads);
+
+  // The attributes of update number `iteration` + 1; errors on bad hyperparameters.
+  virtual StatusOr<StepAttrs> AttrsOf(int64_t iteration) const = 0;
+  // Applies `attrs` (from AttrsOf) to elements [begin, end) of the shared variable
+  // `variables[variable]` of the last Build, `grad` holding end − begin summed gradients.
+  // Concurrent calls on disjoint elements are safe. Same bits as Apply on those elements.
+  virtual void UpdateSlice(const StepAttrs& attrs, size_t variable, int64_t begin,
+                           int64_t end, const float* grad) const = 0;
+
   // The slot variables, for checkpoints.
   virtual std::vector<Variable*> slots() const = 0;
 
@@ -41,9 +62,14 @@ class Optimizer {
 
  protected:
   explicit Optimizer(float learning_rate) : schedule_(ConstantLearningRate(learning_rate)) {}
-  // Zero-filled slot copies like `variable`'s, one per replica.
+  // Zero-filled slot copies like `variable`'s, one per replica (one shared tensor when the
+  // variable is shared).
   static StatusOr<std::unique_ptr<Variable>> MakeSlot(const Variable& variable,
                                                       const std::string& slot);
+  // Apply's update of one variable's own copy of replica `replica`, with the update ops.
+  // `variable` is `variables[index]` of Apply (its slots are the index's).
+  virtual Status ApplyToCopy(int replica, int64_t iteration, size_t index, Variable& variable,
+                             const Tensor& grad) = 0;
 
  private:
   std::shared_ptr<LearningRateSchedule> schedule_;

@@ -33,9 +33,14 @@ class Sequential::Factory : public VariableFactory {
                              const Initializer& initializer, bool trainable) override {
     std::vector<Tensor> copies;
     const uint64_t seed = VariableSeed(model_->seed_, name);
-    for (int r = 0; r < model_->distribution_->num_local_replicas(); ++r) {
-      TOWER_ASSIGN_OR_RETURN(Tensor value, Initialize(initializer, shape, seed,
-                                                      model_->distribution_->replica_device(r)));
+    const Distribution& dist = *model_->distribution_;
+    for (int r = 0; r < dist.num_local_replicas(); ++r) {
+      if (r > 0 && dist.ReplicasShareVariables()) {
+        copies.push_back(copies.front());  // one copy, on replica 0's device
+        continue;
+      }
+      TOWER_ASSIGN_OR_RETURN(Tensor value,
+                             Initialize(initializer, shape, seed, dist.replica_device(r)));
       copies.push_back(std::move(value));
     }
     model_->variables_.push_back(std::make_unique<Variable>(name, std::move(copies), trainable));
@@ -183,15 +188,18 @@ Status Sequential::Build(int64_t input_dim) {
   // Where each layer's gradients go, and their sizes in backward order.
   first_gradient_.clear();
   gradient_bytes_.clear();
+  variable_of_gradient_.clear();
   size_t count = 0;
   for (const auto& layer : layers_) {
     first_gradient_.push_back(count);
     count += layer->variables().size();
   }
   for (size_t i = layers_.size(); i-- > 0;) {
-    for (const Variable* variable : layers_[i]->variables()) {
-      gradient_bytes_.push_back(variable->shape().num_elements() *
-                                static_cast<int64_t>(DTypeSize(variable->dtype())));
+    const std::vector<Variable*> variables = layers_[i]->variables();
+    for (size_t k = 0; k < variables.size(); ++k) {
+      gradient_bytes_.push_back(variables[k]->shape().num_elements() *
+                                static_cast<int64_t>(DTypeSize(variables[k]->dtype())));
+      variable_of_gradient_.push_back(first_gradient_[i] + k);
     }
   }
   // Every worker must build the same model, and all copies start from replica 0's (rank
@@ -207,7 +215,7 @@ Status Sequential::Build(int64_t input_dim) {
     trainable_.clear();
     return consistent;
   }
-  if (distribution_->num_replicas_in_sync() > 1) {
+  if (distribution_->num_replicas_in_sync() > 1 && !distribution_->ReplicasShareVariables()) {
     TOWER_RETURN_IF_ERROR(distribution_->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
       std::vector<Tensor*> values;
       for (const auto& variable : variables_) values.push_back(&variable->value(ctx.replica_id()));
@@ -334,6 +342,15 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   // all have read it.
   const int64_t iteration = optimizer_->iterations();
 
+  // Replicas that share their variables update them as the gradients' sums form, each its
+  // slices of the all-reduce, while they are in cache (where the reducer can hand the sums
+  // over; checking the numerics needs the summed gradients kept, so then they are not).
+  Optimizer::StepAttrs update;
+  const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_;
+  if (update_in_reduce) {
+    TOWER_ASSIGN_OR_RETURN(update, optimizer_->AttrsOf(iteration));
+  }
+
   // The replicas' function captures one pointer to the step's state (and `this`), so that
   // the std::function it becomes holds it inline: no allocation per step.
   struct Step {
@@ -344,7 +361,10 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     bool gather;
     int64_t in_dim, out_dim, iteration;
     double& loss;
-  } step{dist, batch, training, predictions, gather, in_dim, out_dim, iteration, loss};
+    bool update_in_reduce;
+    const Optimizer::StepAttrs& update;
+  } step{dist, batch, training, predictions, gather, in_dim, out_dim, iteration, loss,
+         update_in_reduce, update};
   Status status = dist.RunOnReplicas([this, &step](ReplicaContext& ctx) -> Status {
     Distribution& dist = step.dist;
     const data::Batch& batch = step.batch;
@@ -375,6 +395,25 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
         for (Tensor& gradient : pass.gradients) gradient = Tensor();
       }
     } release{pass};
+    // The optimizer takes the summed gradients from the reducer, if it hands them over.
+    struct UpdateFromSums : SummedGradientSink {
+      const Optimizer& optimizer;
+      const Optimizer::StepAttrs& update;
+      const std::vector<size_t>& variable_of_gradient;
+      UpdateFromSums(const Optimizer& optimizer, const Optimizer::StepAttrs& update,
+                     const std::vector<size_t>& variable_of_gradient)
+          : optimizer(optimizer), update(update), variable_of_gradient(variable_of_gradient) {}
+      void Consume(size_t gradient, int64_t begin, int64_t end, const float* sum) override {
+        optimizer.UpdateSlice(update, variable_of_gradient[gradient], begin, end, sum);
+      }
+    } update_from_sums(*optimizer_, step.update, variable_of_gradient_);
+    struct HandOver {
+      GradientReducer& reducer;
+      bool on;
+      ~HandOver() {
+        if (on) reducer.HandOverSums(nullptr);
+      }
+    } hand_over{reducer, step.update_in_reduce && reducer.HandOverSums(&update_from_sums)};
     Tensor all_outputs;
     Tensor* extras[] = {&pass.loss, &all_outputs};  // no allocation per step
     const Span<Tensor* const> extra(extras, gather ? 2 : 1);
@@ -417,7 +456,9 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       TOWER_RETURN_IF_ERROR(reducer.Finish(extra));
     }
     if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
-    if (training) TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
+    if (training && !hand_over.on) {
+      TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
+    }
     // Every replica reads its loss (on a GPU this also waits for the step's work).
     if (pass.loss.num_elements() != 1 || pass.loss.dtype() != DType::kFloat32) {
       return InternalError("the loss is not one float32 value: " + pass.loss.shape().ToString());
@@ -547,6 +588,9 @@ Status Sequential::ApplyGradients(ReplicaContext& ctx, std::vector<Tensor>& grad
   }
   TOWER_RETURN_IF_ERROR(reducer.Finish({}));
   TOWER_RETURN_IF_ERROR(optimizer_->Apply(ctx.replica_id(), iteration, trainable_, gradients));
+  // Shared variables: each replica updated a slice; none may read them before all have
+  // (an all-reduce of nothing is the replicas' barrier).
+  if (distribution_->ReplicasShareVariables()) TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({}));
   if (ctx.replica_id() == 0) optimizer_->set_iterations(iteration + 1);
   return OkStatus();
 }

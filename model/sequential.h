@@ -222,8 +222,10 @@ class Sequential {
   std::vector<Variable*> trainable_;
   // Per layer, the index of its first gradient in trainable_ order.
   std::vector<size_t> first_gradient_;
-  // Gradient sizes in bytes, in the order backward produces them (for the reducer).
+  // Gradient sizes in bytes, in the order backward produces them (for the reducer), and
+  // the trainable_ index of each.
   std::vector<int64_t> gradient_bytes_;
+  std::vector<size_t> variable_of_gradient_;
   int64_t input_dim_ = -1;
   bool stop_training_ = false;
   bool check_numerics_ = false;

@@ -12,6 +12,12 @@ Variable::Variable(std::string name, std::vector<Tensor> copies, bool trainable)
                 copy.dtype() == copies_.front().dtype())
         << "copies of variable " << name_ << " differ";
   }
+  const void* first = copies_.front().raw_data();
+  int same = 0;
+  for (const Tensor& copy : copies_) same += copy.raw_data() == first ? 1 : 0;
+  TOWER_CHECK(same == 1 || same == num_replicas())
+      << "variable " << name_ << ": either every replica shares one copy or none does";
+  shared_ = num_replicas() > 1 && same == num_replicas();
 }
 
 StatusOr<std::vector<float>> Variable::Read() const { return copies_.front().ToHost(); }
@@ -26,6 +32,7 @@ Status Variable::Assign(const std::vector<float>& values) {
     return InvalidArgumentError("variable " + name_ + " is not float32");
   }
   for (Tensor& copy : copies_) {
+    if (shared_ && &copy != &copies_.front()) break;  // one tensor: written once
     TOWER_RETURN_IF_ERROR(copy.device()->stream().CopyFromHost(copy.raw_data(), values.data(),
                                                                copy.bytes()));
   }

@@ -3,6 +3,10 @@
 // Under a distribution of N replicas, copy r lives on replica r's device. The copies start
 // bitwise identical (same deterministic initializer, or a broadcast) and stay identical,
 // because every replica applies the same all-reduced gradient.
+//
+// Replicas that share host memory may instead share one copy (Distribution::
+// ReplicasShareVariables): value(r) is then the same tensor for every r, and the optimizer
+// updates it once per step, each replica its own slice (model/optimizer.h).
 #ifndef TOWER_MODEL_VARIABLE_H_
 #define TOWER_MODEL_VARIABLE_H_
 
@@ -15,7 +19,8 @@ namespace tower {
 
 class Variable {
  public:
-  // `copies` holds one tensor per replica, all of one shape and dtype.
+  // `copies` holds one tensor per replica, all of one shape and dtype: distinct tensors, or
+  // one tensor repeated (shared by the replicas).
   Variable(std::string name, std::vector<Tensor> copies, bool trainable = true);
 
   // "layers.0.kernel": also its name in checkpoints.
@@ -24,6 +29,8 @@ class Variable {
   const Shape& shape() const { return copies_.front().shape(); }
   DType dtype() const { return copies_.front().dtype(); }
   int num_replicas() const { return static_cast<int>(copies_.size()); }
+  // Whether the replicas (more than one) share one copy.
+  bool shared() const { return shared_; }
 
   // Replica r's copy, on its device.
   Tensor& value(int replica = 0) { return copies_[replica]; }
@@ -38,6 +45,7 @@ class Variable {
   std::string name_;
   std::vector<Tensor> copies_;
   bool trainable_;
+  bool shared_ = false;
 };
 
 }  // namespace tower

@@ -52,7 +52,9 @@ Status RunOp(const OpKernels& op, Span<const Tensor* const> inputs,
   const KernelFn kernel = op.Find(*device);
 
   // Inputs not on the device are copied there; most calls need no copy and allocate
-  // nothing here.
+  // nothing here. The logical CPUs share host memory: a CPU kernel reads another CPU's
+  // input in place (TensorFlow's CPU-to-CPU copy is a reference too), which is how
+  // replicas that share their variables read them.
   constexpr size_t kInline = 8;
   const Tensor* placed_inline[kInline];
   std::vector<const Tensor*> placed_heap;
@@ -64,7 +66,8 @@ Status RunOp(const OpKernels& op, Span<const Tensor* const> inputs,
   std::vector<Tensor> copies;
   for (size_t i = 0; i < inputs.size(); ++i) {
     placed[i] = inputs[i];
-    if (inputs[i]->device() != device) {
+    const Device* from = inputs[i]->device();
+    if (from != device && !(from->is_cpu() && device->is_cpu())) {
       if (copies.empty()) copies.reserve(inputs.size());
       TOWER_ASSIGN_OR_RETURN(Tensor copy, inputs[i]->CopyTo(device));
       copies.push_back(std::move(copy));

@@ -2,15 +2,14 @@
 
 #include <cmath>
 
+#include "ops/cpu/cpu_kernels.h"
 #include "ops/eager.h"
-#include "ops/op_attrs.h"
 #include "ops/op_checks.h"
 #include "ops/op_names.h"
 
 namespace tower::ops {
-namespace {
 
-Status CheckHyperparameters(float learning_rate, float momentum) {
+StatusOr<attrs::Sgd> SgdAttrs(float learning_rate, float momentum, bool nesterov) {
   if (!std::isfinite(learning_rate) || learning_rate < 0) {
     return InvalidArgumentError("ApplySgd: learning rate must be finite and >= 0, got " +
                                 std::to_string(learning_rate));
@@ -19,16 +18,42 @@ Status CheckHyperparameters(float learning_rate, float momentum) {
     return InvalidArgumentError("ApplySgd: momentum must be in [0, 1), got " +
                                 std::to_string(momentum));
   }
-  return OkStatus();
+  return attrs::Sgd{learning_rate, momentum, nesterov};
 }
 
-}  // namespace
+StatusOr<attrs::Adam> AdamAttrs(float learning_rate, float beta1, float beta2, float epsilon,
+                                int64_t step) {
+  if (!std::isfinite(learning_rate) || learning_rate < 0) {
+    return InvalidArgumentError("ApplyAdam: learning rate must be finite and >= 0, got " +
+                                std::to_string(learning_rate));
+  }
+  const bool betas_ok = beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1;
+  if (!betas_ok || !(epsilon > 0) || !std::isfinite(epsilon) || step < 1) {
+    return InvalidArgumentError("ApplyAdam: need beta1, beta2 in [0, 1), epsilon > 0 and step >= 1; "
+                                "got beta1 " + std::to_string(beta1) + ", beta2 " +
+                                std::to_string(beta2) + ", epsilon " + std::to_string(epsilon) +
+                                ", step " + std::to_string(step));
+  }
+  const double t = static_cast<double>(step);
+  const double alpha = learning_rate * std::sqrt(1.0 - std::pow(double{beta2}, t)) /
+                       (1.0 - std::pow(double{beta1}, t));
+  return attrs::Adam{static_cast<float>(alpha), beta1, beta2, epsilon};
+}
+
+void SgdOnHost(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
+               int64_t n) {
+  cpu::SgdUpdate(sgd, var, velocity, grad, n);
+}
+
+void AdamOnHost(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
+                int64_t n) {
+  cpu::AdamUpdate(adam, var, m, v, grad, n);
+}
 
 Status ApplySgd(Tensor& var, const Tensor& grad, float learning_rate) {
   static const OpKernels& kOp = KernelsOf(op_names::kApplySgd);
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplySgd", var, grad));
-  TOWER_RETURN_IF_ERROR(CheckHyperparameters(learning_rate, 0));
-  const attrs::Sgd attrs{learning_rate, 0.0f, false};
+  TOWER_ASSIGN_OR_RETURN(const attrs::Sgd attrs, SgdAttrs(learning_rate, 0.0f, false));
   RunOptions options;
   options.pinned = var.device();
   const Tensor* inputs[] = {&var, &grad};
@@ -40,12 +65,11 @@ Status ApplySgdMomentum(Tensor& var, Tensor& velocity, const Tensor& grad, float
   static const OpKernels& kOp = KernelsOf(op_names::kApplySgd);
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplySgd", var, grad));
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplySgd", var, velocity));
-  TOWER_RETURN_IF_ERROR(CheckHyperparameters(learning_rate, momentum));
+  TOWER_ASSIGN_OR_RETURN(const attrs::Sgd attrs, SgdAttrs(learning_rate, momentum, nesterov));
   if (velocity.device() != var.device()) {
     return InvalidArgumentError("ApplySgd: the velocity is on " + velocity.device()->full_name() +
                                 " but the variable on " + var.device()->full_name());
   }
-  const attrs::Sgd attrs{learning_rate, momentum, nesterov};
   RunOptions options;
   options.pinned = var.device();
   const Tensor* inputs[] = {&var, &velocity, &grad};
@@ -58,22 +82,12 @@ Status ApplyAdam(Tensor& var, Tensor& m, Tensor& v, const Tensor& grad, float le
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplyAdam", var, grad));
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplyAdam", var, m));
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplyAdam", var, v));
-  TOWER_RETURN_IF_ERROR(CheckHyperparameters(learning_rate, 0));
-  const bool betas_ok = beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1;
-  if (!betas_ok || !(epsilon > 0) || !std::isfinite(epsilon) || step < 1) {
-    return InvalidArgumentError("ApplyAdam: need beta1, beta2 in [0, 1), epsilon > 0 and step >= 1; "
-                                "got beta1 " + std::to_string(beta1) + ", beta2 " +
-                                std::to_string(beta2) + ", epsilon " + std::to_string(epsilon) +
-                                ", step " + std::to_string(step));
-  }
+  TOWER_ASSIGN_OR_RETURN(const attrs::Adam attrs,
+                         AdamAttrs(learning_rate, beta1, beta2, epsilon, step));
   if (m.device() != var.device() || v.device() != var.device()) {
     return InvalidArgumentError("ApplyAdam: the slots m and v must be on the variable's device " +
                                 var.device()->full_name());
   }
-  const double t = static_cast<double>(step);
-  const double alpha = learning_rate * std::sqrt(1.0 - std::pow(double{beta2}, t)) /
-                       (1.0 - std::pow(double{beta1}, t));
-  const attrs::Adam attrs{static_cast<float>(alpha), beta1, beta2, epsilon};
   RunOptions options;
   options.pinned = var.device();
   const Tensor* inputs[] = {&var, &m, &v, &grad};

@@ -3,6 +3,7 @@
 #ifndef TOWER_OPS_TRAINING_OPS_H_
 #define TOWER_OPS_TRAINING_OPS_H_
 
+#include "ops/op_attrs.h"
 #include "ops/tensor.h"
 
 namespace tower::ops {
@@ -20,6 +21,22 @@ Status ApplySgdMomentum(Tensor& var, Tensor& velocity, const Tensor& grad, float
 // zero and live on var's device.
 Status ApplyAdam(Tensor& var, Tensor& m, Tensor& v, const Tensor& grad, float learning_rate,
                  float beta1, float beta2, float epsilon, int64_t step);
+
+// The checked attributes of those updates: what the ops run with, and what the host
+// updates below take (checked once per step, not per slice).
+StatusOr<attrs::Sgd> SgdAttrs(float learning_rate, float momentum, bool nesterov);
+// Adam's bias-corrected rate of step `step` (1-based) folded into attrs::Adam::alpha.
+StatusOr<attrs::Adam> AdamAttrs(float learning_rate, float beta1, float beta2, float epsilon,
+                                int64_t step);
+
+// The same updates on `n` elements of host arrays, with no dispatch: for replicas that share
+// one copy of their variables in host memory, each updating its own slice as the summed
+// gradient arrives. The bits are those of the ops over the same elements, for any slicing.
+// `velocity`: nullptr without momentum.
+void SgdOnHost(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
+               int64_t n);
+void AdamOnHost(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
+                int64_t n);
 
 }  // namespace tower::ops
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/distribution.h"
 #include "ops/tensor.h"
 #include "strategy/summation_tree.h"
 #include "util/span.h"
@@ -36,6 +37,17 @@ class CrossDeviceOps {
   virtual std::string name() const = 0;
   // Sums each tensor over the replicas, in place; every replica ends with the same bits.
   virtual Status AllReduceSum(int replica, Span<Tensor* const> tensors) = 0;
+  // Whether AllReduceSumHandingOver works on this path (the in-process all-reduce).
+  virtual bool CanHandOverSums() const { return false; }
+  // AllReduceSum, except that the sums of the first `handed` tensors are not written back:
+  // each slice of them goes to `sink` once, tensor k as gradient `first_gradient` + k, from
+  // whichever replica sums it (the same bits AllReduceSum would write). The rest of the
+  // tensors are summed in place. `sink` may differ per replica but must do the same.
+  virtual Status AllReduceSumHandingOver(int replica, Span<Tensor* const> tensors,
+                                         size_t handed, size_t first_gradient,
+                                         SummedGradientSink* sink) {
+    return UnimplementedError("the " + name() + " all-reduce cannot hand sums over");
+  }
   // The sums of a fixed tree (deterministic mode): the partial sums of every replica (of
   // every process: together they hold each leaf once) are combined along the tree of
   // strategy/summation_tree.h, and every replica gets each tensor's root in `roots` (which

@@ -83,10 +83,24 @@ Status BucketedGradientReducer::Add(Tensor* gradient) {
   TOWER_RETURN_IF_ERROR(buckets_.Next(*gradient));
   // A full bucket is summed now, except the last (Finish adds the extras to it).
   if (buckets_.JoinBucket(gradient)) {
-    TOWER_RETURN_IF_ERROR(ops_->AllReduceSum(replica_, buckets_.pending()));
+    TOWER_RETURN_IF_ERROR(SumPending(buckets_.pending().size()));
     buckets_.Sent();
   }
   return OkStatus();
+}
+
+Status BucketedGradientReducer::SumPending(size_t gradients) {
+  std::vector<Tensor*>& pending = buckets_.pending();
+  if (sink_ == nullptr) return ops_->AllReduceSum(replica_, pending);
+  // The bucket's gradients are the last `gradients` counted so far.
+  const size_t first = buckets_.added() - gradients;
+  return ops_->AllReduceSumHandingOver(replica_, pending, gradients, first, sink_);
+}
+
+bool BucketedGradientReducer::HandOverSums(SummedGradientSink* sink) {
+  if (sink != nullptr && !ops_->CanHandOverSums()) return false;
+  sink_ = sink;
+  return sink != nullptr;
 }
 
 Status BucketedGradientReducer::Finish(Span<Tensor* const> extra) {
@@ -94,8 +108,9 @@ Status BucketedGradientReducer::Finish(Span<Tensor* const> extra) {
   started_ = false;
   TOWER_RETURN_IF_ERROR(buckets_.CheckComplete("step"));
   std::vector<Tensor*>& pending = buckets_.pending();
+  const size_t gradients = pending.size();
   for (Tensor* tensor : extra) pending.push_back(tensor);
-  if (!pending.empty()) TOWER_RETURN_IF_ERROR(ops_->AllReduceSum(replica_, pending));
+  if (!pending.empty()) TOWER_RETURN_IF_ERROR(SumPending(gradients));
   pending.clear();
   return ops_->FinishReductions(replica_);
 }

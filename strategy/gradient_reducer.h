@@ -65,14 +65,20 @@ class BucketedGradientReducer : public GradientReducer {
   Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) override;
   Status Add(Tensor* gradient) override;
   Status Finish(Span<Tensor* const> extra) override;
+  // Where the path can (CrossDeviceOps::CanHandOverSums).
+  bool HandOverSums(SummedGradientSink* sink) override;
 
   int64_t bucket_bytes() const { return buckets_.bucket_bytes(); }
 
  private:
+  // All-reduces the open bucket, whose first `gradients` tensors are gradients.
+  Status SumPending(size_t gradients);
+
   CrossDeviceOps* const ops_;
   const int replica_;
   GradientBuckets buckets_;
   bool started_ = false;
+  SummedGradientSink* sink_ = nullptr;
 };
 
 }  // namespace tower

@@ -55,6 +55,18 @@ void SumIntoAll(float* const* buffers, int n, int64_t begin, int64_t end) {
   }
 }
 
+// sum[j] = Σ_k buffers[k][begin + j] for j < len (len ≤ kHandOverBlock), in replica order:
+// the bits SumIntoAll writes.
+constexpr int64_t kHandOverBlock = 2048;  // 8 KB: the sum stays in L1 for the update
+void SumBlock(float* const* buffers, int n, int64_t begin, int64_t len, float* sum) {
+  const float* first = buffers[0] + begin;
+  for (int64_t j = 0; j < len; ++j) sum[j] = first[j];
+  for (int k = 1; k < n; ++k) {
+    const float* in = buffers[k] + begin;
+    for (int64_t j = 0; j < len; ++j) sum[j] += in[j];
+  }
+}
+
 }  // namespace
 
 InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
@@ -104,8 +116,30 @@ Status InProcessAllReduce::CheckAgainstFirst(int replica) const {
 }
 
 Status InProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors) {
+  return Sum(replica, tensors, /*handed=*/0, /*first_gradient=*/0, /*sink=*/nullptr);
+}
+
+Status InProcessAllReduce::AllReduceSumHandingOver(int replica, Span<Tensor* const> tensors,
+                                                   size_t handed, size_t first_gradient,
+                                                   SummedGradientSink* sink) {
+  if (handed > tensors.size() || (handed > 0 && sink == nullptr)) {
+    return InvalidArgumentError("all-reduce: " + std::to_string(handed) + " of " +
+                                std::to_string(tensors.size()) + " tensors handed over to " +
+                                (sink == nullptr ? "no sink" : "a sink"));
+  }
+  return Sum(replica, tensors, handed, first_gradient, sink);
+}
+
+Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t handed,
+                               size_t first_gradient, SummedGradientSink* sink) {
   const int n = static_cast<int>(names_.size());
-  if (n == 1) return OkStatus();
+  if (n == 1) {
+    // One replica: its tensors are the sums.
+    for (size_t t = 0; t < handed; ++t) {
+      sink->Consume(first_gradient + t, 0, tensors[t]->num_elements(), tensors[t]->data<float>());
+    }
+    return OkStatus();
+  }
   published_[replica] = tensors;
   TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
   // Every replica checks every list before touching another replica's memory, so all of
@@ -135,7 +169,16 @@ Status InProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors
     const int64_t hi = std::min(end, offset + count);
     if (lo < hi) {
       for (int k = 0; k < n; ++k) ptrs[k] = published_[k][t]->data<float>();
-      SumIntoAll(ptrs, n, lo - offset, hi - offset);
+      if (t < handed) {
+        alignas(64) float sum[kHandOverBlock];
+        for (int64_t i = lo - offset; i < hi - offset; i += kHandOverBlock) {
+          const int64_t len = std::min(kHandOverBlock, hi - offset - i);
+          SumBlock(ptrs, n, i, len, sum);
+          sink->Consume(first_gradient + t, i, i + len, sum);
+        }
+      } else {
+        SumIntoAll(ptrs, n, lo - offset, hi - offset);
+      }
     }
     offset += count;
   }

@@ -6,7 +6,9 @@
 // replicas (in replica order, so every run gives the same bits) and writes the sum into
 // every replica's tensor; a second barrier ends the call. AllReduceTree (deterministic mode)
 // works the same way, each replica evaluating the summation tree over its slice. Memory traffic: each element is
-// read and written once per replica, spread over all replica threads.
+// read and written once per replica, spread over all replica threads. Handing the sums over
+// (replicas that share their variables) writes none back: each block of a slice is summed
+// into a buffer in L1 and given to the optimizer, which updates the shared variable there.
 #ifndef TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
 #define TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
 
@@ -26,12 +28,18 @@ class InProcessAllReduce : public CrossDeviceOps {
                      bool spin);
   std::string name() const override { return "in-process"; }
   Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
+  bool CanHandOverSums() const override { return true; }
+  Status AllReduceSumHandingOver(int replica, Span<Tensor* const> tensors, size_t handed,
+                                 size_t first_gradient, SummedGradientSink* sink) override;
   Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override;
   Status Broadcast(int replica, Span<Tensor* const> tensors) override;
   void Abort(const Status& reason) override { barrier_.Abort(reason); }
   void Reset() override { barrier_.Reset(); }
 
  private:
+  // Both entry points: the first `handed` tensors' sums go to `sink`, the rest back.
+  Status Sum(int replica, Span<Tensor* const> tensors, size_t handed, size_t first_gradient,
+             SummedGradientSink* sink);
   // Checks replica `replica`'s published list against replica 0's; CheckAll: every one.
   Status CheckAgainstFirst(int replica) const;
   Status CheckAll() const;

@@ -165,6 +165,10 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
   const int allowed = options.replica_threads > 0 ? options.replica_threads
                                                   : ResolvedInterOpThreads();
   setup.threads = all_host ? std::min(replicas, allowed) : replicas;
+  // Sharing is for logical CPUs (one host memory, read in place by every CPU kernel).
+  const bool all_cpus = std::all_of(setup.devices.begin(), setup.devices.end(),
+                                    [](const Device* d) { return d->is_cpu(); });
+  setup.share_variables = options.share_variables && all_cpus && replicas > 1;
   setup.spin = setup.threads <= cores;
   // Each replica thread's kernels split only into the cores the replicas leave idle (an
   // explicit intra-op setting is taken as it is).
@@ -218,6 +222,10 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Assemble(std::stri
     TOWER_LOG(INFO) << "Cross-device ops: " << CrossDeviceOpsName(strategy->choice_.kind) << " ("
                     << strategy->choice_.reason << ")";
   }
+  if (strategy->ReplicasShareVariables()) {
+    TOWER_LOG(INFO) << "Variables: one copy in host memory shared by the "
+                    << strategy->num_local_replicas() << " replicas";
+  }
   if (strategy->virtual_shards_ > 0) {
     TOWER_LOG(INFO) << "Deterministic: every batch in " << strategy->virtual_shards_
                     << " virtual shard(s), summed along a fixed tree";
@@ -238,6 +246,7 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       virtual_shards_(setup.virtual_shards),
       timeout_(setup.timeout),
       intra_op_threads_(setup.intra_op_threads),
+      share_variables_(setup.share_variables),
       results_(devices_.size()) {
   for (size_t r = 0; r < devices_.size(); ++r) {
     replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r)));

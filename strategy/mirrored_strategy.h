@@ -69,6 +69,12 @@ struct MirroredStrategyOptions {
   // (strategy/replica_scheduler.h): 8 replicas on 2 cores cost about what 2 do. GPU
   // replicas always have a thread each (they mostly wait for their streams).
   int replica_threads = 0;
+  // Host replicas of one process share one copy of each variable (and of the optimizer's
+  // slots) instead of holding one each: every replica reads the same weights, and each step
+  // updates them once, every replica its own slice, right as the all-reduce sums it
+  // (Distribution::ReplicasShareVariables). The bits are those of a copy per replica.
+  // Off: a copy per replica, as on GPUs. Across workers each process keeps its own copies.
+  bool share_variables = true;
   // Context to take devices from; nullptr: Context::Default().
   Context* context = nullptr;
 };
@@ -100,6 +106,9 @@ class MirroredStrategy : public Distribution {
   Device* replica_device(int replica) const override { return devices_[replica]; }
   bool is_chief() const override { return world_->rank() == 0; }
   int virtual_shards() const override { return virtual_shards_; }
+  bool ReplicasShareVariables() const override {
+    return share_variables_ && world_->size() == 1;
+  }
   Status CheckConsistent(const std::string& model_signature) override;
   void Abort(int exit_code) override { world_->AbortJob(exit_code); }
   Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override;
@@ -145,6 +154,7 @@ class MirroredStrategy : public Distribution {
     bool spin = false;
     int threads = 1;  // OS threads for the local replicas (fibers when fewer than replicas)
     int intra_op_threads = 1;  // threads each replica's CPU kernels may use
+    bool share_variables = false;  // several host replicas, sharing asked for
   };
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
                                            const MirroredStrategyOptions& options);
@@ -172,6 +182,7 @@ class MirroredStrategy : public Distribution {
   const int virtual_shards_;
   const std::chrono::milliseconds timeout_;
   const int intra_op_threads_;
+  const bool share_variables_;
   std::vector<std::unique_ptr<Replica>> replicas_;
 
   // The run in progress: fn_ on every replica, through the scheduler.

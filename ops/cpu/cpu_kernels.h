@@ -4,6 +4,7 @@
 #define TOWER_OPS_CPU_CPU_KERNELS_H_
 
 #include "ops/kernel.h"
+#include "ops/op_attrs.h"
 #include "util/span.h"
 
 namespace tower::cpu {
@@ -48,6 +49,12 @@ Status RandomNormal(const KernelContext& ctx);
 // training
 Status ApplySgd(const KernelContext& ctx);
 Status ApplyAdam(const KernelContext& ctx);
+// The arithmetic of those two on n elements of host arrays (velocity: nullptr without
+// momentum); any split into ranges gives the bits of one call (training_kernels.cc).
+void SgdUpdate(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
+               int64_t n);
+void AdamUpdate(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
+                int64_t n);
 
 }  // namespace tower::cpu
 

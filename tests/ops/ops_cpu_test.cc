@@ -2,6 +2,7 @@
 // empty batch and large values. Tolerances are stated per op; floating-point error bounds
 // follow the usual forms (k·ε·|A|·|B| for a product of inner size k).
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -465,6 +466,61 @@ TEST(OpsCpuTest, AdamUpdates) {
   const Values first = Host(StatusOr<Tensor>(var));
   EXPECT_NEAR(first[0], -0.1f, 1e-6);
   EXPECT_NEAR(first[1], 0.1f, 1e-6);
+}
+
+// Replicas that share their variables update slices of them in host memory as the sums
+// arrive (ops::SgdOnHost, AdamOnHost), at boundaries the all-reduce picks: any slicing, at
+// any alignment, must give the bits of the op over the whole tensor.
+TEST(OpsCpuTest, HostUpdatesOfAnySlicingGiveTheBitsOfTheOps) {
+  constexpr int64_t n = 1003;
+  const Values w = RandomValues(n, 1.0f, 40);
+  const Values g = RandomValues(n, 0.5f, 41);
+  const Values m0 = RandomValues(n, 0.1f, 42);
+  Values v0 = RandomValues(n, 0.01f, 43);
+  for (float& x : v0) x = std::fabs(x);
+  const std::vector<int64_t> cuts = {0, 1, 7, 16, 333, 517, 518, 999, n};
+  auto same_bits = [](const Values& a, const Values& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  for (float momentum : {0.0f, 0.9f}) {
+    for (bool nesterov : {false, true}) {
+      Tensor var = Make(Shape{n}, w);
+      Tensor velocity = Make(Shape{n}, m0);
+      const Tensor grad = Make(Shape{n}, g);
+      if (momentum == 0) {
+        ASSERT_TRUE(ops::ApplySgd(var, grad, 0.1f).ok());
+      } else {
+        ASSERT_TRUE(ops::ApplySgdMomentum(var, velocity, grad, 0.1f, momentum, nesterov).ok());
+      }
+      const attrs::Sgd sgd = *ops::SgdAttrs(0.1f, momentum, nesterov);
+      Values host_w = w, host_v = m0;
+      for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+        const int64_t b = cuts[c], e = cuts[c + 1];
+        ops::SgdOnHost(sgd, host_w.data() + b, momentum == 0 ? nullptr : host_v.data() + b,
+                       g.data() + b, e - b);
+      }
+      const std::string tag = "momentum " + std::to_string(momentum) + (nesterov ? " nesterov" : "");
+      EXPECT_TRUE(same_bits(Host(var), host_w)) << tag;
+      EXPECT_TRUE(same_bits(Host(velocity), host_v)) << tag;
+    }
+  }
+  Tensor var = Make(Shape{n}, w), m = Make(Shape{n}, m0), v = Make(Shape{n}, v0);
+  ASSERT_TRUE(ops::ApplyAdam(var, m, v, Make(Shape{n}, g), 0.01f, 0.9f, 0.999f, 1e-7f, 3).ok());
+  const attrs::Adam adam = *ops::AdamAttrs(0.01f, 0.9f, 0.999f, 1e-7f, 3);
+  Values host_w = w, host_m = m0, host_v = v0;
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const int64_t b = cuts[c], e = cuts[c + 1];
+    ops::AdamOnHost(adam, host_w.data() + b, host_m.data() + b, host_v.data() + b,
+                    g.data() + b, e - b);
+  }
+  EXPECT_TRUE(same_bits(Host(var), host_w));
+  EXPECT_TRUE(same_bits(Host(m), host_m));
+  EXPECT_TRUE(same_bits(Host(v), host_v));
+  // The checks are the ops': the same messages.
+  EXPECT_THAT(ops::AdamAttrs(0.1f, 0.9f, 0.999f, 1e-7f, 0).status().message(),
+              HasSubstr("step 0"));
+  EXPECT_THAT(ops::SgdAttrs(0.1f, 1.0f, false).status().message(),
+              HasSubstr("momentum must be in [0, 1)"));
 }
 
 TEST(OpsCpuTest, ShapeAndTypeErrorsNameBothShapes) {

@@ -1,6 +1,7 @@
 // The in-process and reduce-to-one-device all-reduces, from real replica threads, with
 // rank-dependent inputs whose sums are known in closed form (and exact in float32: small
 // integers and halves).
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -92,6 +93,72 @@ TEST(InProcessAllReduceTest, ClosedFormSumsForNineAndSixtyFiveReplicas) {
   }
 }
 
+// Records what an all-reduce hands over: per gradient, each element's sum and how many
+// times it came (from any replica thread).
+class RecordingSink : public SummedGradientSink {
+ public:
+  explicit RecordingSink(const std::vector<int64_t>& sizes) {
+    for (int64_t size : sizes) {
+      sums_.emplace_back(size, 0.0f);
+      counts_.emplace_back(size, 0);
+    }
+  }
+  void Consume(size_t gradient, int64_t begin, int64_t end, const float* sum) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t i = begin; i < end; ++i) {
+      sums_[gradient][i] = sum[i - begin];
+      ++counts_[gradient][i];
+    }
+  }
+  std::vector<std::vector<float>> sums_;
+  std::vector<std::vector<int>> counts_;
+
+ private:
+  std::mutex mu_;
+};
+
+TEST(InProcessAllReduceTest, HandsEachSumOverOnceAndSumsTheRestInPlace) {
+  for (int n : {1, 2, 3, 4, 9}) {
+    auto context = Cpus(n);
+    std::vector<Device*> devices = *context->Devices("CPU");
+    InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), false);
+    ASSERT_TRUE(ops.CanHandOverSums());
+    // Tensors 0 and 1 are gradients 5 and 6 of the step (handed over), tensor 2 (the loss,
+    // say) is summed in place. 5000 elements span several blocks of the hand-over.
+    const std::vector<int64_t> sizes = {5000, 3, 7};
+    std::vector<std::vector<Tensor>> tensors(n);
+    for (int r = 0; r < n; ++r) {
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        std::vector<float> values(static_cast<size_t>(sizes[t]));
+        for (int64_t i = 0; i < sizes[t]; ++i) values[i] = Value(r, static_cast<int>(t), i);
+        tensors[r].push_back(*Tensor::FromHost(devices[r], Shape{sizes[t]}, values));
+      }
+    }
+    RecordingSink sink({0, 0, 0, 0, 0, sizes[0], sizes[1]});
+    std::vector<Status> results = OnThreads(n, [&](int r) {
+      std::vector<Tensor*> mine;
+      for (Tensor& t : tensors[r]) mine.push_back(&t);
+      return ops.AllReduceSumHandingOver(r, mine, /*handed=*/2, /*first_gradient=*/5, &sink);
+    });
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
+    for (int t = 0; t < 2; ++t) {
+      for (int64_t i = 0; i < sizes[t]; ++i) {
+        ASSERT_EQ(sink.counts_[5 + t][i], 1) << "n=" << n << " gradient " << 5 + t << " [" << i << "]";
+        ASSERT_EQ(sink.sums_[5 + t][i], Expected(n, t, i)) << "n=" << n << " [" << i << "]";
+      }
+      // Not written back: every replica keeps its own gradient.
+      for (int r = 0; r < n; ++r) {
+        const std::vector<float> got = *tensors[r][t].ToHost();
+        for (int64_t i = 0; i < sizes[t]; ++i) ASSERT_EQ(got[i], Value(r, t, i));
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      const std::vector<float> got = *tensors[r][2].ToHost();
+      for (int64_t i = 0; i < sizes[2]; ++i) ASSERT_EQ(got[i], Expected(n, 2, i)) << "n=" << n;
+    }
+  }
+}
+
 TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
   auto context = Cpus(2);
   std::vector<Device*> devices = *context->Devices("CPU");
@@ -135,6 +202,16 @@ TEST(ReductionToOneDeviceTest, ClosedFormSumsAcrossCpusAndGpus) {
                                   *context->FindDevice("/GPU:1")};
   ReductionToOneDevice ops(devices[0], ReplicaNames(devices), std::chrono::seconds(30), false);
   for (const auto& sizes : kSizeSets) CheckAllReduce(ops, devices, sizes);
+}
+
+TEST(ReductionToOneDeviceTest, CannotHandSumsOver) {
+  auto context = Cpus(2);
+  std::vector<Device*> devices = *context->Devices("CPU");
+  ReductionToOneDevice ops(devices[0], ReplicaNames(devices), std::chrono::seconds(30), false);
+  EXPECT_FALSE(ops.CanHandOverSums());
+  Tensor a = *Tensor::Zeros(devices[0], Shape{4});
+  RecordingSink sink({4});
+  EXPECT_EQ(ops.AllReduceSumHandingOver(0, {&a}, 1, 0, &sink).code(), StatusCode::kUnimplemented);
 }
 
 TEST(ReductionToOneDeviceTest, AbortFromAFailingReplicaReleasesTheOthers) {
