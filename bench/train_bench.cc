@@ -57,6 +57,8 @@ struct Options {
   double bucket_mb = 25;
   bool deterministic = false;
   bool ab_deterministic = false;
+  bool share_variables = true;      // MirroredStrategyOptions::share_variables
+  bool ab_share_variables = false;  // a copy per replica and shared, side by side
   int64_t virtual_shards = 8;
   bool check_loss = false;
   DeviceFlags device;
@@ -83,6 +85,7 @@ struct Trainer {
 };
 
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtual_shards,
+                                               bool share_variables,
                                                std::vector<std::string> devices,
                                                CrossDeviceOpsKind kind,
                                                const data::Dataset& dataset) {
@@ -99,6 +102,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtu
     mirrored.cross_device_ops = kind;
     mirrored.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
     mirrored.virtual_shards = virtual_shards;
+    mirrored.share_variables = share_variables;
     TOWER_ASSIGN_OR_RETURN(trainer->strategy, MirroredStrategy::Create(mirrored));
   }
   std::vector<std::shared_ptr<Layer>> layers;
@@ -180,14 +184,14 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
       "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
       "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
-      "intra_op_threads=%d virtual_shards=%d\n",
+      "intra_op_threads=%d virtual_shards=%d shared_variables=%d\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
       trainer.strategy != nullptr ? trainer.strategy->cross_device_ops().name().c_str() : "none",
       static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
-      dist->virtual_shards());
+      dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0);
 }
 
 Status Run(Options options) {
@@ -210,6 +214,9 @@ Status Run(Options options) {
   }
   if (options.ab_deterministic && options.deterministic) {
     return InvalidArgumentError("give --deterministic or --ab-deterministic, not both");
+  }
+  if (options.ab_deterministic && options.ab_share_variables) {
+    return InvalidArgumentError("give --ab-deterministic or --ab-share-variables, not both");
   }
 
   // ---- Devices (as `tower train` configures them).
@@ -237,14 +244,22 @@ Status Run(Options options) {
   // timed windows alternate so that the machine's noise falls on both alike.
   const int shards = static_cast<int>(options.virtual_shards);
   std::vector<std::unique_ptr<Trainer>> trainers;
+  const bool share = options.share_variables;
   if (options.ab_deterministic) {
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, 0, devices, kind, dataset));
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, shards, devices, kind, dataset));
+                           MakeTrainer(options, 0, share, devices, kind, dataset));
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
+                           MakeTrainer(options, shards, share, devices, kind, dataset));
+  } else if (options.ab_share_variables) {
+    const int mode_shards = options.deterministic ? shards : 0;
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
+                           MakeTrainer(options, mode_shards, false, devices, kind, dataset));
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
+                           MakeTrainer(options, mode_shards, true, devices, kind, dataset));
   } else {
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, options.deterministic ? shards : 0, devices,
-                                       kind, dataset));
+                           MakeTrainer(options, options.deterministic ? shards : 0, share,
+                                       devices, kind, dataset));
   }
   int64_t params = 0;
   for (const Variable* v : trainers[0]->model->trainable_variables()) {
@@ -308,6 +323,11 @@ int main(int argc, char** argv) {
   parser.AddBool("ab-deterministic", &options.ab_deterministic,
                  "today's path and deterministic mode side by side, timed windows alternating "
                  "(one line each)");
+  parser.AddBool("share-variables", &options.share_variables,
+                 "logical CPU replicas share one copy of the variables (default on)");
+  parser.AddBool("ab-share-variables", &options.ab_share_variables,
+                 "a copy per replica and one shared copy side by side, timed windows "
+                 "alternating (one line each)");
   parser.AddInt("virtual-shards", &options.virtual_shards,
                 "with --deterministic or --ab-deterministic (default 8)");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");

@@ -191,12 +191,13 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
   std::vector<MPI_Request> receives;
   std::vector<MPI_Request> sends;
   std::vector<int> peers;
+  arrive_token_ = sequence;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     MPI_Request receive, send;
     TOWER_MPI_RETURN_IF_ERROR(MPI_Irecv(&seen[peer], 1, MPI_UINT64_T, peer, kArriveTag,
                                         MPI_COMM_WORLD, &receive));
-    TOWER_MPI_RETURN_IF_ERROR(MPI_Isend(&sequence, 1, MPI_UINT64_T, peer, kArriveTag,
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Isend(&arrive_token_, 1, MPI_UINT64_T, peer, kArriveTag,
                                         MPI_COMM_WORLD, &send));
     receives.push_back(receive);
     sends.push_back(send);
@@ -205,20 +206,33 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const auto halfway = std::chrono::steady_clock::now() + timeout / 2;
   bool warned = false;
+  // A peer is through when its arrival came and ours reached it: a send to a peer that died
+  // after sending its own arrival never completes, and must not block (it did, in MPI_Waitall).
   std::vector<bool> arrived(peers.size(), false);
+  std::vector<bool> sent(peers.size(), false);
   size_t count = 0;
-  for (int polls = 0; count < peers.size(); ++polls) {
+  size_t sent_count = 0;
+  auto unreachable = [&](size_t i, int code) {
+    MarkUnreachable({peers[i]});
+    return UnavailableError(Describe(peers[i]) + " is unreachable at collective " +
+                            std::to_string(sequence) + " (" + what + "): " + MpiErrorText(code) +
+                            "; " + Describe(rank_) + " gives up");
+  };
+  for (int polls = 0; count < peers.size() || sent_count < peers.size(); ++polls) {
     for (size_t i = 0; i < peers.size(); ++i) {
+      if (!sent[i]) {
+        int done = 0;
+        const int code = MPI_Test(&sends[i], &done, MPI_STATUS_IGNORE);
+        if (code != MPI_SUCCESS) return unreachable(i, code);
+        if (done) {
+          sent[i] = true;
+          ++sent_count;
+        }
+      }
       if (arrived[i]) continue;
       int done = 0;
       const int code = MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE);
-      if (code != MPI_SUCCESS) {
-        MarkUnreachable({peers[i]});
-        return UnavailableError(Describe(peers[i]) + " is unreachable at collective " +
-                                std::to_string(sequence) + " (" + what +
-                                "): " + MpiErrorText(code) + "; " + Describe(rank_) +
-                                " gives up");
-      }
+      if (code != MPI_SUCCESS) return unreachable(i, code);
       if (!done) continue;
       arrived[i] = true;
       ++count;
@@ -229,12 +243,12 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
             std::to_string(seen[peers[i]]) + ": the workers diverged");
       }
     }
-    if (count == peers.size()) break;
+    if (count == peers.size() && sent_count == peers.size()) break;
     if (!warned && std::chrono::steady_clock::now() > halfway) {
       // Half the deadline: say who is late while there is still time to look at it.
       std::vector<std::string> late;
       for (size_t i = 0; i < peers.size(); ++i) {
-        if (!arrived[i]) late.push_back(Describe(peers[i]));
+        if (!arrived[i] || !sent[i]) late.push_back(Describe(peers[i]));
       }
       TOWER_LOG(WARNING) << Describe(rank_) << " has waited " << (timeout / 2).count()
                          << " ms, half the deadline, at collective " << sequence << " (" << what
@@ -245,10 +259,12 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
     if (std::chrono::steady_clock::now() > deadline) {
       std::vector<int> missing;
       for (size_t i = 0; i < peers.size(); ++i) {
-        if (!arrived[i]) {
-          missing.push_back(peers[i]);
-          MPI_Cancel(&receives[i]);
+        if (!arrived[i]) MPI_Cancel(&receives[i]);
+        if (!sent[i]) {
+          MPI_Cancel(&sends[i]);
+          MPI_Request_free(&sends[i]);
         }
+        if (!arrived[i] || !sent[i]) missing.push_back(peers[i]);
       }
       // A missing worker may be alive but behind, stuck in an earlier collective that this
       // one completed (a dead worker's data reached some survivors and not others): the
@@ -280,7 +296,6 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
     }
     if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
   return OkStatus();
 }
 

@@ -95,6 +95,9 @@ class MpiWorld : public World {
   // Probe's buffers: members, since a probe to a dead peer may never complete and the job
   // ends without freeing them.
   uint64_t probe_token_ = 0;
+  // What Arrive sends: a member, since a send to a peer that died is never completed (it is
+  // cancelled and freed, and MPI may still read its buffer afterwards).
+  uint64_t arrive_token_ = 0;
   std::vector<uint64_t> probe_received_;
   mutable std::mutex unreachable_mu_;
   std::vector<int> unreachable_;  // guarded by unreachable_mu_
