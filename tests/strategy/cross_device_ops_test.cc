@@ -38,17 +38,24 @@ std::unique_ptr<Context> Cpus(int n) {
 }
 
 
-void CheckAllReduce(CrossDeviceOps& ops, const std::vector<Device*>& devices,
-                    const std::vector<int64_t>& sizes) {
-  const int n = static_cast<int>(devices.size());
-  std::vector<std::vector<Tensor>> tensors(n);
-  for (int r = 0; r < n; ++r) {
+// Replica r's tensors of these sizes, holding Value(r, t, i), on its device.
+std::vector<std::vector<Tensor>> ReplicaTensors(const std::vector<Device*>& devices,
+                                                const std::vector<int64_t>& sizes) {
+  std::vector<std::vector<Tensor>> tensors(devices.size());
+  for (size_t r = 0; r < devices.size(); ++r) {
     for (size_t t = 0; t < sizes.size(); ++t) {
       std::vector<float> values(static_cast<size_t>(sizes[t]));
-      for (int64_t i = 0; i < sizes[t]; ++i) values[i] = Value(r, static_cast<int>(t), i);
+      for (int64_t i = 0; i < sizes[t]; ++i) values[i] = Value(static_cast<int>(r), static_cast<int>(t), i);
       tensors[r].push_back(*Tensor::FromHost(devices[r], Shape{sizes[t]}, values));
     }
   }
+  return tensors;
+}
+
+void CheckAllReduce(CrossDeviceOps& ops, const std::vector<Device*>& devices,
+                    const std::vector<int64_t>& sizes) {
+  const int n = static_cast<int>(devices.size());
+  std::vector<std::vector<Tensor>> tensors = ReplicaTensors(devices, sizes);
   std::vector<Status> results = OnThreads(n, [&](int r) {
     std::vector<Tensor*> mine;
     for (Tensor& t : tensors[r]) mine.push_back(&t);
@@ -126,14 +133,7 @@ TEST(InProcessAllReduceTest, HandsEachSumOverOnceAndSumsTheRestInPlace) {
     // Tensors 0 and 1 are gradients 5 and 6 of the step (handed over), tensor 2 (the loss,
     // say) is summed in place. 5000 elements span several blocks of the hand-over.
     const std::vector<int64_t> sizes = {5000, 3, 7};
-    std::vector<std::vector<Tensor>> tensors(n);
-    for (int r = 0; r < n; ++r) {
-      for (size_t t = 0; t < sizes.size(); ++t) {
-        std::vector<float> values(static_cast<size_t>(sizes[t]));
-        for (int64_t i = 0; i < sizes[t]; ++i) values[i] = Value(r, static_cast<int>(t), i);
-        tensors[r].push_back(*Tensor::FromHost(devices[r], Shape{sizes[t]}, values));
-      }
-    }
+    std::vector<std::vector<Tensor>> tensors = ReplicaTensors(devices, sizes);
     RecordingSink sink({0, 0, 0, 0, 0, sizes[0], sizes[1]});
     std::vector<Status> results = OnThreads(n, [&](int r) {
       std::vector<Tensor*> mine;
