@@ -67,6 +67,26 @@ void SumBlock(float* const* buffers, int n, int64_t begin, int64_t len, float* s
   }
 }
 
+// FNV-1a over what CheckAgainstFirst compares: the count, and each tensor's dtype, shape and
+// whether it lives in host memory.
+uint64_t LayoutFingerprint(Span<Tensor* const> tensors) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      h ^= (value >> (8 * byte)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(tensors.size());
+  for (const Tensor* t : tensors) {
+    mix(static_cast<uint64_t>(t->dtype()));
+    mix(static_cast<uint64_t>(t->shape().rank()));
+    for (int d = 0; d < t->shape().rank(); ++d) mix(static_cast<uint64_t>(t->shape().dim(d)));
+    mix(t->device()->stream().host_addressable() ? 1 : 0);
+  }
+  return h;
+}
+
 }  // namespace
 
 InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
@@ -74,9 +94,22 @@ InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
     : names_(replica_names),
       barrier_(std::move(replica_names), timeout, spin),
       published_(names_.size()),
+      fingerprints_(names_.size()),
       published_parts_(names_.size()),
       plans_(names_.size()),
       scratch_(names_.size()) {}
+
+void InProcessAllReduce::Publish(int replica, Span<Tensor* const> tensors) {
+  published_[replica] = tensors;
+  fingerprints_[replica] = LayoutFingerprint(tensors);
+}
+
+Status InProcessAllReduce::CheckPublished(int replica) const {
+  for (uint64_t fingerprint : fingerprints_) {
+    if (fingerprint != fingerprints_[0]) return CheckAll();
+  }
+  return CheckAgainstFirst(replica);
+}
 
 Status InProcessAllReduce::CheckAll() const {
   for (size_t r = 0; r < published_.size(); ++r) {
@@ -140,12 +173,12 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
     }
     return OkStatus();
   }
-  published_[replica] = tensors;
+  Publish(replica, tensors);
   TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-  // Every replica checks every list before touching another replica's memory, so all of
+  // Every replica checks the lists before touching another replica's memory, so all of
   // them return the same error on a mismatch and none reads past a smaller tensor. They
   // still meet once more: the lists must outlive everyone's check.
-  const Status check = CheckAll();
+  const Status check = CheckPublished(replica);
   if (!check.ok()) {
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
     return check;
@@ -244,9 +277,9 @@ Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
 Status InProcessAllReduce::Broadcast(int replica, Span<Tensor* const> tensors) {
   const int n = static_cast<int>(names_.size());
   if (n == 1) return OkStatus();
-  published_[replica] = tensors;
+  Publish(replica, tensors);
   TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-  const Status check = CheckAll();
+  const Status check = CheckPublished(replica);
   if (!check.ok()) {
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
     return check;

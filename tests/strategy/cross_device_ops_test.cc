@@ -179,6 +179,33 @@ TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
   CheckAllReduce(ops, devices, {3});
 }
 
+// Lists of one layout are checked by each replica against replica 0's alone (their layout
+// fingerprints agree); what every list gets wrong alike is still every replica's error, and
+// a list that differs from the others in its dtype alone is still found by all of them.
+TEST(InProcessAllReduceTest, ListsOfOneLayoutAndListsThatDifferAreReportedByEveryReplica) {
+  for (int n : {2, 3, 5}) {
+    auto context = Cpus(n);
+    std::vector<Device*> devices = *context->Devices("CPU");
+    InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), false);
+    std::vector<Tensor> ints;
+    for (int r = 0; r < n; ++r) ints.push_back(*Tensor::Zeros(devices[r], Shape{4}, DType::kInt32));
+    std::vector<Status> same = OnThreads(n, [&](int r) { return ops.AllReduceSum(r, {&ints[r]}); });
+    for (const Status& s : same) EXPECT_THAT(s.message(), HasSubstr("sums float32 tensors")) << n;
+    // The last replica passes int32 where the others pass float32 of the same shape.
+    std::vector<Tensor> mixed;
+    for (int r = 0; r < n; ++r) {
+      mixed.push_back(*Tensor::Zeros(devices[r], Shape{4}, r == n - 1 ? DType::kInt32
+                                                                    : DType::kFloat32));
+    }
+    std::vector<Status> odd = OnThreads(n, [&](int r) { return ops.AllReduceSum(r, {&mixed[r]}); });
+    for (const Status& s : odd) {
+      EXPECT_THAT(s.message(), HasSubstr("mismatch at tensor 0")) << n;
+      EXPECT_THAT(s.message(), HasSubstr("int32[4]")) << n;
+    }
+    CheckAllReduce(ops, devices, {3, 5});  // usable afterwards
+  }
+}
+
 TEST(InProcessAllReduceTest, BroadcastCopiesReplicaZero) {
   auto context = Cpus(3);
   std::vector<Device*> devices = *context->Devices("CPU");
