@@ -28,6 +28,14 @@ class RecordingOps : public CrossDeviceOps {
     calls.push_back(call);
     return OkStatus();
   }
+  bool CanHandOverSums() const override { return can_hand_over; }
+  // "handover:<first gradient>:<handed>/<tensors>".
+  Status AllReduceSumHandingOver(int, Span<Tensor* const> tensors, size_t handed,
+                                 size_t first_gradient, SummedGradientSink*) override {
+    calls.push_back("handover:" + std::to_string(first_gradient) + ":" +
+                    std::to_string(handed) + "/" + std::to_string(tensors.size()));
+    return OkStatus();
+  }
   Status AllReduceTree(int, const PartialSums&, Span<Tensor* const>) override {
     return UnimplementedError("the bucketed reducer never sums along the tree");
   }
@@ -39,6 +47,13 @@ class RecordingOps : public CrossDeviceOps {
   void Abort(const Status&) override {}
   void Reset() override {}
   std::vector<std::string> calls;
+  bool can_hand_over = false;
+};
+
+// Takes nothing: the recording ops never call it.
+class NoSink : public SummedGradientSink {
+ public:
+  void Consume(size_t, int64_t, int64_t, const float*) override {}
 };
 
 TEST(PlanBucketsTest, ClosesABucketOnceItHoldsTheCap) {
@@ -52,14 +67,17 @@ TEST(PlanBucketsTest, ClosesABucketOnceItHoldsTheCap) {
 
 // The step of a Dense(32)-Dense(16)-Dense(1) model on 256 features: gradient bytes in
 // backward order, then the loss (4 bytes) with Finish.
-std::vector<std::string> Step(int64_t bucket_bytes) {
+std::vector<std::string> Step(int64_t bucket_bytes, bool hand_over = false) {
   Device* cpu = *Context::Default().DefaultDevice();
   const std::vector<int64_t> bytes = {64, 4, 2048, 64, 32768, 128};
   std::vector<Tensor> grads;
   for (int64_t b : bytes) grads.push_back(*Tensor::Zeros(cpu, Shape{b / 4}));
   Tensor loss = *Tensor::Zeros(cpu, Shape{1});
   RecordingOps ops;
+  ops.can_hand_over = hand_over;
   BucketedGradientReducer reducer(&ops, 0, bucket_bytes);
+  NoSink sink;
+  EXPECT_EQ(reducer.HandOverSums(&sink), hand_over);
   for (int step = 0; step < 2; ++step) {  // the plan is reused: the same calls each step
     ops.calls.clear();
     TOWER_CHECK_OK(reducer.Begin(bytes, 0, 1));
@@ -79,6 +97,21 @@ TEST(BucketedGradientReducerTest, SumsEachBucketWhenItsLastGradientArrives) {
   // 2 KB: the last layer and the middle layer's kernel share a bucket.
   EXPECT_THAT(Step(2048), ElementsAre("reduce:64,4,2048", "reduce:64,32768", "reduce:128,4",
                                       "finish"));
+}
+
+// Replicas that share their variables take the sums from the all-reduce: each bucket says
+// which gradients (by their index in the announced order) its first tensors are; the loss
+// rides in the last bucket and is summed in place.
+TEST(BucketedGradientReducerTest, HandsOverEachBucketsGradientsByTheirIndex) {
+  EXPECT_THAT(Step(25ll << 20, true), ElementsAre("handover:0:6/7", "finish"));
+  EXPECT_THAT(Step(1, true), ElementsAre("handover:0:1/1", "handover:1:1/1", "handover:2:1/1",
+                                         "handover:3:1/1", "handover:4:1/1", "handover:5:1/2",
+                                         "finish"));
+  EXPECT_THAT(Step(2048, true), ElementsAre("handover:0:3/3", "handover:3:2/2",
+                                            "handover:5:1/2", "finish"));
+  // A path that cannot (Step(…, false) asks too): the sums come back in place.
+  EXPECT_THAT(Step(2048, false), ElementsAre("reduce:64,4,2048", "reduce:64,32768",
+                                             "reduce:128,4", "finish"));
 }
 
 TEST(BucketedGradientReducerTest, AStepThatBreaksItsAnnouncementFails) {
