@@ -7,6 +7,12 @@
 #   bench/compare.sh --plots=docs         # and write the plots (SVG) there
 #   bench/compare.sh --out=/tmp/run1      # where the raw outputs go (default: a new temp dir)
 #   bench/compare.sh --report-only --out=/tmp/run1 --plots=docs   # re-analyse a run
+#   bench/compare.sh --rounds=5           # alternating rounds of Tower's replica counts (default 5)
+#
+# The ratios between replica counts are also taken from ROUNDS alternating rounds (every
+# replica count once per round, windows of 1 s; the median over rounds of each round's
+# ratio): this 2-core guest runs two busy threads at two speeds about 2x apart, switching
+# every few minutes, and figures taken minutes apart can fall in different phases.
 #
 # Each program takes the median of 3 timed windows after warm-up. Before each measurement
 # the script waits (up to WAIT_MAX seconds, default 600) until the other processes on the
@@ -25,6 +31,7 @@ PLOTS=""
 SWEEP=0
 REPORT_ONLY=0
 REPLICAS="1 2 4 8"
+ROUNDS=5
 for arg in "$@"; do
   case "$arg" in
     --out=*) OUT="${arg#--out=}" ;;
@@ -32,6 +39,7 @@ for arg in "$@"; do
     --sweep) SWEEP=1 ;;
     --report-only) REPORT_ONLY=1 ;;
     --replicas=*) REPLICAS="${arg#--replicas=}" ;;
+    --rounds=*) ROUNDS="${arg#--rounds=}" ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
@@ -150,6 +158,16 @@ for w in linreg mlp; do
   for n in $REPLICAS; do
     [[ "$n" == 1 || "$n" -gt 4 ]] && continue  # 8 gloo processes on 2 cores: not a peer
     run "train_ddp_${w}_$n.txt" "$PY" bench/peers/torch_ddp.py --workload=$w --replicas=$n
+  done
+done
+
+echo "== Tower's replica counts in $ROUNDS alternating rounds" >&2
+for k in $(seq 1 "$ROUNDS"); do
+  for w in linreg mlp; do
+    for n in $REPLICAS; do
+      run "train_rounds_${w}_${n}_r$k.txt" "$BIN/train_bench" --workload=$w --replicas=$n \
+        --window-s=1
+    done
   done
 done
 

@@ -88,6 +88,14 @@ def load(d):
         line = first(path, "workload=")
         if line:
             train[("tower", line["workload"], int(line["replicas"]))] = line
+    # Alternating rounds of every replica count: rounds[(workload, replicas)][round] = line.
+    rounds = {}
+    for path in glob.glob(f"{d}/train_rounds_*_r*.txt"):
+        m = re.search(r"_r(\d+)\.txt$", path)
+        line = first(path, "workload=")
+        if m and line:
+            rounds.setdefault((line["workload"], int(line["replicas"])), {})[int(m.group(1))] = line
+    r["rounds"] = rounds
     # --ab-deterministic: today's path and deterministic mode, windows alternating.
     for path in glob.glob(f"{d}/train_ab*_*.txt"):
         lines = read_lines(path, "workload=")
@@ -222,6 +230,28 @@ def main():
         x = ratio(rate, base)
         rows.append((f"bound: mlp products at {b} rows ({n} replicas) vs 128 rows (2 replicas), 1 thread, GFLOP/s",
                      f"{f(rate)} · {f(base)}", "(limit)", x, None))
+    # The same ratios over alternating rounds: each round's ratio, then their median (a
+    # round takes under a minute, so both figures of a ratio share the host's phase).
+    R = r.get("rounds", {})
+
+    def round_ratio(w, a_n, b_n, key):
+        a_rounds, b_rounds = R.get((w, a_n), {}), R.get((w, b_n), {})
+        per_round = sorted(float(a_rounds[k][key]) / float(b_rounds[k][key])
+                           for k in a_rounds if k in b_rounds and float(b_rounds[k][key]) > 0)
+        if not per_round:
+            return None, ""
+        values = ", ".join(f"{v:.2f}" for v in per_round)
+        return statistics.median(per_round), f"{len(per_round)} rounds: {values}"
+
+    for w, a_n, b_n, key, target in (("linreg", 4, 2, "steps_per_s", 0.5),
+                                     ("linreg", 8, 2, "steps_per_s", 0.3),
+                                     ("linreg", 2, 1, "steps_per_s", 0.8),
+                                     ("mlp", 4, 2, "samples_per_s", 0.95),
+                                     ("mlp", 8, 2, "samples_per_s", 0.95)):
+        x, text = round_ratio(w, a_n, b_n, key)
+        if x is not None:
+            rows.append((f"`{w}`, {a_n} vs {b_n} replicas, {key.replace('_per_s', '/s')}, median of "
+                         "alternating rounds", text, f"≥ {target}×", x, x >= target))
     m1 = get("tower", "mlp", 1, "samples_per_s")
     x = ratio(m1, ms)
     rows.append(("`mlp`, 1 replica (intra-op threads) vs PyTorch single (best threads)",
