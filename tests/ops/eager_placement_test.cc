@@ -82,6 +82,29 @@ TEST_F(EagerPlacementTest, SeedsManualPlacementCopiesCpuInputsToTheGpu) {
   EXPECT_EQ(*c->ToHost(), (std::vector<float>{22, 28, 49, 64}));
 }
 
+// The logical CPUs share host memory: a kernel on CPU:1 reads CPU:0's inputs in place (what
+// replicas sharing their variables rely on), and allocates only its output there.
+TEST(EagerCpuToCpuTest, ACpuKernelReadsAnotherCpusInputsInPlace) {
+  auto context = MakeContextWithFakeGpus({});
+  TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
+      context->ListPhysicalDevices("CPU")[0], std::vector<LogicalDeviceConfiguration>(2)));
+  TOWER_CHECK_OK(context->EnsureInitialized());
+  ScopedDefaultContext use(*context);
+  Device* cpu0 = *context->FindDevice("/CPU:0");
+  Device* cpu1 = *context->FindDevice("/CPU:1");
+  const Tensor a = *ops::Constant(kA, Shape{2, 3}, cpu0);
+  const Tensor b = *ops::Constant(kB, Shape{3, 2}, cpu0);
+  const uint64_t cpu0_before = cpu0->allocator().GetStats().num_allocs;
+  const uint64_t cpu1_before = cpu1->allocator().GetStats().num_allocs;
+  DeviceScope scope("/CPU:1");
+  StatusOr<Tensor> c = ops::MatMul(a, b);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->device(), cpu1);
+  EXPECT_EQ(cpu1->allocator().GetStats().num_allocs, cpu1_before + 1) << "only the output";
+  EXPECT_EQ(cpu0->allocator().GetStats().num_allocs, cpu0_before);
+  EXPECT_EQ(*c->ToHost(), (std::vector<float>{22, 28, 49, 64}));
+}
+
 TEST_F(EagerPlacementTest, CastRunsOnTheCpuEvenWhenTheGpuIsAskedFor) {
   context_->SetLogDevicePlacement(true);
   Tensor x = *ops::Constant({1.5f, -2.5f}, Shape{2}, Find("/GPU:0"));
