@@ -1,5 +1,6 @@
 #include "ops/math_ops.h"
 
+#include "ops/cpu/cpu_kernels.h"
 #include "ops/eager.h"
 #include "ops/op_checks.h"
 #include "ops/op_names.h"
@@ -66,6 +67,21 @@ StatusOr<Tensor> Scale(const Tensor& x, float alpha) {
   TOWER_RETURN_IF_ERROR(CheckFloat("Scale", "x", x));
   const attrs::Scalar attrs{alpha};
   return RunSingle(kOp, {&x}, OutputSpec{x.shape()}, &attrs);
+}
+
+StatusOr<Tensor> ClipByValue(const Tensor& x, float min, float max) {
+  static const OpKernels& kOp = KernelsOf(op_names::kClipByValue);
+  TOWER_RETURN_IF_ERROR(CheckFloat("ClipByValue", "x", x));
+  if (!(min <= max)) {
+    return InvalidArgumentError("ClipByValue: needs min <= max (neither NaN), got [" +
+                                std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  const attrs::ClipByValue attrs{min, max};
+  return RunSingle(kOp, {&x}, OutputSpec{x.shape()}, &attrs);
+}
+
+void ClipByValueOnHost(const attrs::ClipByValue& clip, const float* x, float* y, int64_t n) {
+  cpu::ClipValues(clip, x, y, n);
 }
 
 StatusOr<Tensor> Axpy(float alpha, const Tensor& x, const Tensor& y) {

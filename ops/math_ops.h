@@ -23,6 +23,12 @@ StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b);
 StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b);
 // alpha · x.
 StatusOr<Tensor> Scale(const Tensor& x, float alpha);
+// Each element into [min, max] (tf.clip_by_value); a NaN stays NaN, so that clipping
+// never hides a diverged value. min ≤ max, neither NaN.
+StatusOr<Tensor> ClipByValue(const Tensor& x, float min, float max);
+// The same on `n` host floats (`x` and `y` may be the same), with no dispatch: the op's CPU
+// arithmetic, for updates on slices of host memory.
+void ClipByValueOnHost(const attrs::ClipByValue& clip, const float* x, float* y, int64_t n);
 // alpha · x + y.
 StatusOr<Tensor> Axpy(float alpha, const Tensor& x, const Tensor& y);
 // The sum of one or more tensors of one shape.

@@ -20,6 +20,12 @@ struct Scalar {
   float value = 0;
 };
 
+// ClipByValue: y = x below `min` → min, above `max` → max, else x (NaN stays NaN).
+struct ClipByValue {
+  float min = 0;
+  float max = 0;
+};
+
 // ReduceSum / ReduceMean over every element ([...] -> []) or along the batch, the first
 // dimension ([n, ...] -> [...]).
 enum class ReduceAxis : uint8_t { kAll, kBatch };
@@ -60,11 +66,15 @@ struct Sgd {
 //   m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²
 //   var −= lr·√(1 − β2^t)/(1 − β1^t) · m / (√v + ε)
 // The host computes `alpha` = lr·√(1 − β2^t)/(1 − β1^t) in double.
+// AdamW (decoupled weight decay, Loshchilov & Hutter; Keras's AdamW): first
+//   var −= decay·var,  decay = lr·weight_decay (the host computes it in double),
+// then the Adam step above. decay 0 is plain Adam, bit for bit.
 struct Adam {
   float alpha = 0.001f;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-7f;
+  float decay = 0;
 };
 
 }  // namespace tower::attrs

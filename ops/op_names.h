@@ -13,6 +13,7 @@ inline constexpr char kSub[] = "Sub";
 inline constexpr char kMul[] = "Mul";
 inline constexpr char kScale[] = "Scale";
 inline constexpr char kAxpy[] = "Axpy";
+inline constexpr char kClipByValue[] = "ClipByValue";
 inline constexpr char kAddN[] = "AddN";
 inline constexpr char kReduceSum[] = "ReduceSum";
 inline constexpr char kReduceMean[] = "ReduceMean";

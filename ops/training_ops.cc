@@ -22,7 +22,7 @@ StatusOr<attrs::Sgd> SgdAttrs(float learning_rate, float momentum, bool nesterov
 }
 
 StatusOr<attrs::Adam> AdamAttrs(float learning_rate, float beta1, float beta2, float epsilon,
-                                int64_t step) {
+                                int64_t step, float weight_decay) {
   if (!std::isfinite(learning_rate) || learning_rate < 0) {
     return InvalidArgumentError("ApplyAdam: learning rate must be finite and >= 0, got " +
                                 std::to_string(learning_rate));
@@ -34,10 +34,15 @@ StatusOr<attrs::Adam> AdamAttrs(float learning_rate, float beta1, float beta2, f
                                 std::to_string(beta2) + ", epsilon " + std::to_string(epsilon) +
                                 ", step " + std::to_string(step));
   }
+  if (!std::isfinite(weight_decay) || weight_decay < 0) {
+    return InvalidArgumentError("ApplyAdam: weight decay must be finite and >= 0, got " +
+                                std::to_string(weight_decay));
+  }
   const double t = static_cast<double>(step);
   const double alpha = learning_rate * std::sqrt(1.0 - std::pow(double{beta2}, t)) /
                        (1.0 - std::pow(double{beta1}, t));
-  return attrs::Adam{static_cast<float>(alpha), beta1, beta2, epsilon};
+  const double decay = double{learning_rate} * weight_decay;
+  return attrs::Adam{static_cast<float>(alpha), beta1, beta2, epsilon, static_cast<float>(decay)};
 }
 
 void SgdOnHost(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
@@ -77,13 +82,13 @@ Status ApplySgdMomentum(Tensor& var, Tensor& velocity, const Tensor& grad, float
 }
 
 Status ApplyAdam(Tensor& var, Tensor& m, Tensor& v, const Tensor& grad, float learning_rate,
-                 float beta1, float beta2, float epsilon, int64_t step) {
+                 float beta1, float beta2, float epsilon, int64_t step, float weight_decay) {
   static const OpKernels& kOp = KernelsOf(op_names::kApplyAdam);
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplyAdam", var, grad));
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplyAdam", var, m));
   TOWER_RETURN_IF_ERROR(internal::CheckBinary("ApplyAdam", var, v));
   TOWER_ASSIGN_OR_RETURN(const attrs::Adam attrs,
-                         AdamAttrs(learning_rate, beta1, beta2, epsilon, step));
+                         AdamAttrs(learning_rate, beta1, beta2, epsilon, step, weight_decay));
   if (m.device() != var.device() || v.device() != var.device()) {
     return InvalidArgumentError("ApplyAdam: the slots m and v must be on the variable's device " +
                                 var.device()->full_name());

@@ -18,16 +18,19 @@ Status ApplySgdMomentum(Tensor& var, Tensor& velocity, const Tensor& grad, float
                         float momentum, bool nesterov);
 
 // Adam at step `step` (1-based; TensorFlow's formula, see attrs::Adam). m and v start at
-// zero and live on var's device.
+// zero and live on var's device. `weight_decay` > 0: AdamW (var −= lr·weight_decay·var
+// first).
 Status ApplyAdam(Tensor& var, Tensor& m, Tensor& v, const Tensor& grad, float learning_rate,
-                 float beta1, float beta2, float epsilon, int64_t step);
+                 float beta1, float beta2, float epsilon, int64_t step,
+                 float weight_decay = 0);
 
 // The checked attributes of those updates: what the ops run with, and what the host
 // updates below take (checked once per step, not per slice).
 StatusOr<attrs::Sgd> SgdAttrs(float learning_rate, float momentum, bool nesterov);
-// Adam's bias-corrected rate of step `step` (1-based) folded into attrs::Adam::alpha.
+// Adam's bias-corrected rate of step `step` (1-based) folded into attrs::Adam::alpha, and
+// AdamW's learning_rate · weight_decay into attrs::Adam::decay.
 StatusOr<attrs::Adam> AdamAttrs(float learning_rate, float beta1, float beta2, float epsilon,
-                                int64_t step);
+                                int64_t step, float weight_decay = 0);
 
 // The same updates on `n` elements of host arrays, with no dispatch: for replicas that share
 // one copy of their variables in host memory, each updating its own slice as the summed

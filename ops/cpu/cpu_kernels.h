@@ -23,6 +23,9 @@ Status Add(const KernelContext& ctx);
 Status Sub(const KernelContext& ctx);
 Status Mul(const KernelContext& ctx);
 Status Scale(const KernelContext& ctx);
+Status ClipByValue(const KernelContext& ctx);
+// ClipByValue's arithmetic on host arrays (x and y may alias).
+void ClipValues(const attrs::ClipByValue& clip, const float* x, float* y, int64_t n);
 Status Axpy(const KernelContext& ctx);
 Status AddN(const KernelContext& ctx);
 Status ReduceSum(const KernelContext& ctx);

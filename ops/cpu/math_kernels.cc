@@ -162,6 +162,20 @@ Status Scale(const KernelContext& ctx) {
   return OkStatus();
 }
 
+void ClipValues(const attrs::ClipByValue& clip, const float* x, float* y, int64_t n) {
+  // Comparisons, not std::clamp/fmin: a NaN fails both and stays NaN (as on the GPU).
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = v < clip.min ? clip.min : v > clip.max ? clip.max : v;
+  }
+}
+
+Status ClipByValue(const KernelContext& ctx) {
+  ClipValues(ctx.attr<attrs::ClipByValue>(), ctx.input(0).data<float>(),
+             ctx.output(0).data<float>(), ctx.input(0).num_elements());
+  return OkStatus();
+}
+
 Status Axpy(const KernelContext& ctx) {
   const float alpha = ctx.attr<attrs::Scalar>().value;
   MutableFlat(ctx.output(0)) = Flat(ctx.input(0)) * alpha + Flat(ctx.input(1));

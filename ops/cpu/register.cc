@@ -15,6 +15,7 @@ Span<const NamedKernel> AllKernels() {
       {kSub, cpu::Sub},
       {kMul, cpu::Mul},
       {kScale, cpu::Scale},
+      {kClipByValue, cpu::ClipByValue},
       {kAxpy, cpu::Axpy},
       {kAddN, cpu::AddN},
       {kReduceSum, cpu::ReduceSum},

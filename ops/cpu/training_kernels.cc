@@ -58,8 +58,13 @@ void SgdUpdate(const attrs::Sgd& sgd, float* var, float* velocity, const float* 
   }
 }
 
-void AdamUpdate(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
-                int64_t n) {
+namespace {
+
+// The loop of AdamUpdate, with AdamW's decay or without it (a separate loop, so that plain
+// Adam keeps its bits even for an infinite weight, where var − 0·var would be NaN).
+template <bool kDecay>
+void AdamLoop(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
+              int64_t n) {
   TOWER_NO_CONTRACTION
   const float one_minus_beta1 = 1.0f - adam.beta1;
   const float one_minus_beta2 = 1.0f - adam.beta2;
@@ -70,7 +75,20 @@ void AdamUpdate(const attrs::Adam& adam, float* var, float* m, float* v, const f
     const float vi = v[i] + one_minus_beta2 * (g * g - v[i]);
     m[i] = mi;
     v[i] = vi;
-    var[i] -= adam.alpha * mi / (std::sqrt(vi) + adam.epsilon);
+    float w = var[i];
+    if (kDecay) w -= adam.decay * w;
+    var[i] = w - adam.alpha * mi / (std::sqrt(vi) + adam.epsilon);
+  }
+}
+
+}  // namespace
+
+void AdamUpdate(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
+                int64_t n) {
+  if (adam.decay == 0) {
+    AdamLoop<false>(adam, var, m, v, grad, n);
+  } else {
+    AdamLoop<true>(adam, var, m, v, grad, n);
   }
 }
 

@@ -132,6 +132,14 @@ Status Scale(const KernelContext& ctx) {
   return OkStatus();
 }
 
+Status ClipByValue(const KernelContext& ctx) {
+  const auto& clip = ctx.attr<attrs::ClipByValue>();
+  TOWER_GPU_DEVICE_SCOPE(ctx);
+  TOWER_GPU_RETURN_IF_ERROR(ctx, gpu::LaunchClipByValue(In(ctx, 0), clip.min, clip.max, Out(ctx),
+                                                        Elements(ctx), StreamOf(ctx)));
+  return OkStatus();
+}
+
 Status Axpy(const KernelContext& ctx) {
   const float alpha = ctx.attr<attrs::Scalar>().value;
   TOWER_GPU_DEVICE_SCOPE(ctx);
@@ -388,7 +396,8 @@ Status ApplyAdam(const KernelContext& ctx) {
   TOWER_GPU_DEVICE_SCOPE(ctx);
   TOWER_GPU_RETURN_IF_ERROR(
       ctx, gpu::LaunchApplyAdam(InOut(ctx, 0), InOut(ctx, 1), InOut(ctx, 2), In(ctx, 3), adam.alpha,
-                                adam.beta1, adam.beta2, adam.epsilon, n, StreamOf(ctx)));
+                                adam.beta1, adam.beta2, adam.epsilon, adam.decay, n,
+                                StreamOf(ctx)));
   return OkStatus();
 }
 
@@ -405,6 +414,7 @@ constexpr NamedKernel kKernels[] = {
     {op_names::kSub, Sub},
     {op_names::kMul, Mul},
     {op_names::kScale, Scale},
+    {op_names::kClipByValue, ClipByValue},
     {op_names::kAxpy, Axpy},
     {op_names::kAddN, AddN},
     {op_names::kReduceSum, ReduceSum},

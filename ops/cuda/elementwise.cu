@@ -46,6 +46,11 @@ struct ScaleOp {
   float alpha;
   __device__ float operator()(float x) const { return x * alpha; }
 };
+struct ClipOp {
+  float min, max;
+  // Comparisons, not fminf/fmaxf (which drop a NaN): a NaN stays NaN, as on the CPU.
+  __device__ float operator()(float x) const { return x < min ? min : x > max ? max : x; }
+};
 struct AxpyOp {
   float alpha;
   __device__ float operator()(float x, float y) const { return __fmul_rn(x, alpha) + y; }
@@ -122,6 +127,11 @@ cudaError_t LaunchMul(const float* a, const float* b, float* out, int64_t n, cud
 
 cudaError_t LaunchScale(const float* x, float alpha, float* out, int64_t n, cudaStream_t stream) {
   return Unary(x, out, n, stream, ScaleOp{alpha});
+}
+
+cudaError_t LaunchClipByValue(const float* x, float min, float max, float* out, int64_t n,
+                              cudaStream_t stream) {
+  return Unary(x, out, n, stream, ClipOp{min, max});
 }
 
 cudaError_t LaunchAxpy(float alpha, const float* x, const float* y, float* out, int64_t n,

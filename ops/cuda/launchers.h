@@ -25,6 +25,9 @@ cudaError_t LaunchSub(const float* a, const float* b, float* out, int64_t n, cud
 cudaError_t LaunchMul(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 // out[n] = alpha · x[n]
 cudaError_t LaunchScale(const float* x, float alpha, float* out, int64_t n, cudaStream_t stream);
+// out[n] = x below min → min, above max → max, else x (a NaN stays NaN).
+cudaError_t LaunchClipByValue(const float* x, float min, float max, float* out, int64_t n,
+                              cudaStream_t stream);
 // out[n] = alpha · x[n] + y[n], the product rounded before the sum (as on the CPU).
 cudaError_t LaunchAxpy(float alpha, const float* x, const float* y, float* out, int64_t n,
                        cudaStream_t stream);
@@ -134,9 +137,10 @@ cudaError_t LaunchApplySgdMomentum(float* var, float* velocity, const float* gra
                                    float learning_rate, float momentum, bool nesterov, int64_t n,
                                    cudaStream_t stream);
 // Adam (attrs::Adam): m += (1 − β1)(g − m); v += (1 − β2)(g² − v);
-// var −= alpha · m / (√v + ε). All of var, m, v, grad are [n].
+// var −= decay · var (AdamW; skipped when decay is 0); var −= alpha · m / (√v + ε).
+// All of var, m, v, grad are [n].
 cudaError_t LaunchApplyAdam(float* var, float* m, float* v, const float* grad, float alpha,
-                            float beta1, float beta2, float epsilon, int64_t n,
+                            float beta1, float beta2, float epsilon, float decay, int64_t n,
                             cudaStream_t stream);
 
 }  // namespace tower::gpu

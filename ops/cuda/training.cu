@@ -28,15 +28,19 @@ __global__ void SgdMomentumKernel(float* var, float* velocity, const float* grad
 }
 
 __global__ void AdamKernel(float* var, float* m, float* v, const float* grad, float alpha,
-                           float one_minus_beta1, float one_minus_beta2, float epsilon, int64_t n) {
+                           float one_minus_beta1, float one_minus_beta2, float epsilon,
+                           float decay, int64_t n) {
   for (int64_t i = GridThread(); i < n; i += GridThreads()) {
     const float g = grad[i];
     const float mi = m[i] + __fmul_rn(one_minus_beta1, g - m[i]);
     const float vi = v[i] + __fmul_rn(one_minus_beta2, __fmul_rn(g, g) - v[i]);
     m[i] = mi;
     v[i] = vi;
+    // AdamW's decay first (skipped at 0: an infinite weight keeps plain Adam's result).
+    float w = var[i];
+    if (decay != 0) w -= __fmul_rn(decay, w);
     // sqrtf and / are correctly rounded (nvcc's defaults -prec-sqrt, -prec-div).
-    var[i] -= __fmul_rn(alpha, mi) / (sqrtf(vi) + epsilon);
+    var[i] = w - __fmul_rn(alpha, mi) / (sqrtf(vi) + epsilon);
   }
 }
 
@@ -58,12 +62,12 @@ cudaError_t LaunchApplySgdMomentum(float* var, float* velocity, const float* gra
 }
 
 cudaError_t LaunchApplyAdam(float* var, float* m, float* v, const float* grad, float alpha,
-                            float beta1, float beta2, float epsilon, int64_t n,
+                            float beta1, float beta2, float epsilon, float decay, int64_t n,
                             cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   // 1 − β in float, as the CPU kernel computes it.
   return TOWER_LAUNCH_KERNEL(AdamKernel, BlocksFor(n), kThreads, 0, stream, var, m, v, grad, alpha,
-                             1.0f - beta1, 1.0f - beta2, epsilon, n);
+                             1.0f - beta1, 1.0f - beta2, epsilon, decay, n);
 }
 
 }  // namespace tower::gpu

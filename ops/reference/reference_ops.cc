@@ -62,6 +62,14 @@ Values Scale(const Values& x, float alpha) {
   return out;
 }
 
+Values ClipByValue(const Values& x, float min, float max) {
+  Values out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    out[i] = std::isnan(x[i]) ? x[i] : std::min(std::max(x[i], min), max);
+  }
+  return out;
+}
+
 Values Axpy(float alpha, const Values& x, const Values& y) {
   Values out(x.size());
   for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(double{alpha} * x[i] + y[i]);
@@ -353,7 +361,8 @@ void ApplyAdam(Values* var, Values* m, Values* v, const Values& grad, const attr
     const double vi = double{adam.beta2} * (*v)[i] + (1.0 - adam.beta2) * g * g;
     (*m)[i] = static_cast<float>(mi);
     (*v)[i] = static_cast<float>(vi);
-    (*var)[i] = static_cast<float>((*var)[i] - double{adam.alpha} * mi / (std::sqrt(vi) + adam.epsilon));
+    const double decayed = (*var)[i] * (1.0 - double{adam.decay});  // AdamW; 1 when decay is 0
+    (*var)[i] = static_cast<float>(decayed - double{adam.alpha} * mi / (std::sqrt(vi) + adam.epsilon));
   }
 }
 

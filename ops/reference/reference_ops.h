@@ -26,6 +26,7 @@ Values Add(const Values& a, const Values& b);
 Values Sub(const Values& a, const Values& b);
 Values Mul(const Values& a, const Values& b);
 Values Scale(const Values& x, float alpha);
+Values ClipByValue(const Values& x, float min, float max);
 Values Axpy(float alpha, const Values& x, const Values& y);
 Values AddN(const std::vector<Values>& inputs);
 Values ReduceSum(const Values& x, const Shape& shape, attrs::ReduceAxis axis);

@@ -166,6 +166,32 @@ TEST(OpsCpuTest, ElementwiseBinaryOps) {
   }
 }
 
+TEST(OpsCpuTest, ClipByValueClampsEachElementAndKeepsNaN) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values a = RandomValues(shape.num_elements(), c.scale, 5);
+    const float bound = 0.25f * c.scale;
+    ExpectClose(Host(ops::ClipByValue(Make(shape, a), -bound, bound)),
+                reference::ClipByValue(a, -bound, bound), 0, "ClipByValue " + Name(c));
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const Values got = Host(ops::ClipByValue(Make(Shape{5}, {-3, -1, 0.5f, inf, nan}), -1, 2));
+  EXPECT_EQ(got[0], -1);
+  EXPECT_EQ(got[1], -1);
+  EXPECT_EQ(got[2], 0.5f);
+  EXPECT_EQ(got[3], 2);
+  EXPECT_TRUE(std::isnan(got[4])) << "a NaN must survive clipping, got " << got[4];
+  // The host entry point is the kernel's arithmetic, in place too.
+  Values in_place = {-3, -1, 0.5f, inf, nan};
+  ops::ClipByValueOnHost(attrs::ClipByValue{-1, 2}, in_place.data(), in_place.data(), 5);
+  EXPECT_EQ(std::memcmp(in_place.data(), got.data(), sizeof(float) * 5), 0);
+  EXPECT_THAT(ops::ClipByValue(Make(Shape{1}, {0}), 1, -1).status().message(),
+              HasSubstr("needs min <= max"));
+  EXPECT_THAT(ops::ClipByValue(Make(Shape{1}, {0}), nan, 1).status().message(),
+              HasSubstr("needs min <= max"));
+}
+
 TEST(OpsCpuTest, BiasAdd) {
   for (const Case& c : kCases) {
     const Shape shape{c.rows, c.cols};
@@ -466,6 +492,45 @@ TEST(OpsCpuTest, AdamUpdates) {
   const Values first = Host(StatusOr<Tensor>(var));
   EXPECT_NEAR(first[0], -0.1f, 1e-6);
   EXPECT_NEAR(first[1], 0.1f, 1e-6);
+}
+
+TEST(OpsCpuTest, AdamWDecaysEachWeightByTheRateTimesTheDecayBeforeTheAdamStep) {
+  constexpr float kLr = 0.01f, kWeightDecay = 0.5f;
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values w = RandomValues(shape.num_elements(), c.scale, 40);
+    Tensor var = Make(shape, w);
+    Tensor m = Make(shape, Values(w.size(), 0.0f));
+    Tensor v = Make(shape, Values(w.size(), 0.0f));
+    Values want_w = w, want_m(w.size(), 0.0f), want_v(w.size(), 0.0f);
+    for (int step = 1; step <= 4; ++step) {
+      const Values g = RandomValues(shape.num_elements(), c.scale, 40 + step);
+      ASSERT_TRUE(ops::ApplyAdam(var, m, v, Make(shape, g), kLr, 0.9f, 0.999f, 1e-7f, step,
+                                 kWeightDecay)
+                      .ok());
+      const double alpha = 0.01 * std::sqrt(1 - std::pow(0.999, step)) / (1 - std::pow(0.9, step));
+      reference::ApplyAdam(&want_w, &want_m, &want_v, g,
+                           attrs::Adam{static_cast<float>(alpha), 0.9f, 0.999f, 1e-7f,
+                                       static_cast<float>(0.01 * 0.5)});
+    }
+    Values bound(w.size());
+    for (size_t i = 0; i < w.size(); ++i) bound[i] = 16 * kEps * std::fabs(w[i]) + 1e-5f * 0.04f;
+    ExpectWithin(Host(var), want_w, bound, "AdamW var " + Name(c));
+  }
+  // Closed form: a zero gradient leaves m = v = 0, so only the decay moves the weight:
+  // w · (1 − lr · weight_decay) = 2 · (1 − 0.005) = 1.99.
+  Tensor var = Make(Shape{2}, {2, -4});
+  Tensor m = Make(Shape{2}, {0, 0});
+  Tensor v = Make(Shape{2}, {0, 0});
+  ASSERT_TRUE(ops::ApplyAdam(var, m, v, Make(Shape{2}, {0, 0}), kLr, 0.9f, 0.999f, 1e-7f, 1,
+                             kWeightDecay)
+                  .ok());
+  const Values decayed = Host(StatusOr<Tensor>(var));
+  EXPECT_NEAR(decayed[0], 1.99f, 1e-6);
+  EXPECT_NEAR(decayed[1], -3.98f, 1e-6);
+  EXPECT_THAT(ops::ApplyAdam(var, m, v, Make(Shape{2}, {0, 0}), kLr, 0.9f, 0.999f, 1e-7f, 1, -1)
+                  .message(),
+              HasSubstr("weight decay must be finite and >= 0"));
 }
 
 // Replicas that share their variables update slices of them in host memory as the sums

@@ -219,6 +219,9 @@ TEST_F(OpsGpuTest, ElementwiseBinaryOps) {
     ExpectClose("Mul", Host(ops::Mul(ta, tb)), reference::Mul(a, b), 0, "Mul " + Name(c));
     ExpectClose("Scale", Host(ops::Scale(ta, -1.5f)), reference::Scale(a, -1.5f), 0,
                 "Scale " + Name(c));
+    ExpectClose("ClipByValue", Host(ops::ClipByValue(ta, -0.25f * c.scale, 0.25f * c.scale)),
+                reference::ClipByValue(a, -0.25f * c.scale, 0.25f * c.scale), 0,
+                "ClipByValue " + Name(c));
     // Two roundings (product, sum): within 2ε of the larger operand.
     Values bound(a.size());
     for (size_t i = 0; i < a.size(); ++i) {
@@ -517,6 +520,28 @@ TEST_F(OpsGpuTest, AdamUpdates) {
                  "Adam m " + Name(c));
     ExpectWithin("ApplyAdam", Host(v), want_v, Values(w.size(), 16 * kEps * c.scale * c.scale),
                  "Adam v " + Name(c));
+  }
+}
+
+TEST_F(OpsGpuTest, AdamWDecaysEachWeightBeforeTheAdamStep) {
+  for (const Case& c : kCases) {
+    const Shape shape{c.rows, c.cols};
+    const Values w = RandomValues(shape.num_elements(), c.scale, 40);
+    const Values zeros(w.size(), 0.0f);
+    Tensor var = Make(shape, w), m = Make(shape, zeros), v = Make(shape, zeros);
+    Values want_w = w, want_m = zeros, want_v = zeros;
+    for (int step = 1; step <= 4; ++step) {
+      const Values g = RandomValues(shape.num_elements(), c.scale, 40 + step);
+      ASSERT_TRUE(
+          ops::ApplyAdam(var, m, v, Make(shape, g), 0.01f, 0.9f, 0.999f, 1e-7f, step, 0.5f).ok());
+      const double alpha = 0.01 * std::sqrt(1 - std::pow(0.999, step)) / (1 - std::pow(0.9, step));
+      reference::ApplyAdam(&want_w, &want_m, &want_v, g,
+                           attrs::Adam{static_cast<float>(alpha), 0.9f, 0.999f, 1e-7f,
+                                       static_cast<float>(0.01 * 0.5)});
+    }
+    Values bound(w.size());
+    for (size_t i = 0; i < w.size(); ++i) bound[i] = 16 * kEps * std::fabs(w[i]) + 1e-5f * 0.04f;
+    ExpectWithin("ApplyAdam", Host(var), want_w, bound, "AdamW var " + Name(c));
   }
 }
 
