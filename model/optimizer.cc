@@ -1,9 +1,84 @@
 #include "model/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "ops/array_ops.h"
+#include "ops/math_ops.h"
 #include "ops/training_ops.h"
 
 namespace tower {
+namespace {
+
+// Σ x² over `tensor`, in double on the host for host memory, else by the device's kernels.
+StatusOr<double> SumOfSquares(const Tensor& tensor) {
+  if (tensor.device()->stream().host_addressable()) {
+    const float* x = tensor.data<float>();
+    double sum = 0;
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) sum += double{x[i]} * x[i];
+    return sum;
+  }
+  TOWER_ASSIGN_OR_RETURN(Tensor squares, ops::Mul(tensor, tensor));
+  TOWER_ASSIGN_OR_RETURN(Tensor total, ops::ReduceSum(squares));
+  float sum = 0;
+  TOWER_RETURN_IF_ERROR(total.ToHostBytes(&sum));
+  return double{sum};
+}
+
+}  // namespace
+
+Status Optimizer::SetClipping(const GradientClipping& clipping) {
+  const auto bad = [](float v) { return !std::isfinite(v) || v < 0; };
+  if (bad(clipping.clip_value) || bad(clipping.global_clip_norm)) {
+    return InvalidArgumentError("gradient clipping: clip value " +
+                                std::to_string(clipping.clip_value) + " and global clip norm " +
+                                std::to_string(clipping.global_clip_norm) +
+                                " must be finite and >= 0 (0: off)");
+  }
+  if (clipping.clip_value > 0 && clipping.global_clip_norm > 0) {
+    return InvalidArgumentError("gradient clipping: set a clip value or a global clip norm, "
+                                "not both (Keras allows one)");
+  }
+  clipping_ = clipping;
+  return OkStatus();
+}
+
+void Optimizer::UpdateSummedSlice(const StepAttrs& attrs, size_t variable, int64_t begin,
+                                  int64_t end, const float* sum) const {
+  if (clipping_.clip_value == 0) {
+    UpdateSlice(attrs, variable, begin, end, sum);
+    return;
+  }
+  // Clipped in blocks on the stack (still in L1), never in the sums themselves.
+  constexpr int64_t kBlock = 2048;
+  float clipped[kBlock];
+  const attrs::ClipByValue clip{-clipping_.clip_value, clipping_.clip_value};
+  for (int64_t first = begin; first < end; first += kBlock) {
+    const int64_t last = std::min(end, first + kBlock);
+    ops::ClipByValueOnHost(clip, sum + (first - begin), clipped, last - first);
+    UpdateSlice(attrs, variable, first, last, clipped);
+  }
+}
+
+StatusOr<float> Optimizer::GlobalNormScale(const std::vector<Tensor>& grads,
+                                           int64_t iteration) const {
+  if (clipping_.global_clip_norm == 0) return 1.0f;
+  double squares = 0;
+  for (const Tensor& grad : grads) {
+    TOWER_ASSIGN_OR_RETURN(double sum, SumOfSquares(grad));
+    squares += sum;
+  }
+  const double norm = std::sqrt(squares);
+  if (!std::isfinite(norm)) {
+    return InvalidArgumentError("global-norm clipping: the gradients' global norm is " +
+                                std::string(std::isnan(norm) ? "NaN" : "Inf") + " at update " +
+                                std::to_string(iteration + 1) +
+                                " (they overflowed or hold NaN: lower the learning rate, or "
+                                "check the data; --check-numerics names the first)");
+  }
+  if (norm <= clipping_.global_clip_norm) return 1.0f;
+  return static_cast<float>(clipping_.global_clip_norm / norm);
+}
 
 StatusOr<std::unique_ptr<Variable>> Optimizer::MakeSlot(const Variable& variable,
                                                         const std::string& slot) {
@@ -22,7 +97,25 @@ StatusOr<std::unique_ptr<Variable>> Optimizer::MakeSlot(const Variable& variable
 }
 
 Status Optimizer::Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
-                        const std::vector<Tensor>& grads) {
+                        const std::vector<Tensor>& summed_grads) {
+  // Clipped copies of the sums when clipping is on (the sums stay as they are).
+  std::vector<Tensor> clipped;
+  if (clipping_.clip_value > 0 || clipping_.global_clip_norm > 0) {
+    TOWER_ASSIGN_OR_RETURN(const float scale, GlobalNormScale(summed_grads, iteration));
+    for (const Tensor& grad : summed_grads) {
+      if (clipping_.clip_value > 0) {
+        TOWER_ASSIGN_OR_RETURN(Tensor c, ops::ClipByValue(grad, -clipping_.clip_value,
+                                                          clipping_.clip_value));
+        clipped.push_back(std::move(c));
+      } else if (scale != 1.0f) {
+        TOWER_ASSIGN_OR_RETURN(Tensor c, ops::Scale(grad, scale));
+        clipped.push_back(std::move(c));
+      } else {
+        clipped.push_back(grad);
+      }
+    }
+  }
+  const std::vector<Tensor>& grads = clipped.empty() ? summed_grads : clipped;
   bool any_shared = false;
   for (const Variable* variable : variables) any_shared = any_shared || variable->shared();
   StepAttrs attrs;
@@ -111,10 +204,14 @@ class SgdOptimizer : public Optimizer {
 
 class AdamOptimizer : public Optimizer {
  public:
-  AdamOptimizer(float learning_rate, float beta1, float beta2, float epsilon)
-      : Optimizer(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+  AdamOptimizer(float learning_rate, float beta1, float beta2, float epsilon, float weight_decay)
+      : Optimizer(learning_rate),
+        beta1_(beta1),
+        beta2_(beta2),
+        epsilon_(epsilon),
+        weight_decay_(weight_decay) {}
 
-  std::string name() const override { return "Adam"; }
+  std::string name() const override { return weight_decay_ == 0 ? "Adam" : "AdamW"; }
 
   Status Build(const std::vector<Variable*>& variables) override {
     variables_ = variables;
@@ -131,7 +228,8 @@ class AdamOptimizer : public Optimizer {
 
   StatusOr<StepAttrs> AttrsOf(int64_t iteration) const override {
     TOWER_ASSIGN_OR_RETURN(attrs::Adam adam, ops::AdamAttrs(learning_rate(iteration), beta1_,
-                                                             beta2_, epsilon_, iteration + 1));
+                                                             beta2_, epsilon_, iteration + 1,
+                                                             weight_decay_));
     return StepAttrs(adam);
   }
 
@@ -157,11 +255,11 @@ class AdamOptimizer : public Optimizer {
                      const Tensor& grad) override {
     return ops::ApplyAdam(variable.value(replica), m_[i]->value(replica),
                           v_[i]->value(replica), grad, learning_rate(iteration), beta1_, beta2_,
-                          epsilon_, iteration + 1);
+                          epsilon_, iteration + 1, weight_decay_);
   }
 
  private:
-  const float beta1_, beta2_, epsilon_;
+  const float beta1_, beta2_, epsilon_, weight_decay_;
   std::vector<Variable*> variables_;
   std::vector<std::unique_ptr<Variable>> m_, v_;
 };
@@ -173,7 +271,12 @@ std::unique_ptr<Optimizer> SGD(float learning_rate, float momentum, bool nestero
 }
 
 std::unique_ptr<Optimizer> Adam(float learning_rate, float beta1, float beta2, float epsilon) {
-  return std::make_unique<AdamOptimizer>(learning_rate, beta1, beta2, epsilon);
+  return std::make_unique<AdamOptimizer>(learning_rate, beta1, beta2, epsilon, 0.0f);
+}
+
+std::unique_ptr<Optimizer> AdamW(float learning_rate, float weight_decay, float beta1,
+                                 float beta2, float epsilon) {
+  return std::make_unique<AdamOptimizer>(learning_rate, beta1, beta2, epsilon, weight_decay);
 }
 
 }  // namespace tower

@@ -1,4 +1,4 @@
-// Optimizers: SGD (momentum, Nesterov) and Adam, as Keras defines them, applied with the
+// Optimizers: SGD (momentum, Nesterov), Adam and AdamW, as Keras defines them, applied with the
 // fused update ops (ops/training_ops.h) on each replica's own copies, or, where the replicas
 // share one copy in host memory (Variable::shared), on one slice of it per replica.
 //
@@ -20,6 +20,15 @@
 
 namespace tower {
 
+// Keras's gradient clipping (an optimizer's clipvalue and global_clipnorm), applied to the
+// summed gradients, after the all-reduce: every replica clips the same sums alike, so the
+// copies stay equal (clipping each replica's own gradient before the sum would not be the
+// one-device step). At most one of the two; 0 is off.
+struct GradientClipping {
+  float clip_value = 0;        // each element into [−clip_value, clip_value]
+  float global_clip_norm = 0;  // every gradient · clip / max(‖all gradients‖₂, clip)
+};
+
 class Optimizer {
  public:
   // One step's update, checked, with this step's learning rate (and Adam's bias correction)
@@ -37,7 +46,7 @@ class Optimizer {
   // step passes the same `iteration` (read before the step's all-reduce). A shared variable
   // of n elements is updated by each of its R replicas on elements [n·r/R, n·(r+1)/R)
   // (its gradient must be in host memory): every replica must call Apply, and none may read
-  // the variable again before all have.
+  // the variable again before all have. Clipping (SetClipping) applies to `grads` first.
   Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
                const std::vector<Tensor>& grads);
 
@@ -51,6 +60,24 @@ class Optimizer {
 
   // The slot variables, for checkpoints.
   virtual std::vector<Variable*> slots() const = 0;
+
+  // Clipping of the summed gradients from the next update on (checked: finite, ≥ 0, at
+  // most one of the two).
+  Status SetClipping(const GradientClipping& clipping);
+  const GradientClipping& clipping() const { return clipping_; }
+  // Whether UpdateSummedSlice may run on each slice of the sums as it forms, inside the
+  // all-reduce: not under global-norm clipping, whose scale needs every sum first.
+  bool CanUpdateSlicesOfSums() const { return clipping_.global_clip_norm == 0; }
+  // UpdateSlice after clipping the slice by value when that is on: what the all-reduce's
+  // hand-over calls (`sum` is not modified).
+  void UpdateSummedSlice(const StepAttrs& attrs, size_t variable, int64_t begin, int64_t end,
+                         const float* sum) const;
+  // The factor global-norm clipping multiplies `grads` by: clip / ‖grads‖₂ when the norm is
+  // above the clip, else 1 (and 1 when it is off). The squares are summed in double, in
+  // `grads` order (on the host for host memory, else by the device's ReduceSum): the same
+  // sums give the same factor on every replica. A non-finite norm is an error naming the
+  // step: scaling by it would write NaN into every weight.
+  StatusOr<float> GlobalNormScale(const std::vector<Tensor>& grads, int64_t iteration) const;
 
   // Updates applied so far; the model advances it once per step (not per replica).
   int64_t iterations() const { return iterations_; }
@@ -73,6 +100,7 @@ class Optimizer {
 
  private:
   std::shared_ptr<LearningRateSchedule> schedule_;
+  GradientClipping clipping_;
   int64_t iterations_ = 0;
 };
 
@@ -81,6 +109,12 @@ std::unique_ptr<Optimizer> SGD(float learning_rate = 0.01f, float momentum = 0.0
                                bool nesterov = false);
 std::unique_ptr<Optimizer> Adam(float learning_rate = 0.001f, float beta1 = 0.9f,
                                 float beta2 = 0.999f, float epsilon = 1e-7f);
+// Keras's AdamW: Adam with decoupled weight decay, var −= lr·weight_decay·var before each
+// Adam step (the learning rate of the step, schedules included; every variable decays).
+// weight_decay must be ≥ 0 (checked at the first update); 0 is Adam.
+std::unique_ptr<Optimizer> AdamW(float learning_rate = 0.001f, float weight_decay = 0.004f,
+                                 float beta1 = 0.9f, float beta2 = 0.999f,
+                                 float epsilon = 1e-7f);
 
 }  // namespace tower
 
