@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/pass_accumulator.h"
 #include "util/fiber.h"
 
 namespace tower {
@@ -13,12 +14,20 @@ Distribution*& CurrentDistributionSlot() {
   return slot.Get();
 }
 
-// One replica alone: nothing to sum.
+// One replica alone: nothing to sum across replicas; several passes (gradient
+// accumulation) are summed locally.
 class NoGradientReduction : public GradientReducer {
  public:
-  Status Begin(Span<const int64_t>, int, int) override { return OkStatus(); }
-  Status Add(Tensor*) override { return OkStatus(); }
-  Status Finish(Span<Tensor* const>) override { return OkStatus(); }
+  Status Begin(Span<const int64_t>, int pass, int passes) override {
+    added_ = 0;
+    return passes_.Begin(pass, passes);
+  }
+  Status Add(Tensor* gradient) override { return passes_.Add(added_++, gradient); }
+  Status Finish(Span<Tensor* const> extra) override { return passes_.AddExtras(extra); }
+
+ private:
+  PassAccumulator passes_;
+  size_t added_ = 0;
 };
 
 class SingleReplicaContext : public ReplicaContext {
@@ -48,12 +57,16 @@ RowRange ReplicaRows(int64_t global_rows, int num_replicas, int replica) {
   return range;
 }
 
-void Distribution::PassRows(int64_t global_rows, int replica,
+void Distribution::PassRows(int64_t global_rows, int replica, int micro_batches,
                             std::vector<RowRange>* passes) const {
   passes->clear();
   const int shards = virtual_shards();
   if (shards <= 0) {
-    passes->push_back(ReplicaRows(global_rows, num_replicas_in_sync(), replica));
+    const RowRange shard = ReplicaRows(global_rows, num_replicas_in_sync(), replica);
+    for (int m = 0; m < std::max(micro_batches, 1); ++m) {
+      const RowRange micro = ReplicaRows(shard.count, std::max(micro_batches, 1), m);
+      passes->push_back(RowRange{shard.first + micro.first, micro.count});
+    }
     return;
   }
   const RowRange mine = ReplicaRows(shards, num_replicas_in_sync(), replica);
@@ -64,7 +77,7 @@ void Distribution::PassRows(int64_t global_rows, int replica,
 
 RowRange Distribution::ShardRows(int64_t global_rows, int replica) const {
   std::vector<RowRange> passes;
-  PassRows(global_rows, replica, &passes);
+  PassRows(global_rows, replica, /*micro_batches=*/1, &passes);
   if (passes.empty()) return {0, 0};
   return {passes.front().first, passes.back().end() - passes.front().first};
 }

@@ -53,7 +53,8 @@ class GradientReducer {
  public:
   virtual ~GradientReducer() = default;
   // Starts pass `pass` of the `passes` forward/backward passes this replica runs in a step
-  // (Distribution::PassRows: one, or in deterministic mode one per virtual shard), whose
+  // (Distribution::PassRows: one, one per micro-batch under gradient accumulation, or in
+  // deterministic mode one per virtual shard), whose
   // backward will produce gradients of these sizes (bytes), in this order. Every pass of
   // every replica must announce the same sizes (none: only Finish's extras are summed).
   virtual Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) = 0;
@@ -129,11 +130,14 @@ class Distribution {
   virtual bool ReplicasShareVariables() const { return false; }
 
   // The rows of each forward/backward pass global replica `replica` runs on a global batch
-  // of `global_rows` rows, in order: its shard (ReplicaRows over num_replicas_in_sync()), or
-  // in deterministic mode its virtual shards (some may be empty on a small final batch).
+  // of `global_rows` rows, in order: its shard (ReplicaRows over num_replicas_in_sync()) cut
+  // into `micro_batches` contiguous micro-batches (ReplicaRows over them: sizes differ by at
+  // most one), or in deterministic mode its virtual shards, which are its micro-batches
+  // (`micro_batches` is then not used). Some passes may be empty on a small final batch.
   // Written into `*passes` (cleared first), so that a caller reusing the vector allocates
   // nothing per step.
-  void PassRows(int64_t global_rows, int replica, std::vector<RowRange>* passes) const;
+  void PassRows(int64_t global_rows, int replica, int micro_batches,
+                std::vector<RowRange>* passes) const;
   // The rows replica `replica` trains on: all of its passes' rows (contiguous).
   RowRange ShardRows(int64_t global_rows, int replica) const;
 

@@ -226,8 +226,27 @@ Status Sequential::Build(int64_t input_dim) {
   return OkStatus();
 }
 
+Status Sequential::SetGradientAccumulation(int micro_batches) {
+  if (micro_batches < 1) {
+    return InvalidArgumentError("gradient accumulation: " + std::to_string(micro_batches) +
+                                " micro-batches per step; give 1 (off) or more");
+  }
+  micro_batches_ = micro_batches;
+  return OkStatus();
+}
+
 Status Sequential::CheckBatch(const data::Batch& batch) {
   TOWER_RETURN_IF_ERROR(CheckCompiled());
+  const int shards = distribution_->virtual_shards();
+  const int replicas = distribution_->num_replicas_in_sync();
+  if (micro_batches_ > 1 && shards > 0 && shards / replicas < micro_batches_) {
+    return InvalidArgumentError(
+        "gradient accumulation of " + std::to_string(micro_batches_) + " micro-batches in "
+        "deterministic mode: the virtual shards are the micro-batches, and " +
+        std::to_string(shards) + " virtual shards over " + std::to_string(replicas) +
+        " replicas give some replica only " + std::to_string(shards / replicas) +
+        "; use at least " + std::to_string(micro_batches_ * replicas) + " virtual shards");
+  }
   if (!built()) TOWER_RETURN_IF_ERROR(Build(batch.feature_dim));
   if (batch.feature_dim != input_dim_) {
     return InvalidArgumentError("the batch has " + std::to_string(batch.feature_dim) +
@@ -344,9 +363,11 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
 
   // Replicas that share their variables update them as the gradients' sums form, each its
   // slices of the all-reduce, while they are in cache (where the reducer can hand the sums
-  // over; checking the numerics needs the summed gradients kept, so then they are not).
+  // over; checking the numerics needs the summed gradients kept, and global-norm clipping
+  // needs every sum before any update, so then they are not).
   Optimizer::StepAttrs update;
-  const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_;
+  const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_ &&
+                                optimizer_->CanUpdateSlicesOfSums();
   if (update_in_reduce) {
     TOWER_ASSIGN_OR_RETURN(update, optimizer_->AttrsOf(iteration));
   }
@@ -383,7 +404,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     static FiberLocal<std::vector<RowRange>> pass_rows;
     static FiberLocal<ReplicaPass> replica_pass;
     std::vector<RowRange>& passes = pass_rows.Get();
-    dist.PassRows(batch.rows, ctx.global_replica_id(), &passes);
+    dist.PassRows(batch.rows, ctx.global_replica_id(), micro_batches_, &passes);
     GradientReducer& reducer = ctx.gradient_reducer();
     ReplicaPass& pass = replica_pass.Get();
     // Nothing of this step outlives it (the next step's peak memory must not hold these).
@@ -404,7 +425,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
                      const std::vector<size_t>& variable_of_gradient)
           : optimizer(optimizer), update(update), variable_of_gradient(variable_of_gradient) {}
       void Consume(size_t gradient, int64_t begin, int64_t end, const float* sum) override {
-        optimizer.UpdateSlice(update, variable_of_gradient[gradient], begin, end, sum);
+        optimizer.UpdateSummedSlice(update, variable_of_gradient[gradient], begin, end, sum);
       }
     } update_from_sums(*optimizer_, step.update, variable_of_gradient_);
     struct HandOver {
@@ -623,7 +644,7 @@ StatusOr<std::vector<float>> Sequential::Predict(const std::vector<float>& featu
   const bool other_workers = dist.num_replicas_in_sync() > dist.num_local_replicas();
   TOWER_RETURN_IF_ERROR(dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
     std::vector<RowRange> passes;
-    dist.PassRows(rows, ctx.global_replica_id(), &passes);
+    dist.PassRows(rows, ctx.global_replica_id(), /*micro_batches=*/1, &passes);
     // Across workers, this replica's rows (zeros elsewhere) for one all-reduce.
     std::vector<float> mine(other_workers ? static_cast<size_t>(rows * out_dim) : 0, 0.0f);
     float* const destination = other_workers ? mine.data() : outputs.data();

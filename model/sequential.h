@@ -174,6 +174,16 @@ class Sequential {
   void set_description(ModelDescription description) { description_ = std::move(description); }
   const std::optional<ModelDescription>& description() const { return description_; }
 
+  // Gradient accumulation: each replica runs its shard of every global batch as
+  // `micro_batches` forward/backward passes of about shard / micro_batches rows (sizes
+  // differing by at most one, some empty on a small final batch), sums their gradients
+  // locally and all-reduces once: one update of the whole batch, with the activations of a
+  // micro-batch at a time. The same step as without it, to float rounding (the sum's order
+  // differs). In deterministic mode the virtual shards are the micro-batches already: each
+  // replica must get at least `micro_batches` of them, and the bits do not change. 1: off.
+  Status SetGradientAccumulation(int micro_batches);
+  int gradient_accumulation() const { return micro_batches_; }
+
   // With it on, the first NaN or Inf in a loss or gradient fails the step with the layer,
   // tensor and step named (TensorFlow's check_numerics). Costs a pass over every gradient.
   void set_check_numerics(bool on) { check_numerics_ = on; }
@@ -229,6 +239,7 @@ class Sequential {
   int64_t input_dim_ = -1;
   bool stop_training_ = false;
   bool check_numerics_ = false;
+  int micro_batches_ = 1;
   std::optional<ModelDescription> description_;
   // SetTargetNormalization's statistics, per target column (empty: off).
   std::vector<float> target_mean_;

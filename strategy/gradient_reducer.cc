@@ -68,12 +68,9 @@ Status GradientBuckets::CheckComplete(const char* what) const {
 
 Status BucketedGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pass,
                                       int passes) {
-  if (pass != 0 || passes != 1) {
-    return FailedPreconditionError("gradient reducer: pass " + std::to_string(pass) + " of " +
-                                   std::to_string(passes) + "; without virtual shards a "
-                                   "replica runs one pass per step");
-  }
-  TOWER_RETURN_IF_ERROR(buckets_.Start(gradient_bytes, /*must_match=*/false));
+  TOWER_RETURN_IF_ERROR(passes_.Begin(pass, passes));
+  // Every pass of a step announces the same gradients.
+  TOWER_RETURN_IF_ERROR(buckets_.Start(gradient_bytes, /*must_match=*/pass > 0));
   started_ = true;
   return OkStatus();
 }
@@ -81,6 +78,9 @@ Status BucketedGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pa
 Status BucketedGradientReducer::Add(Tensor* gradient) {
   if (!started_) return FailedPreconditionError("gradient reducer: Add before Begin");
   TOWER_RETURN_IF_ERROR(buckets_.Next(*gradient));
+  // An earlier pass's gradient joins the local partial sum; the last pass's receives it.
+  TOWER_RETURN_IF_ERROR(passes_.Add(buckets_.added() - 1, gradient));
+  if (!passes_.last_pass()) return OkStatus();
   // A full bucket is summed now, except the last (Finish adds the extras to it).
   if (buckets_.JoinBucket(gradient)) {
     TOWER_RETURN_IF_ERROR(SumPending(buckets_.pending().size()));
@@ -107,6 +107,8 @@ Status BucketedGradientReducer::Finish(Span<Tensor* const> extra) {
   if (!started_) return FailedPreconditionError("gradient reducer: Finish before Begin");
   started_ = false;
   TOWER_RETURN_IF_ERROR(buckets_.CheckComplete("step"));
+  TOWER_RETURN_IF_ERROR(passes_.AddExtras(extra));
+  if (!passes_.last_pass()) return OkStatus();
   std::vector<Tensor*>& pending = buckets_.pending();
   const size_t gradients = pending.size();
   for (Tensor* tensor : extra) pending.push_back(tensor);

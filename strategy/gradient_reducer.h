@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/distribution.h"
+#include "model/pass_accumulator.h"
 #include "strategy/cross_device_ops.h"
 
 namespace tower {
@@ -61,7 +62,8 @@ class BucketedGradientReducer : public GradientReducer {
   BucketedGradientReducer(CrossDeviceOps* ops, int replica, int64_t bucket_bytes)
       : ops_(ops), replica_(replica), buckets_(bucket_bytes) {}
 
-  // One pass per step (`passes` must be 1).
+  // Passes before the last (gradient accumulation) are summed locally (PassAccumulator);
+  // the last pass's gradients, holding them, are summed across replicas in buckets.
   Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) override;
   Status Add(Tensor* gradient) override;
   Status Finish(Span<Tensor* const> extra) override;
@@ -77,6 +79,7 @@ class BucketedGradientReducer : public GradientReducer {
   CrossDeviceOps* const ops_;
   const int replica_;
   GradientBuckets buckets_;
+  PassAccumulator passes_;
   bool started_ = false;
   SummedGradientSink* sink_ = nullptr;
 };
