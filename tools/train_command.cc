@@ -39,6 +39,12 @@ struct TrainFlags {
   double lr = -1;  // -1: the workload's (synthetic) or 0.01
   double momentum = 0;
   bool nesterov = false;
+  double weight_decay = -1;  // -1: AdamW's default (0.004); adamw only
+  std::string lr_schedule = "constant";
+  int64_t warmup_steps = 0;
+  double clip_value = 0;
+  double clip_norm = 0;
+  int64_t accumulate = 1;
   int64_t global_batch = 32;
   int64_t epochs = 0;
   int64_t steps = 0;
@@ -106,16 +112,43 @@ StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainFlags& flags, doub
   if (flags.momentum < 0 || flags.momentum >= 1) {
     return InvalidArgumentError("--momentum must be in [0, 1)");
   }
+  if (flags.weight_decay != -1 && flags.optimizer != "adamw") {
+    return InvalidArgumentError("--weight-decay applies to --optimizer=adamw");
+  }
   if (flags.optimizer == "sgd") {
     return SGD(static_cast<float>(lr), static_cast<float>(flags.momentum), flags.nesterov);
   }
-  if (flags.optimizer == "adam") {
+  if (flags.optimizer == "adam" || flags.optimizer == "adamw") {
     if (flags.momentum != 0 || flags.nesterov) {
       return InvalidArgumentError("--momentum and --nesterov apply to --optimizer=sgd");
     }
-    return Adam(static_cast<float>(lr));
+    if (flags.optimizer == "adam") return Adam(static_cast<float>(lr));
+    const double decay = flags.weight_decay == -1 ? 0.004 : flags.weight_decay;
+    if (!(decay >= 0) || !std::isfinite(decay)) {
+      return InvalidArgumentError("--weight-decay=" + std::to_string(decay) +
+                                  " must be a number >= 0");
+    }
+    return AdamW(static_cast<float>(lr), static_cast<float>(decay));
   }
-  return InvalidArgumentError("--optimizer='" + flags.optimizer + "': use sgd or adam");
+  return InvalidArgumentError("--optimizer='" + flags.optimizer + "': use sgd, adam or adamw");
+}
+
+// The schedule, clipping and accumulation flags, applied to the optimizer and the model.
+Status ConfigureTraining(const TrainFlags& flags, double lr, Optimizer& optimizer) {
+  if (flags.warmup_steps < 0) {
+    return InvalidArgumentError("--warmup-steps must be 0 or more, got " +
+                                std::to_string(flags.warmup_steps));
+  }
+  TOWER_ASSIGN_OR_RETURN(std::shared_ptr<LearningRateSchedule> schedule,
+                         ParseLearningRateSchedule(flags.lr_schedule, static_cast<float>(lr),
+                                                   flags.warmup_steps));
+  optimizer.set_schedule(std::move(schedule));
+  GradientClipping clipping;
+  clipping.clip_value = static_cast<float>(flags.clip_value);
+  clipping.global_clip_norm = static_cast<float>(flags.clip_norm);
+  Status clip = optimizer.SetClipping(clipping);
+  if (!clip.ok()) return clip.WithContext("--clip-value / --clip-norm");
+  return OkStatus();
 }
 
 struct Prepared {
@@ -258,6 +291,12 @@ std::string RunSignature(const TrainFlags& flags, const std::string& layers, dou
                   "loss=" + flags.loss, "optimizer=" + flags.optimizer,
                   "lr=" + std::to_string(lr), "momentum=" + std::to_string(flags.momentum),
                   "nesterov=" + std::to_string(flags.nesterov),
+                  "weight-decay=" + std::to_string(flags.weight_decay),
+                  "lr-schedule=" + flags.lr_schedule,
+                  "warmup-steps=" + std::to_string(flags.warmup_steps),
+                  "clip-value=" + std::to_string(flags.clip_value),
+                  "clip-norm=" + std::to_string(flags.clip_norm),
+                  "accumulate=" + std::to_string(flags.accumulate),
                   "global-batch=" + std::to_string(flags.global_batch),
                   "shuffle=" + std::to_string(flags.shuffle),
                   "drop-remainder=" + std::to_string(flags.drop_remainder),
@@ -280,10 +319,16 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddString("target", &flags.target, "CSV column(s) to predict, comma-separated");
   parser.AddString("layers", &flags.layers, "dense layers UNITS[:ACTIVATION],... (e.g. 64:relu,64:relu,1)");
   parser.AddString("loss", &flags.loss, "mse or sparse_categorical_crossentropy");
-  parser.AddString("optimizer", &flags.optimizer, "sgd or adam");
+  parser.AddString("optimizer", &flags.optimizer, "sgd, adam or adamw");
   parser.AddDouble("lr", &flags.lr, "learning rate (default: the workload's, else 0.01)");
   parser.AddDouble("momentum", &flags.momentum, "SGD momentum");
   parser.AddBool("nesterov", &flags.nesterov, "Nesterov momentum");
+  parser.AddDouble("weight-decay", &flags.weight_decay, "adamw: decoupled weight decay (each step var -= lr * W * var; default 0.004)");
+  parser.AddString("lr-schedule", &flags.lr_schedule, "constant, exponential:decay_steps=N,decay_rate=R[,staircase], step:boundaries=B1/B2,values=V0/V1/V2 or cosine:decay_steps=N[,alpha=A]; --lr is the initial rate");
+  parser.AddInt("warmup-steps", &flags.warmup_steps, "raise the rate linearly from 0 over N steps, then follow --lr-schedule");
+  parser.AddDouble("clip-value", &flags.clip_value, "clip each summed gradient element into [-V, V] (Keras clipvalue)");
+  parser.AddDouble("clip-norm", &flags.clip_norm, "scale the summed gradients so that their global norm is at most N (Keras global_clipnorm)");
+  parser.AddInt("accumulate", &flags.accumulate, "gradient accumulation: run each replica's shard of a --global-batch as K micro-batches, one all-reduce per step (K times less activation memory)");
   parser.AddInt("global-batch", &flags.global_batch, "rows per step, split across replicas");
   parser.AddInt("epochs", &flags.epochs, "passes over the data");
   parser.AddInt("steps", &flags.steps, "steps to train (instead of, or as a cap on, epochs)");
@@ -403,6 +448,13 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   const double lr = flags.lr > 0 || parser.WasSet("lr") ? flags.lr : defaults.lr;
   StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(flags, lr);
   if (!optimizer.ok()) return Usage(err, optimizer.status());
+  status = ConfigureTraining(flags, lr, **optimizer);
+  if (!status.ok()) return Usage(err, status);
+  if (flags.accumulate < 1 || flags.accumulate > flags.global_batch) {
+    return Usage(err, InvalidArgumentError("--accumulate=" + std::to_string(flags.accumulate) +
+                                           " must be between 1 and --global-batch (" +
+                                           std::to_string(flags.global_batch) + ")"));
+  }
   const int64_t outputs = (*layers).back()->output_dim();
   Status shapes = (*loss)->CheckShapes(outputs, prepared->dataset.target_dim());
   if (!shapes.ok()) return Usage(err, shapes);
@@ -518,6 +570,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     if (!status.ok()) return Usage(err, status.WithContext("--init"));
   }
   model.set_check_numerics(flags.check_numerics);
+  status = model.SetGradientAccumulation(static_cast<int>(flags.accumulate));
+  if (!status.ok()) return Usage(err, status);
   // The saved files rebuild the model (tower evaluate / predict need nothing else).
   {
     ModelDescription description;

@@ -93,6 +93,29 @@ TEST(ResumeTest, KilledAtARandomStepAndResumedGivesTheSameBits) {
   }
 }
 
+TEST(ResumeTest, SchedulesClippingAndAccumulationResumeToTheSameBits) {
+  // Stopped after 10 steps (mid-warmup of the schedule's cosine) and continued to 24: the
+  // rate, the clipping and the micro-batches pick up where they were.
+  const std::string run =
+      "train --data=synthetic:mlp:rows=640:seed=3 --layers=64:relu,1 --global-batch=64 "
+      "--shuffle --seed=7 --optimizer=adamw --lr=0.002 --lr-schedule=cosine:decay_steps=16 "
+      "--warmup-steps=12 --clip-value=0.05 --accumulate=4 --replicas=2 --verbose=0 ";
+  const std::string reference = Path("scale_reference.safetensors");
+  ProgramOutput whole = testing::RunProgram("tools/tower", run + "--steps=24 --save=" + reference);
+  ASSERT_EQ(whole.exit_code, 0) << whole.text;
+  const std::string backup = Path("scale_backup.safetensors");
+  const std::string resumed = Path("scale_resumed.safetensors");
+  ProgramOutput first = testing::RunProgram(
+      "tools/tower", run + "--steps=10 --backup=" + backup + " --resume");
+  ASSERT_EQ(first.exit_code, 0) << first.text;
+  EXPECT_EQ(BackupPosition(backup).total_steps, 10);
+  ProgramOutput second = testing::RunProgram(
+      "tools/tower", run + "--steps=24 --backup=" + backup + " --resume --save=" + resumed);
+  ASSERT_EQ(second.exit_code, 0) << second.text;
+  EXPECT_EQ(ReadBytes(resumed), ReadBytes(reference))
+      << "stopped at step 10 and resumed, the weights differ from the uninterrupted run's";
+}
+
 TEST(ResumeTest, ResumingAFinishedRunTrainsNoMore) {
   const std::string backup = Path("finished_backup.safetensors");
   const std::string first = Path("finished_first.safetensors");

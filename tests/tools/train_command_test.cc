@@ -122,6 +122,38 @@ TEST(TrainCommandTest, FourReplicasSaveWhatOneDeviceSaves) {
   EXPECT_LE(std::sqrt(num / den), 1e-5);
 }
 
+TEST(TrainCommandTest, AccumulationClippingAndSchedulesOnFourReplicasSaveWhatOneDeviceSaves) {
+  // AdamW under a cosine schedule with warmup and global-norm clipping: 4 replicas, each
+  // shard in 3 micro-batches, against one device on the whole batch.
+  const std::string one = Path("scale_r1.safetensors");
+  const std::string four = Path("scale_r4.safetensors");
+  const std::string common = "--data=synthetic:mlp:rows=512 --layers=32:tanh,16:relu,1 --steps=24 "
+                             "--global-batch=60 --verbose=0 --optimizer=adamw --lr=0.003 "
+                             "--weight-decay=0.01 --lr-schedule=cosine:decay_steps=20,alpha=0.1 "
+                             "--warmup-steps=4 --save=";
+  ASSERT_EQ(Train(common + one + " --clip-norm=0.5").exit_code, 0);
+  ProgramOutput out = Train(common + four + " --clip-norm=0.5 --replicas=4 --accumulate=3");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  // Without clipping the run ends elsewhere: the flag reached the optimizer.
+  ProgramOutput unclipped = Train(common + Path("scale_free.safetensors"));
+  ASSERT_EQ(unclipped.exit_code, 0) << unclipped.text;
+  double num = 0, den = 0, free_num = 0;
+  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
+                           "layers.2.kernel", "layers.2.bias"}) {
+    const std::vector<float> a = Weights(four, name);
+    const std::vector<float> b = Weights(one, name);
+    const std::vector<float> c = Weights(Path("scale_free.safetensors"), name);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      free_num += (double{c[i]} - b[i]) * (double{c[i]} - b[i]);
+      den += double{b[i]} * b[i];
+    }
+  }
+  EXPECT_LE(std::sqrt(num / den), 1e-5);
+  EXPECT_GT(std::sqrt(free_num / den), 1e-3) << "--clip-norm changed nothing";
+}
+
 TEST(TrainCommandTest, JsonLinesLogHasStepsAndEpochs) {
   const std::string log = Path("steps.jsonl");
   ProgramOutput out = Train("--data=synthetic:linreg:rows=64 --epochs=2 --global-batch=16 "
@@ -319,7 +351,16 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {base + epochs + "--layers=8:relu,", "is not UNITS[:ACTIVATION]"},
       {base + epochs + "--layers=2", "the model has 2 outputs but the data has 1 targets"},
       {base + layers + epochs + "--loss=hinge", "unknown loss 'hinge'"},
-      {base + layers + epochs + "--optimizer=rmsprop", "use sgd or adam"},
+      {base + layers + epochs + "--optimizer=rmsprop", "use sgd, adam or adamw"},
+      {base + layers + epochs + "--weight-decay=0.1", "--weight-decay applies to --optimizer=adamw"},
+      {base + layers + epochs + "--optimizer=adamw --weight-decay=-1e-3", "must be a number >= 0"},
+      {base + layers + epochs + "--lr-schedule=cosine:decay=10", "unknown key 'decay'; cosine takes decay_steps=N[,alpha=A]"},
+      {base + layers + epochs + "--lr-schedule=linear", "--lr-schedule 'linear'"},
+      {base + layers + epochs + "--warmup-steps=-2", "--warmup-steps must be 0 or more"},
+      {base + layers + epochs + "--clip-value=1 --clip-norm=1", "not both"},
+      {base + layers + epochs + "--clip-norm=-1", "must be finite and >= 0"},
+      {base + layers + epochs + "--accumulate=0", "--accumulate=0 must be between 1 and --global-batch"},
+      {base + layers + epochs + "--replicas=2 --deterministic --virtual-shards=4 --accumulate=4", "use at least 8 virtual shards"},
       {base + layers + epochs + "--lr=0", "--lr=0.000000 must be a positive number"},
       {base + layers + epochs + "--lr=fast", "--lr='fast' is not a finite number"},
       {base + layers + epochs + "--momentum=1.5", "--momentum must be in [0, 1)"},
