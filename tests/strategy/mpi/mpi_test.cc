@@ -272,5 +272,29 @@ TEST(MpiTest, TwoProcessesTimesTwoReplicasTrainLikeFourLocalReplicas) {
   EXPECT_LE(RelativeError(dir + "/multi.safetensors", dir + "/single.safetensors", weights), 1e-5);
 }
 
+// Gradient accumulation across workers: 2 processes × 2 replicas, each shard in 4
+// micro-batches of at most 16 rows, one all-reduce per step, against one device taking each
+// global batch of 256 whole (with clipping by global norm, which needs the sums of both
+// workers before any update).
+TEST(MpiTest, AccumulatedMicroBatchesOnTwoWorkersTrainLikeOneDeviceOnTheWholeBatch) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp ? tmp : "/tmp";
+  const std::string tower = Runfile("tools/tower");
+  const std::string common = " train --data=synthetic:mlp:rows=1100 --layers=32:tanh,16:relu,1 "
+                             "--steps=8 --global-batch=256 --verbose=0 --optimizer=adam "
+                             "--lr=0.003 --clip-norm=0.5 --save=";
+  ProgramOutput single = Shell(tower + common + dir + "/whole.safetensors --replicas=1");
+  ASSERT_EQ(single.exit_code, 0) << single.text;
+  ProgramOutput multi = Shell(Mpirun(2) + tower + common + dir +
+                              "/accumulated.safetensors --replicas=2 --accumulate=4");
+  ASSERT_EQ(multi.exit_code, 0) << multi.text;
+  EXPECT_THAT(multi.text, HasSubstr("MultiWorkerMirroredStrategy"));
+  const std::vector<std::string> weights = {"layers.0.kernel", "layers.0.bias",
+                                            "layers.1.kernel", "layers.1.bias",
+                                            "layers.2.kernel", "layers.2.bias"};
+  EXPECT_LE(RelativeError(dir + "/accumulated.safetensors", dir + "/whole.safetensors", weights),
+            1e-5);
+}
+
 }  // namespace
 }  // namespace tower
