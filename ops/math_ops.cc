@@ -12,9 +12,23 @@ using internal::CheckFloat;
 using internal::CheckRank;
 
 StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "a", a));
+  return MatMul(a, b, transpose_a, transpose_b, a.dtype());
+}
+
+StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                        DType out) {
   static const OpKernels& kOp = KernelsOf(op_names::kMatMul);
-  TOWER_RETURN_IF_ERROR(CheckFloat("MatMul", "a", a));
-  TOWER_RETURN_IF_ERROR(CheckFloat("MatMul", "b", b));
+  TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "a", a));
+  TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "b", b));
+  const bool half = a.dtype() == DType::kBFloat16 || a.dtype() == DType::kFloat16;
+  if ((a.dtype() != DType::kFloat32 && !half) || b.dtype() != a.dtype() ||
+      (out != a.dtype() && !(half && out == DType::kFloat32))) {
+    return InvalidArgumentError(
+        "MatMul: a and b must both be float32, both bfloat16 or both float16, with a float32 "
+        "or like-typed result; got " + std::string(DTypeName(a.dtype())) + " · " +
+        std::string(DTypeName(b.dtype())) + " -> " + std::string(DTypeName(out)));
+  }
   TOWER_RETURN_IF_ERROR(CheckRank("MatMul", "a", a, 2));
   TOWER_RETURN_IF_ERROR(CheckRank("MatMul", "b", b, 2));
   const int64_t m = transpose_a ? a.shape().dim(1) : a.shape().dim(0);
@@ -29,7 +43,7 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool
         std::to_string(kb));
   }
   const attrs::MatMul attrs{transpose_a, transpose_b};
-  return RunSingle(kOp, {&a, &b}, OutputSpec{Shape{m, n}}, &attrs);
+  return RunSingle(kOp, {&a, &b}, OutputSpec{Shape{m, n}, out}, &attrs);
 }
 
 StatusOr<Tensor> BiasAdd(const Tensor& x, const Tensor& bias) {

@@ -13,6 +13,11 @@ namespace tower::ops {
 using attrs::ReduceAxis;
 
 // a[m, k] · b[k, n] -> [m, n]; with transpose_a, a is [k, m]; with transpose_b, b is [n, k].
+// a and b are both float32 (Eigen), both bfloat16 (oneDNN's AVX512-BF16 kernels) or both
+// float16 (emulated in float32), accumulated in float32; the result has their dtype, or
+// `out` (float32 from 16-bit inputs: the gradient of a float32 variable).
+StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                        DType out);
 StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a = false,
                         bool transpose_b = false);
 // x[..., c] + bias[c], the bias added to every row.

@@ -7,6 +7,7 @@
 #include "device/intra_op.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/eigen.h"
+#include "ops/cpu/half_matmul.h"
 #include "ops/op_attrs.h"
 
 namespace tower::cpu {
@@ -90,6 +91,9 @@ Status MatMul(const KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& c = ctx.output(0);
+  if (a.dtype() != DType::kFloat32) {
+    return HalfMatMul(a, b, attrs.transpose_a, attrs.transpose_b, c);
+  }
   const int64_t m = c.shape().dim(0);
   const int64_t n = c.shape().dim(1);
   const int64_t k = attrs.transpose_a ? a.shape().dim(0) : a.shape().dim(1);
