@@ -60,6 +60,8 @@ struct Options {
   bool share_variables = true;      // MirroredStrategyOptions::share_variables
   bool ab_share_variables = false;  // a copy per replica and shared, side by side
   int64_t virtual_shards = 8;
+  std::string precision = "float32";  // model/precision.h
+  bool ab_precision = false;          // float32 and --precision side by side
   bool check_loss = false;
   DeviceFlags device;
 };
@@ -85,7 +87,7 @@ struct Trainer {
 };
 
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtual_shards,
-                                               bool share_variables,
+                                               bool share_variables, PrecisionPolicy precision,
                                                std::vector<std::string> devices,
                                                CrossDeviceOpsKind kind,
                                                const data::Dataset& dataset) {
@@ -117,6 +119,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtu
     TOWER_RETURN_IF_ERROR(trainer->model->Compile(MeanSquaredErrorLoss(),
                                                   SGD(static_cast<float>(options.lr))));
   }
+  TOWER_RETURN_IF_ERROR(trainer->model->SetPrecisionPolicy(precision));
   TOWER_RETURN_IF_ERROR(trainer->model->Build(dataset.feature_dim()));
   Distribution* dist = trainer->model->distribution();
   for (int r = 0; r < dist->num_local_replicas(); ++r) {
@@ -184,14 +187,15 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
       "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
       "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
-      "intra_op_threads=%d virtual_shards=%d shared_variables=%d\n",
+      "intra_op_threads=%d virtual_shards=%d shared_variables=%d precision=%s\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
       trainer.strategy != nullptr ? trainer.strategy->cross_device_ops().name().c_str() : "none",
       static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
-      dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0);
+      dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0,
+      std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str());
 }
 
 Status Run(Options options) {
@@ -215,9 +219,13 @@ Status Run(Options options) {
   if (options.ab_deterministic && options.deterministic) {
     return InvalidArgumentError("give --deterministic or --ab-deterministic, not both");
   }
-  if (options.ab_deterministic && options.ab_share_variables) {
-    return InvalidArgumentError("give --ab-deterministic or --ab-share-variables, not both");
+  if (static_cast<int>(options.ab_deterministic) + static_cast<int>(options.ab_share_variables) +
+          static_cast<int>(options.ab_precision) > 1) {
+    return InvalidArgumentError("give one of --ab-deterministic, --ab-share-variables and "
+                                "--ab-precision");
   }
+  TOWER_ASSIGN_OR_RETURN(const PrecisionPolicy precision,
+                         ParsePrecisionPolicy(options.precision));
 
   // ---- Devices (as `tower train` configures them).
   Context& context = Context::Global();
@@ -245,21 +253,26 @@ Status Run(Options options) {
   const int shards = static_cast<int>(options.virtual_shards);
   std::vector<std::unique_ptr<Trainer>> trainers;
   const bool share = options.share_variables;
+  const int mode_shards = options.deterministic ? shards : 0;
   if (options.ab_deterministic) {
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, 0, share, devices, kind, dataset));
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, shards, share, devices, kind, dataset));
+                           MakeTrainer(options, 0, share, precision, devices, kind, dataset));
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, shards, share, precision,
+                                                                devices, kind, dataset));
   } else if (options.ab_share_variables) {
-    const int mode_shards = options.deterministic ? shards : 0;
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, false,
+                                                                precision, devices, kind, dataset));
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, true,
+                                                                precision, devices, kind, dataset));
+  } else if (options.ab_precision) {
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, mode_shards, false, devices, kind, dataset));
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, mode_shards, true, devices, kind, dataset));
-  } else {
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, options.deterministic ? shards : 0, share,
+                           MakeTrainer(options, mode_shards, share, PrecisionPolicy::kFloat32,
                                        devices, kind, dataset));
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share,
+                                                                precision, devices, kind, dataset));
+  } else {
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share,
+                                                                precision, devices, kind, dataset));
   }
   int64_t params = 0;
   for (const Variable* v : trainers[0]->model->trainable_variables()) {
@@ -323,6 +336,11 @@ int main(int argc, char** argv) {
   parser.AddBool("ab-deterministic", &options.ab_deterministic,
                  "today's path and deterministic mode side by side, timed windows alternating "
                  "(one line each)");
+  parser.AddString("precision", &options.precision,
+                   "float32, mixed_bfloat16 or mixed_float16 (model/precision.h)");
+  parser.AddBool("ab-precision", &options.ab_precision,
+                 "float32 and --precision side by side, timed windows alternating (one line "
+                 "each, ending precision=...)");
   parser.AddBool("share-variables", &options.share_variables,
                  "logical CPU replicas share one copy of the variables (default on)");
   parser.AddBool("ab-share-variables", &options.ab_share_variables,

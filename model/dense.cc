@@ -1,5 +1,6 @@
 #include "model/dense.h"
 
+#include "ops/array_ops.h"
 #include "ops/math_ops.h"
 
 namespace tower {
@@ -57,16 +58,33 @@ std::vector<Variable*> DenseLayer::variables() const {
   return out;
 }
 
+namespace {
+
+// `t` in `dtype` (itself when it is already).
+StatusOr<Tensor> InDType(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  return ops::Cast(t, dtype);
+}
+
+}  // namespace
+
 StatusOr<Tensor> DenseLayer::Forward(int replica, const Tensor& x, LayerCache* cache) {
   TOWER_CHECK(kernel_ != nullptr) << "Dense layer used before Build";
-  TOWER_ASSIGN_OR_RETURN(Tensor z, ops::MatMul(x, kernel_->value(replica)));
+  // In the compute dtype: the input as it comes (a previous layer's 16-bit activations, or
+  // float32 features cast here), and the float32 kernel cast for this step (Keras's
+  // AutoCastVariable). The bias is added in float32 and rounded once.
+  const DType compute = compute_dtype();
+  TOWER_ASSIGN_OR_RETURN(Tensor input, InDType(x, compute));
+  TOWER_ASSIGN_OR_RETURN(Tensor kernel, InDType(kernel_->value(replica), compute));
+  TOWER_ASSIGN_OR_RETURN(Tensor z, ops::MatMul(input, kernel));
   if (bias_ != nullptr) {
     TOWER_ASSIGN_OR_RETURN(z, ops::BiasAdd(z, bias_->value(replica)));
   }
   TOWER_ASSIGN_OR_RETURN(Tensor y, ApplyActivation(activation_, z));
   if (cache != nullptr) {
-    cache->input = x;
+    cache->input = input;
     cache->output = y;
+    if (compute != DType::kFloat32) cache->kernel = kernel;
   }
   return y;
 }
@@ -74,15 +92,21 @@ StatusOr<Tensor> DenseLayer::Forward(int replica, const Tensor& x, LayerCache* c
 StatusOr<Tensor> DenseLayer::Backward(int replica, const Tensor& dy, const LayerCache& cache,
                                       bool need_input_grad, std::vector<Tensor>* grads) {
   // dz = f'(z) ⊙ dy; dkernel = xᵀ·dz [in, out]; dbias = Σ_batch dz [out]; dx = dz·kernelᵀ.
-  TOWER_ASSIGN_OR_RETURN(Tensor dz, ActivationGrad(activation_, dy, cache.output));
-  TOWER_ASSIGN_OR_RETURN(Tensor dkernel, ops::MatMul(cache.input, dz, /*transpose_a=*/true));
+  // A 16-bit layer: dz in the compute dtype, the variables' gradients accumulated into
+  // float32 (their dtype), dx in the compute dtype.
+  const DType compute = compute_dtype();
+  TOWER_ASSIGN_OR_RETURN(Tensor d, InDType(dy, compute));
+  TOWER_ASSIGN_OR_RETURN(Tensor dz, ActivationGrad(activation_, d, cache.output));
+  TOWER_ASSIGN_OR_RETURN(Tensor dkernel, ops::MatMul(cache.input, dz, /*transpose_a=*/true,
+                                                     /*transpose_b=*/false, DType::kFloat32));
   grads->push_back(std::move(dkernel));
   if (bias_ != nullptr) {
     TOWER_ASSIGN_OR_RETURN(Tensor dbias, ops::ReduceSum(dz, ops::ReduceAxis::kBatch));
     grads->push_back(std::move(dbias));
   }
   if (!need_input_grad) return Tensor();
-  return ops::MatMul(dz, kernel_->value(replica), false, /*transpose_b=*/true);
+  const Tensor& kernel = compute == DType::kFloat32 ? kernel_->value(replica) : cache.kernel;
+  return ops::MatMul(dz, kernel, false, /*transpose_b=*/true);
 }
 
 }  // namespace tower

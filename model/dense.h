@@ -31,6 +31,12 @@ class DenseLayer : public Layer {
 
   Variable* kernel() const { return kernel_; }
   Variable* bias() const { return bias_; }
+  // A 16-bit type: the input, kernel and activations in it, products accumulated in float32
+  // and the variables' gradients in float32. A softmax layer stays float32.
+  void set_compute_dtype(DType dtype) override { compute_dtype_ = dtype; }
+  DType compute_dtype() const {
+    return activation_ == Activation::kSoftmax ? DType::kFloat32 : compute_dtype_;
+  }
 
  private:
   const int64_t units_;
@@ -38,6 +44,7 @@ class DenseLayer : public Layer {
   Activation activation_ = Activation::kLinear;
   Variable* kernel_ = nullptr;  // owned by the model
   Variable* bias_ = nullptr;
+  DType compute_dtype_ = DType::kFloat32;
 };
 
 // Keras-style constructors: Dense(1), Dense(64, "relu").

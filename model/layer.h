@@ -16,8 +16,9 @@ namespace tower {
 
 // What forward keeps for backward, on the replica's device.
 struct LayerCache {
-  Tensor input;   // x
+  Tensor input;   // x, in the layer's compute dtype
   Tensor output;  // y
+  Tensor kernel;  // a 16-bit layer's kernel for this step (its cast), else empty
 };
 
 // Makes the variables of a model: one copy per replica, initialised identically.
@@ -48,6 +49,10 @@ class Layer {
   // returns dL/dx — or an empty handle when `need_input_grad` is false (the first layer).
   virtual StatusOr<Tensor> Backward(int replica, const Tensor& dy, const LayerCache& cache,
                                     bool need_input_grad, std::vector<Tensor>* grads) = 0;
+
+  // The dtype to compute in (model/precision.h): float32, or a mixed policy's 16-bit type.
+  // Layers that always compute in float32 ignore it (and take any input dtype).
+  virtual void set_compute_dtype(DType dtype) {}
 };
 
 }  // namespace tower

@@ -5,6 +5,7 @@
 
 #include "device/context.h"
 #include "ops/array_ops.h"
+#include "ops/math_ops.h"
 #include "util/fiber.h"
 
 namespace tower {
@@ -226,6 +227,42 @@ Status Sequential::Build(int64_t input_dim) {
   return OkStatus();
 }
 
+Status Sequential::SetPrecisionPolicy(PrecisionPolicy policy) {
+  TOWER_RETURN_IF_ERROR(CheckCompiled());
+  if (policy != PrecisionPolicy::kFloat32) {
+    for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
+      Device* device = distribution_->replica_device(r);
+      if (!device->is_cpu()) {
+        return UnimplementedError(
+            "precision policy " + std::string(PrecisionPolicyName(policy)) + ": replica " +
+            std::to_string(r) + " is on " + device->full_name() +
+            "; mixed precision runs on CPU replicas in this version (the 16-bit CUDA "
+            "kernels are not built yet)");
+      }
+    }
+  }
+  // Every layer but the last in the compute dtype; the last in float32 (Keras's advice:
+  // the loss sees float32 outputs).
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->set_compute_dtype(i + 1 < layers_.size() ? ComputeDType(policy)
+                                                         : DType::kFloat32);
+  }
+  policy_ = policy;
+  return SetLossScaling(policy == PrecisionPolicy::kMixedFloat16
+                            ? std::optional<LossScaleOptions>(LossScaleOptions())
+                            : std::nullopt);
+}
+
+Status Sequential::SetLossScaling(const std::optional<LossScaleOptions>& options) {
+  if (!options.has_value()) {
+    loss_scale_.reset();
+    return OkStatus();
+  }
+  TOWER_ASSIGN_OR_RETURN(DynamicLossScale scale, DynamicLossScale::Create(*options));
+  loss_scale_ = scale;
+  return OkStatus();
+}
+
 Status Sequential::SetGradientAccumulation(int micro_batches) {
   if (micro_batches < 1) {
     return InvalidArgumentError("gradient accumulation: " + std::to_string(micro_batches) +
@@ -304,6 +341,9 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
     TOWER_RETURN_IF_ERROR(options.reducer->Begin(gradient_bytes_, options.pass, options.passes));
   }
   TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, *options.targets, options.loss_rows));
+  if (options.loss_scale != 1) {
+    TOWER_ASSIGN_OR_RETURN(d, ops::Scale(d, options.loss_scale));
+  }
   std::vector<Tensor>& layer_grads = grad_scratch.Get();
   for (size_t i = layers_.size(); i-- > 0;) {
     layer_grads.clear();
@@ -365,9 +405,12 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   // slices of the all-reduce, while they are in cache (where the reducer can hand the sums
   // over; checking the numerics needs the summed gradients kept, and global-norm clipping
   // needs every sum before any update, so then they are not).
+  // Loss scaling decides after every sum whether the step happens at all: no update inside
+  // the all-reduce either.
+  const bool scaling = training && loss_scale_.has_value();
   Optimizer::StepAttrs update;
   const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_ &&
-                                optimizer_->CanUpdateSlicesOfSums();
+                                optimizer_->CanUpdateSlicesOfSums() && !scaling;
   if (update_in_reduce) {
     TOWER_ASSIGN_OR_RETURN(update, optimizer_->AttrsOf(iteration));
   }
@@ -384,8 +427,10 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     double& loss;
     bool update_in_reduce;
     const Optimizer::StepAttrs& update;
+    float loss_scale;  // 0: off
+    bool finite;       // under loss scaling: every summed gradient was finite (replica 0's)
   } step{dist, batch, training, predictions, gather, in_dim, out_dim, iteration, loss,
-         update_in_reduce, update};
+         update_in_reduce, update, scaling ? loss_scale_->scale() : 0.0f, true};
   Status status = dist.RunOnReplicas([this, &step](ReplicaContext& ctx) -> Status {
     Distribution& dist = step.dist;
     const data::Batch& batch = step.batch;
@@ -457,6 +502,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       PassOptions options;
       options.targets = &targets;
       options.loss_rows = batch.rows;
+      if (step.loss_scale != 0) options.loss_scale = step.loss_scale;
       options.backward = training;
       options.reducer = &reducer;
       options.pass = static_cast<int>(p);
@@ -476,8 +522,21 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       }
       TOWER_RETURN_IF_ERROR(reducer.Finish(extra));
     }
-    if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
-    if (training && !hand_over.on) {
+    if (check_numerics_) {
+      TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training && step.loss_scale == 0));
+    }
+    if (training && step.loss_scale != 0) {
+      // Every replica holds the same sums: each decides alone, all alike.
+      TOWER_ASSIGN_OR_RETURN(const bool finite, AllFinite(pass.gradients));
+      if (r == 0) step.finite = finite;
+      if (finite) {
+        // Unscaled (the scale is a power of two: exact), then the update.
+        for (Tensor& gradient : pass.gradients) {
+          TOWER_ASSIGN_OR_RETURN(gradient, ops::Scale(gradient, 1.0f / step.loss_scale));
+        }
+        TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
+      }
+    } else if (training && !hand_over.on) {
       TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
     }
     // Every replica reads its loss (on a GPU this also waits for the step's work).
@@ -491,7 +550,9 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     return OkStatus();
   });
   TOWER_RETURN_IF_ERROR(status);
-  if (training) optimizer_->set_iterations(iteration + 1);
+  if (scaling) loss_scale_->Update(step.finite);
+  // A step that loss scaling skipped is not an update: the counter (and the schedule) stay.
+  if (training && step.finite) optimizer_->set_iterations(iteration + 1);
   if (predictions != nullptr) DenormalizeOutputs(predictions->data(), batch.rows);
   return loss;
 }

@@ -34,7 +34,9 @@
 #include "model/loss.h"
 #include "model/metrics.h"
 #include "model/model_file.h"
+#include "model/loss_scale.h"
 #include "model/optimizer.h"
+#include "model/precision.h"
 
 namespace tower {
 
@@ -82,6 +84,9 @@ struct PassOptions {
   const Tensor* targets = nullptr;
   // The loss and gradients are divided by this: the global batch size.
   int64_t loss_rows = 0;
+  // The loss's gradient is multiplied by this before backward (loss scaling): the gradients
+  // come out scaled; the loss itself does not.
+  float loss_scale = 1;
   bool backward = false;
   // With backward: Begin is called, then each gradient is added as backward produces it,
   // last layer first; the caller calls Finish. nullptr: gradients are only kept.
@@ -174,6 +179,23 @@ class Sequential {
   void set_description(ModelDescription description) { description_ = std::move(description); }
   const std::optional<ModelDescription>& description() const { return description_; }
 
+  // Keras's mixed-precision policies (model/precision.h): every Dense layer but the last
+  // computes in the policy's 16-bit type; variables, gradients and the all-reduce stay
+  // float32. CPU replicas only for now (the 16-bit CUDA kernels are not built): other
+  // devices are refused here. Call after Compile; kFloat32 restores the default.
+  // mixed_float16 also turns on dynamic loss scaling with Keras's defaults (as Keras's
+  // compile wraps the optimizer), the others turn it off.
+  Status SetPrecisionPolicy(PrecisionPolicy policy);
+  PrecisionPolicy precision_policy() const { return policy_; }
+
+  // Dynamic loss scaling (model/loss_scale.h) of Fit and TrainStep, with these options;
+  // nullopt turns it off. Custom loops (ComputeGradients) scale nothing.
+  Status SetLossScaling(const std::optional<LossScaleOptions>& options);
+  // The scale and its count of good steps; nullptr when off.
+  const DynamicLossScale* loss_scale() const {
+    return loss_scale_.has_value() ? &*loss_scale_ : nullptr;
+  }
+
   // Gradient accumulation: each replica runs its shard of every global batch as
   // `micro_batches` forward/backward passes of about shard / micro_batches rows (sizes
   // differing by at most one, some empty on a small final batch), sums their gradients
@@ -186,6 +208,7 @@ class Sequential {
 
   // With it on, the first NaN or Inf in a loss or gradient fails the step with the layer,
   // tensor and step named (TensorFlow's check_numerics). Costs a pass over every gradient.
+  // Under loss scaling only the loss is checked: overflowing gradients skip the step.
   void set_check_numerics(bool on) { check_numerics_ = on; }
 
   // Keras's model.summary(): layers, output shapes, parameter counts.
@@ -240,6 +263,8 @@ class Sequential {
   bool stop_training_ = false;
   bool check_numerics_ = false;
   int micro_batches_ = 1;
+  PrecisionPolicy policy_ = PrecisionPolicy::kFloat32;
+  std::optional<DynamicLossScale> loss_scale_;
   std::optional<ModelDescription> description_;
   // SetTargetNormalization's statistics, per target column (empty: off).
   std::vector<float> target_mean_;

@@ -1,7 +1,9 @@
 // Sequential::SaveWeights / LoadWeights: the model's variables, the optimizer's slots and its
 // step counter in one safetensors file (model/checkpoint/safetensors.h).
 #include <cstring>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "model/checkpoint/safetensors.h"
 #include "model/sequential.h"
@@ -11,6 +13,33 @@ namespace tower {
 namespace {
 
 constexpr char kIterations[] = "optimizer.iterations";
+// Dynamic loss scaling's state, when it is on.
+constexpr char kLossScale[] = "optimizer.loss_scale";
+constexpr char kLossScaleGoodSteps[] = "optimizer.loss_scale_good_steps";
+
+checkpoint::TensorData Int64Scalar(const std::string& name, int64_t value) {
+  checkpoint::TensorData data;
+  data.name = name;
+  data.dtype = checkpoint::DType::kI64;
+  data.shape = {};
+  data.bytes.resize(sizeof(value));
+  std::memcpy(data.bytes.data(), &value, sizeof(value));  // little-endian host
+  return data;
+}
+
+// An I64 scalar of `file` named `name`, or `fallback` when it has none.
+StatusOr<int64_t> ReadInt64Scalar(const checkpoint::File& file, const std::string& path,
+                                  const char* name, int64_t fallback) {
+  const checkpoint::TensorData* tensor = file.Find(name);
+  if (tensor == nullptr) return fallback;
+  if (tensor->dtype != checkpoint::DType::kI64 || !tensor->shape.empty() ||
+      tensor->bytes.size() != sizeof(int64_t)) {
+    return InvalidArgumentError(path + ": tensor '" + name + "' must be an I64 scalar");
+  }
+  int64_t value = 0;
+  std::memcpy(&value, tensor->bytes.data(), sizeof(value));
+  return value;
+}
 
 checkpoint::TensorData ToData(const std::string& name, const Shape& shape,
                               const std::vector<float>& values) {
@@ -72,19 +101,18 @@ Status Sequential::WriteCheckpoint(const std::string& path,
   checkpoint::File file;
   // The 8-byte counter first: every tensor then starts at a multiple of its element size.
   if (optimizer_ != nullptr) {
-    checkpoint::TensorData iterations;
-    iterations.name = kIterations;
-    iterations.dtype = checkpoint::DType::kI64;
-    iterations.shape = {};
-    const int64_t count = optimizer_->iterations();
-    iterations.bytes.resize(sizeof(count));
-    std::memcpy(iterations.bytes.data(), &count, sizeof(count));  // little-endian host
-    file.tensors.push_back(std::move(iterations));
+    file.tensors.push_back(Int64Scalar(kIterations, optimizer_->iterations()));
     file.metadata["optimizer"] = optimizer_->name();
+  }
+  if (loss_scale_.has_value()) {
+    file.tensors.push_back(Int64Scalar(kLossScaleGoodSteps, loss_scale_->good_steps()));
   }
   for (Variable* variable : AllVariables(*this)) {
     TOWER_ASSIGN_OR_RETURN(std::vector<float> values, variable->Read());
     file.tensors.push_back(ToData(variable->name(), variable->shape(), values));
+  }
+  if (loss_scale_.has_value()) {
+    file.tensors.push_back(ToData(kLossScale, Shape{}, {loss_scale_->scale()}));
   }
   std::vector<std::string> layers;
   for (const auto& layer : layers_) layers.push_back(layer->Describe());
@@ -115,6 +143,10 @@ Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::stri
   std::set<std::string> known;
   for (Variable* variable : AllVariables(*this)) known.insert(variable->name());
   known.insert(kIterations);
+  if (loss_scale_.has_value()) {
+    known.insert(kLossScale);
+    known.insert(kLossScaleGoodSteps);
+  }
   bool has_optimizer_state = false;
   for (const checkpoint::TensorData& tensor : file.tensors) {
     if (!with_optimizer_state && StartsWith(tensor.name, "optimizer.")) continue;
@@ -160,8 +192,22 @@ Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::stri
     std::memcpy(&iterations, tensor->bytes.data(), sizeof(iterations));
     if (iterations < 0) return Mismatch(path, "negative optimizer iterations");
   }
+  // Loss scaling's state (a file without it, e.g. float32 weights: the scale stays).
+  std::optional<std::pair<float, int64_t>> scale;
+  if (loss_scale_.has_value() && with_optimizer_state && file.Find(kLossScale) != nullptr) {
+    const checkpoint::TensorData& tensor = *file.Find(kLossScale);
+    if (tensor.dtype != checkpoint::DType::kF32 || !tensor.shape.empty()) {
+      return Mismatch(path, std::string("tensor '") + kLossScale + "' must be an F32 scalar");
+    }
+    TOWER_ASSIGN_OR_RETURN(std::vector<float> value, checkpoint::ToFloats(tensor));
+    TOWER_ASSIGN_OR_RETURN(int64_t good, ReadInt64Scalar(file, path, kLossScaleGoodSteps, 0));
+    DynamicLossScale check = *loss_scale_;
+    TOWER_RETURN_IF_ERROR(check.Restore(value.at(0), good).WithContext(path));
+    scale.emplace(value.at(0), good);
+  }
   for (auto& [variable, values] : updates) TOWER_RETURN_IF_ERROR(variable->Assign(values));
   optimizer_->set_iterations(iterations);
+  if (scale.has_value()) TOWER_RETURN_IF_ERROR(loss_scale_->Restore(scale->first, scale->second));
   return OkStatus();
 }
 

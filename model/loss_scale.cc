@@ -1,0 +1,78 @@
+#include "model/loss_scale.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <string>
+
+#include "util/statusor.h"
+
+namespace tower {
+namespace {
+
+bool PowerOfTwo(float value) {
+  int exponent = 0;
+  return std::isfinite(value) && value >= FLT_MIN && std::frexp(value, &exponent) == 0.5f;
+}
+
+}  // namespace
+
+StatusOr<DynamicLossScale> DynamicLossScale::Create(const LossScaleOptions& options) {
+  if (!PowerOfTwo(options.initial_scale)) {
+    return InvalidArgumentError("loss scaling: the initial scale must be a power of two "
+                                "(scaling is then exact), got " +
+                                std::to_string(options.initial_scale));
+  }
+  if (options.growth_interval < 1) {
+    return InvalidArgumentError("loss scaling: the growth interval must be at least 1 step, "
+                                "got " + std::to_string(options.growth_interval));
+  }
+  return DynamicLossScale(options.initial_scale, options.growth_interval);
+}
+
+void DynamicLossScale::Update(bool finite) {
+  if (!finite) {
+    scale_ = std::max(scale_ / 2, FLT_MIN);
+    good_steps_ = 0;
+    return;
+  }
+  if (++good_steps_ >= growth_interval_) {
+    if (std::isfinite(scale_ * 2)) scale_ *= 2;
+    good_steps_ = 0;
+  }
+}
+
+StatusOr<bool> AllFinite(const std::vector<Tensor>& tensors) {
+  for (const Tensor& tensor : tensors) {
+    if (tensor.dtype() != DType::kFloat32) {
+      return InvalidArgumentError("loss scaling: gradients must be float32, got " +
+                                  std::string(DTypeName(tensor.dtype())));
+    }
+    std::vector<float> copy;
+    const float* x = nullptr;
+    if (tensor.device()->stream().host_addressable()) {
+      x = tensor.data<float>();
+    } else {
+      TOWER_ASSIGN_OR_RETURN(copy, tensor.ToHost());
+      x = copy.data();
+    }
+    // A sum, not a branch per element: NaN and Inf survive it (x − x is NaN for both).
+    float poison = 0;
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) poison += x[i] - x[i];
+    if (poison != 0 || std::isnan(poison)) return false;
+  }
+  return true;
+}
+
+Status DynamicLossScale::Restore(float scale, int64_t good_steps) {
+  if (!PowerOfTwo(scale) || good_steps < 0) {
+    return InvalidArgumentError("loss scaling: a saved scale of " + std::to_string(scale) +
+                                " after " + std::to_string(good_steps) +
+                                " good steps is not a positive power of two and a count");
+  }
+  scale_ = scale;
+  good_steps_ = good_steps;
+  return OkStatus();
+}
+
+}  // namespace tower

@@ -1,0 +1,161 @@
+// Dynamic loss scaling under data parallelism (model/loss_scale.h): an overflow on one
+// replica makes every replica skip the same step, the scale halves (and may go below 1),
+// the copies stay bitwise equal and training goes on; without overflows a power-of-two
+// scale changes no bit of float32 training; backups carry the scale.
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "device/testing/fake_gpu_platform.h"
+#include "model/dense.h"
+#include "model/sequential.h"
+#include "ops/testing/fake_gpu_kernels.h"
+#include "strategy/mirrored_strategy.h"
+#include "tests/testing/inject_nonfinite_layer.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::InjectNonFiniteLayer;
+using testing::MakeContextWithFakeGpus;
+
+struct Config {
+  int replicas = 4;
+  bool share = true;
+  PrecisionPolicy policy = PrecisionPolicy::kFloat32;
+  std::optional<LossScaleOptions> scaling = LossScaleOptions{1024, 4};
+  int inject_replica = -1;  // local replica whose gradient overflows at `inject_steps`
+  std::set<int> inject_steps;
+  int steps = 16;
+};
+
+// After each step: the loss scale, the optimizer's counter, every variable's values.
+struct StepRecord {
+  float scale = 0;
+  int64_t iterations = 0;
+  std::vector<std::vector<float>> weights;
+};
+
+std::vector<StepRecord> Train(const Config& config) {
+  auto context = MakeContextWithFakeGpus({});
+  TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
+      context->ListPhysicalDevices("CPU")[0],
+      std::vector<LogicalDeviceConfiguration>(config.replicas)));
+  ScopedDefaultContext use(*context);
+  MirroredStrategyOptions options;
+  options.context = context.get();
+  options.share_variables = config.share;
+  std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
+  Sequential model({Dense(32, "tanh"), Dense(16, "relu"),
+                    std::make_shared<InjectNonFiniteLayer>(config.inject_replica,
+                                                           config.inject_steps),
+                    Dense(1)},
+                   11);
+  {
+    auto scope = strategy->Scope();
+    TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), Adam(0.003f)));
+  }
+  TOWER_CHECK_OK(model.SetPrecisionPolicy(config.policy));
+  TOWER_CHECK_OK(model.SetLossScaling(config.scaling));
+  data::SyntheticOptions synthetic;
+  synthetic.name = "mlp";
+  synthetic.rows = 24 * config.steps;
+  synthetic.seed = 5;
+  auto batches = std::move(data::Dataset::Synthetic(synthetic)->Batch(24).MakeIterator()).value();
+  std::vector<StepRecord> records;
+  while (true) {
+    std::optional<data::Batch> batch = std::move(batches->Next()).value();
+    if (!batch.has_value()) break;
+    StatusOr<double> loss = model.TrainStep(*batch);
+    TOWER_CHECK_OK(loss.status());
+    EXPECT_TRUE(std::isfinite(*loss)) << "step " << records.size() + 1;
+    StepRecord record;
+    record.scale = model.loss_scale() != nullptr ? model.loss_scale()->scale() : 0;
+    record.iterations = model.optimizer()->iterations();
+    std::vector<Variable*> all = model.trainable_variables();
+    for (Variable* slot : model.optimizer()->slots()) all.push_back(slot);
+    for (Variable* variable : all) {
+      record.weights.push_back(*variable->Read());
+      for (int r = 1; r < variable->num_replicas(); ++r) {
+        EXPECT_EQ(*variable->value(r).ToHost(), record.weights.back())
+            << variable->name() << " of replica " << r << " after step " << records.size() + 1;
+      }
+    }
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+bool SameBits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t v = 0; v < a.size(); ++v) {
+    if (a[v].size() != b[v].size() ||
+        std::memcmp(a[v].data(), b[v].data(), a[v].size() * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(LossScalingTest, AnOverflowOnOneReplicaSkipsTheStepEverywhereAndHalvesTheScale) {
+  for (bool share : {true, false}) {
+    Config config;
+    config.share = share;
+    config.inject_replica = 2;
+    config.inject_steps = {10};
+    const std::vector<StepRecord> run = Train(config);
+    ASSERT_EQ(run.size(), 16u);
+    // Scale 1024, doubling after every 4 good steps: 2048 after step 4, 4096 after 8;
+    // step 10 overflows: 2048, the count restarts; 4096 again after step 14.
+    const float want[] = {1024, 1024, 1024, 2048, 2048, 2048, 2048, 4096,
+                          4096, 2048, 2048, 2048, 2048, 4096, 4096, 4096};
+    for (size_t s = 0; s < run.size(); ++s) {
+      EXPECT_EQ(run[s].scale, want[s]) << "after step " << s + 1 << (share ? " (shared)" : "");
+      // The skipped step is no update: the counter and every weight and slot stay.
+      EXPECT_EQ(run[s].iterations, s < 9 ? static_cast<int64_t>(s + 1)
+                                         : static_cast<int64_t>(s)) << "after step " << s + 1;
+    }
+    EXPECT_TRUE(SameBits(run[9].weights, run[8].weights)) << "step 10 changed the weights";
+    EXPECT_FALSE(SameBits(run[10].weights, run[9].weights)) << "training stopped after step 10";
+  }
+}
+
+TEST(LossScalingTest, WithoutOverflowAPowerOfTwoScaleChangesNoBitOfFloat32Training) {
+  Config scaled;
+  Config plain;
+  plain.scaling = std::nullopt;
+  const std::vector<StepRecord> a = Train(scaled);
+  const std::vector<StepRecord> b = Train(plain);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_TRUE(SameBits(a.back().weights, b.back().weights));
+  EXPECT_EQ(a.back().scale, 1024.0f * 16);  // 16 good steps, doubling every 4
+}
+
+TEST(LossScalingTest, TheScaleGoesBelowOneAndTrainingGoesOn) {
+  Config config;
+  config.replicas = 2;
+  config.scaling = LossScaleOptions{4, 1000};
+  config.inject_replica = 1;
+  config.inject_steps = {1, 2, 3, 4, 5, 6};  // 4 → 2 → 1 → 0.5 → 0.25 → 0.125 → 0.0625
+  const std::vector<StepRecord> run = Train(config);
+  EXPECT_EQ(run[5].scale, 0.0625f);
+  EXPECT_EQ(run[5].iterations, 0);
+  EXPECT_EQ(run.back().iterations, 10);  // the 10 steps after the overflows all updated
+  EXPECT_FALSE(SameBits(run.back().weights, run[5].weights));
+}
+
+TEST(LossScalingTest, BadOptionsAreRefused) {
+  EXPECT_THAT(DynamicLossScale::Create({3, 10}).status().message(),
+              HasSubstr("must be a power of two"));
+  EXPECT_THAT(DynamicLossScale::Create({0, 10}).status().message(),
+              HasSubstr("must be a power of two"));
+  EXPECT_THAT(DynamicLossScale::Create({8, 0}).status().message(),
+              HasSubstr("growth interval must be at least 1"));
+}
+
+}  // namespace
+}  // namespace tower
