@@ -41,8 +41,9 @@ struct BlockKey {
 };
 
 struct Block {
-  memory::desc a, b, c;
+  memory::desc a, b, c, scratchpad;
   dnnl::matmul primitive;
+  size_t scratchpad_bytes = 0;
 };
 
 // Primitives are made once per block shape (oneDNN compiles a kernel for each: ~1 ms) and
@@ -57,8 +58,15 @@ const Block& BlockFor(const BlockKey& key) {
   block.a = memory::desc({key.m, key.k}, key.in, {key.a_rows_stride, key.a_cols_stride});
   block.b = memory::desc({key.k, key.n}, key.in, {key.b_rows_stride, key.b_cols_stride});
   block.c = memory::desc({key.m, key.n}, key.out, {key.c_stride, 1});
+  // The scratchpad is ours (one per thread, below): oneDNN's own is shared by every
+  // primitive of the process, and two threads running blocks of one product at once would
+  // write into each other's.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(block.a, block.b, block.c),
-                                               Engine());
+                                               attr, Engine());
+  block.scratchpad = pd.scratchpad_desc();
+  block.scratchpad_bytes = block.scratchpad.get_size();
   block.primitive = dnnl::matmul(pd);
   return blocks->emplace(key, std::move(block)).first->second;
 }
@@ -99,11 +107,21 @@ void ProductColumns(const HalfJob& job, int64_t begin, int64_t end) {
                   (job.transpose_b ? begin * job.k : begin) * job.in_size;
   char* c = static_cast<char*>(job.c) + begin * job.out_size;
   thread_local dnnl::stream* stream = new dnnl::stream(Engine());
+  // This thread's scratchpad, grown to the largest block it has run (64-byte aligned).
+  thread_local std::vector<uint64_t>* scratch = new std::vector<uint64_t>();
+  if (scratch->size() * sizeof(uint64_t) < block.scratchpad_bytes + 64) {
+    scratch->resize((block.scratchpad_bytes + 64) / sizeof(uint64_t) + 1);
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch->data());
+  void* scratch_aligned = reinterpret_cast<void*>((base + 63) & ~uintptr_t{63});
   memory a_mem(block.a, Engine(), const_cast<void*>(job.a));
   memory b_mem(block.b, Engine(), const_cast<char*>(b));
   memory c_mem(block.c, Engine(), c);
-  block.primitive.execute(*stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem},
-                                    {DNNL_ARG_DST, c_mem}});
+  memory scratch_mem(block.scratchpad, Engine(), scratch_aligned);
+  block.primitive.execute(*stream, {{DNNL_ARG_SRC, a_mem},
+                                    {DNNL_ARG_WEIGHTS, b_mem},
+                                    {DNNL_ARG_DST, c_mem},
+                                    {DNNL_ARG_SCRATCHPAD, scratch_mem}});
   stream->wait();
 }
 

@@ -116,6 +116,35 @@ TEST(HalfMatMulTest, TheSameCallTwiceGivesTheSameBits) {
   EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0);
 }
 
+TEST(HalfMatMulTest, ConcurrentBlocksOfOneProductKeepTheirOwnScratchpads) {
+  // Blocks of one product run at once on the intra-op threads; oneDNN's default scratchpad
+  // is shared by the whole process, and with it these products came out wrong (relative
+  // error ~1) in most runs.
+  const int64_t m = 256, k = 256, n = 1024;
+  const std::vector<float> a = RandomHalfValues(m * k, DType::kBFloat16, 11);
+  const std::vector<float> b = RandomHalfValues(k * n, DType::kBFloat16, 12);
+  const Tensor ta = Half(Shape{m, k}, a, DType::kBFloat16);
+  const Tensor tb = Half(Shape{k, n}, b, DType::kBFloat16);
+  std::vector<double> want(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) want[i * n + j] += double{a[i * k + p]} * b[p * n + j];
+    }
+  }
+  for (int round = 0; round < 20; ++round) {
+    ScopedIntraOpThreads budget(2 + round % 2);
+    // A bfloat16 result: oneDNN accumulates the blocks in float32 in its scratchpad.
+    const std::vector<float> got = AsFloat(*ops::MatMul(ta, tb));
+    double error = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      error += (got[i] - want[i]) * (got[i] - want[i]);
+      norm += want[i] * want[i];
+    }
+    // One rounding to bfloat16: at most 2⁻⁹ relative per element.
+    ASSERT_LE(std::sqrt(error / norm), 4e-3) << "round " << round;  // NaN fails too
+  }
+}
+
 TEST(HalfMatMulTest, MixedOrUnsupportedTypesAreRefused) {
   const Tensor f = *Tensor::FromHost(Cpu(), Shape{2, 2}, std::vector<float>{1, 2, 3, 4});
   const Tensor h = *ops::Cast(f, DType::kBFloat16);
