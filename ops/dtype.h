@@ -1,5 +1,6 @@
 // Element types. Every op computes in float32; float16 and bfloat16 are storage types
-// (Cast converts), int32 carries class labels.
+// (Cast converts; the CPU kernels of mixed precision's ops widen them to float32 and round
+// their results once back), int32 carries class labels.
 #ifndef TOWER_OPS_DTYPE_H_
 #define TOWER_OPS_DTYPE_H_
 
@@ -19,6 +20,11 @@ inline constexpr size_t DTypeSize(DType dtype) {
     case DType::kInt32: return 4;
   }
   return 0;
+}
+
+// bfloat16 or float16: the 16-bit types of mixed precision.
+inline constexpr bool Is16BitFloat(DType dtype) {
+  return dtype == DType::kBFloat16 || dtype == DType::kFloat16;
 }
 
 // "float32", "float16", "bfloat16", "int32" (numpy's names, as TensorFlow prints them).

@@ -9,6 +9,7 @@ namespace tower::ops {
 
 using internal::CheckBinary;
 using internal::CheckFloat;
+using internal::CheckFloating;
 using internal::CheckRank;
 
 StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
@@ -48,14 +49,20 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool
 
 StatusOr<Tensor> BiasAdd(const Tensor& x, const Tensor& bias) {
   static const OpKernels& kOp = KernelsOf(op_names::kBiasAdd);
-  TOWER_RETURN_IF_ERROR(CheckFloat("BiasAdd", "x", x));
-  TOWER_RETURN_IF_ERROR(CheckFloat("BiasAdd", "bias", bias));
+  TOWER_RETURN_IF_ERROR(CheckFloating("BiasAdd", "x", x));
+  TOWER_RETURN_IF_ERROR(CheckFloating("BiasAdd", "bias", bias));
+  // A 16-bit x (mixed precision) takes its layer's float32 bias as well as a like-typed one.
+  if (bias.dtype() != DType::kFloat32 && bias.dtype() != x.dtype()) {
+    return InvalidArgumentError("BiasAdd: bias must be float32 or of x's dtype, got x " +
+                                std::string(DTypeName(x.dtype())) + " and bias " +
+                                std::string(DTypeName(bias.dtype())));
+  }
   TOWER_RETURN_IF_ERROR(CheckRank("BiasAdd", "bias", bias, 1));
   if (x.shape().rank() < 1 || x.shape().dim(x.shape().rank() - 1) != bias.shape().dim(0)) {
     return ShapeError("BiasAdd", "the last dimension of x must equal the bias size; got",
                       x.shape(), bias.shape());
   }
-  return RunSingle(kOp, {&x, &bias}, OutputSpec{x.shape()});
+  return RunSingle(kOp, {&x, &bias}, OutputSpec{x.shape(), x.dtype()});
 }
 
 StatusOr<Tensor> Add(const Tensor& a, const Tensor& b) {
@@ -125,7 +132,7 @@ namespace {
 
 StatusOr<Tensor> Reduce(const OpKernels& op, const char* name, const Tensor& x,
                         ReduceAxis axis) {
-  TOWER_RETURN_IF_ERROR(CheckFloat(name, "x", x));
+  TOWER_RETURN_IF_ERROR(CheckFloating(name, "x", x));  // the output is float32 for any
   Shape out_shape;  // scalar
   if (axis == ReduceAxis::kBatch && x.shape().rank() > 1) out_shape = x.shape().WithoutFirstDim();
   const attrs::Reduce attrs{axis};

@@ -20,7 +20,9 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool
                         DType out);
 StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a = false,
                         bool transpose_b = false);
-// x[..., c] + bias[c], the bias added to every row.
+// x[..., c] + bias[c], the bias added to every row. x may be bfloat16 or float16 (mixed
+// precision; CPU kernel only) with a float32 or like-typed bias: the sum is taken in float32
+// and rounded once to x's dtype, the output's.
 StatusOr<Tensor> BiasAdd(const Tensor& x, const Tensor& bias);
 // Elementwise, same shapes.
 StatusOr<Tensor> Add(const Tensor& a, const Tensor& b);
@@ -39,7 +41,8 @@ StatusOr<Tensor> Axpy(float alpha, const Tensor& x, const Tensor& y);
 // The sum of one or more tensors of one shape.
 StatusOr<Tensor> AddN(const std::vector<Tensor>& inputs);
 // Over every element (-> a scalar), or along the batch ([n, ...] -> [...]). The mean of
-// nothing is NaN, the sum of nothing 0.
+// nothing is NaN, the sum of nothing 0. Accumulated in double, in row order for bfloat16
+// and float16 inputs (mixed precision; CPU kernel only), whose sums come out float32.
 StatusOr<Tensor> ReduceSum(const Tensor& x, ReduceAxis axis = ReduceAxis::kAll);
 StatusOr<Tensor> ReduceMean(const Tensor& x, ReduceAxis axis = ReduceAxis::kAll);
 

@@ -9,19 +9,27 @@ namespace tower::ops {
 
 using internal::CheckBinary;
 using internal::CheckFloat;
+using internal::CheckFloating;
 using internal::CheckRank;
 
 namespace {
 
+// The activations and their gradients take float32, or 16-bit tensors (mixed precision)
+// which they compute in float and round once to their dtype (ops/cpu/eigen.h); all inputs
+// of one dtype, the output of it too.
 StatusOr<Tensor> Activation(const OpKernels& op, const char* name, const Tensor& x) {
-  TOWER_RETURN_IF_ERROR(CheckFloat(name, "x", x));
-  return RunSingle(op, {&x}, OutputSpec{x.shape()});
+  TOWER_RETURN_IF_ERROR(CheckFloating(name, "x", x));
+  return RunSingle(op, {&x}, OutputSpec{x.shape(), x.dtype()});
 }
 
+// `other` is x (ReluGrad) or y (the others), named `other_name`.
 StatusOr<Tensor> ActivationGrad(const OpKernels& op, const char* name, const Tensor& dy,
-                                const Tensor& other) {
-  TOWER_RETURN_IF_ERROR(CheckBinary(name, dy, other));
-  return RunSingle(op, {&dy, &other}, OutputSpec{dy.shape()});
+                                const char* other_name, const Tensor& other) {
+  TOWER_RETURN_IF_ERROR(CheckFloating(name, "dy", dy));
+  TOWER_RETURN_IF_ERROR(CheckFloating(name, other_name, other));
+  TOWER_RETURN_IF_ERROR(internal::CheckSameDType(name, "dy", dy, other_name, other));
+  TOWER_RETURN_IF_ERROR(internal::CheckSameShape(name, dy, other));
+  return RunSingle(op, {&dy, &other}, OutputSpec{dy.shape(), dy.dtype()});
 }
 
 // 1 / (global_batch · per_row), checking that the global batch covers these rows.
@@ -80,7 +88,7 @@ StatusOr<Tensor> Relu(const Tensor& x) {
 
 StatusOr<Tensor> ReluGrad(const Tensor& dy, const Tensor& x) {
   static const OpKernels& kOp = KernelsOf(op_names::kReluGrad);
-  return ActivationGrad(kOp, "ReluGrad", dy, x);
+  return ActivationGrad(kOp, "ReluGrad", dy, "x", x);
 }
 
 StatusOr<Tensor> Sigmoid(const Tensor& x) {
@@ -90,7 +98,7 @@ StatusOr<Tensor> Sigmoid(const Tensor& x) {
 
 StatusOr<Tensor> SigmoidGrad(const Tensor& dy, const Tensor& y) {
   static const OpKernels& kOp = KernelsOf(op_names::kSigmoidGrad);
-  return ActivationGrad(kOp, "SigmoidGrad", dy, y);
+  return ActivationGrad(kOp, "SigmoidGrad", dy, "y", y);
 }
 
 StatusOr<Tensor> Tanh(const Tensor& x) {
@@ -100,7 +108,7 @@ StatusOr<Tensor> Tanh(const Tensor& x) {
 
 StatusOr<Tensor> TanhGrad(const Tensor& dy, const Tensor& y) {
   static const OpKernels& kOp = KernelsOf(op_names::kTanhGrad);
-  return ActivationGrad(kOp, "TanhGrad", dy, y);
+  return ActivationGrad(kOp, "TanhGrad", dy, "y", y);
 }
 
 StatusOr<Tensor> Softmax(const Tensor& logits) {

@@ -13,6 +13,9 @@
 
 namespace tower::ops {
 
+// The activations and their gradients take float32, bfloat16 or float16 inputs, all of one
+// dtype, and give that dtype. 16-bit inputs (mixed precision; CPU kernels only) are computed
+// in float32 as float32 inputs are, the result rounded once to nearest even.
 StatusOr<Tensor> Relu(const Tensor& x);
 // dy · (x > 0).
 StatusOr<Tensor> ReluGrad(const Tensor& dy, const Tensor& x);

@@ -47,6 +47,12 @@ Status SparseSoftmaxCrossEntropyGrad(const KernelContext& ctx);
 Status Fill(const KernelContext& ctx);
 Status Concat(const KernelContext& ctx);
 Status Cast(const KernelContext& ctx);
+// Cast's conversions between float and a 16-bit type (`dtype`: kBFloat16 or kFloat16, whose
+// bit patterns the uint16_t side holds) on n elements of host arrays: vectorised loops, bit
+// for bit ops/dtype.h's scalar helpers (round to nearest even, a NaN stays a NaN). Widening
+// is exact. The 16-bit kernels compute in float through these (ops/cpu/eigen.h).
+void WidenToFloat(DType dtype, const uint16_t* in, float* out, int64_t n);
+void NarrowFromFloat(DType dtype, const float* in, uint16_t* out, int64_t n);
 Status RandomUniform(const KernelContext& ctx);
 Status RandomNormal(const KernelContext& ctx);
 // training

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "device/intra_op.h"
 #include "ops/cpu/cpu_kernels.h"
@@ -136,11 +137,37 @@ Status MatMul(const KernelContext& ctx) {
   return OkStatus();
 }
 
+namespace {
+
+// BiasAdd of a 16-bit x[rows, c] and a float32 or like-typed bias[c] (Keras's mixed Dense
+// layer adds its float32 bias to 16-bit products): round16(float(x) + float(bias)), the sum
+// in float as the float32 kernel takes it (one rounding), then one rounding to x's type.
+void BiasAdd16(const Tensor& x, const Tensor& bias, int64_t c, const Tensor& out) {
+  std::vector<float> widened;
+  const float* b = nullptr;
+  if (bias.dtype() == DType::kFloat32) {
+    b = bias.data<float>();
+  } else {
+    widened.resize(static_cast<size_t>(c));
+    WidenToFloat(bias.dtype(), static_cast<const uint16_t*>(bias.raw_data()), widened.data(), c);
+    b = widened.data();
+  }
+  Elementwise16<1>({&x}, out, c, [b](const float* const* in, float* y, int64_t col, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) y[j] = in[0][j] + b[col + j];
+  });
+}
+
+}  // namespace
+
 Status BiasAdd(const KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& bias = ctx.input(1);
   const int64_t c = bias.num_elements();
   const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
+  if (Is16BitFloat(x.dtype())) {
+    BiasAdd16(x, bias, c, ctx.output(0));
+    return OkStatus();
+  }
   MutableMatrix(ctx.output(0), rows, c) =
       Matrix(x, rows, c).rowwise() + Matrix(bias, 1, c).row(0);
   return OkStatus();
@@ -195,20 +222,54 @@ Status AddN(const KernelContext& ctx) {
 
 namespace {
 
+constexpr int64_t kSumBlock = 256;  // columns summed at once
+
 // Sum of a [rows, cols] block along rows, accumulated in double per column so that long
-// batches do not lose the small terms (the reduction feeds gradients and losses).
-void SumRows(const float* x, int64_t rows, int64_t cols, float* out, double divisor) {
-  constexpr int64_t kBlock = 256;
-  double acc[kBlock];
-  for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
-    const int64_t width = std::min(kBlock, cols - c0);
+// batches do not lose the small terms (the reduction feeds gradients and losses), in row
+// order. row_of(i, c0, width) gives the floats of row i, columns [c0, c0 + width), width <=
+// kSumBlock.
+template <typename RowOf>
+void SumRowsOf(const RowOf& row_of, int64_t rows, int64_t cols, float* out, double divisor) {
+  double acc[kSumBlock];
+  for (int64_t c0 = 0; c0 < cols; c0 += kSumBlock) {
+    const int64_t width = std::min(kSumBlock, cols - c0);
     for (int64_t j = 0; j < width; ++j) acc[j] = 0;
     for (int64_t i = 0; i < rows; ++i) {
-      const float* row = x + i * cols + c0;
+      const float* row = row_of(i, c0, width);
       for (int64_t j = 0; j < width; ++j) acc[j] += row[j];
     }
     for (int64_t j = 0; j < width; ++j) out[c0 + j] = static_cast<float>(acc[j] / divisor);
   }
+}
+
+void SumRows(const float* x, int64_t rows, int64_t cols, float* out, double divisor) {
+  SumRowsOf([x, cols](int64_t i, int64_t c0, int64_t) { return x + i * cols + c0; }, rows, cols,
+            out, divisor);
+}
+
+// The sums of a 16-bit x (mixed precision's bias gradients), into float32: SumRows's, each
+// block of a row widened to float first (exact), so for cols > 1 they are the bits of the
+// float32 kernel on Cast(x, float32). One column (everything, or x[rows, 1]) is summed in row
+// order too, in blocks of rows: the same sums as SumRowsOf's, one call per block.
+void SumRows16(const Tensor& x, int64_t rows, int64_t cols, float* out, double divisor) {
+  const uint16_t* bits = static_cast<const uint16_t*>(x.raw_data());
+  float block[k16BitBlock];
+  if (cols == 1) {
+    double sum = 0;
+    for (int64_t i0 = 0; i0 < rows; i0 += k16BitBlock) {
+      const int64_t size = std::min(k16BitBlock, rows - i0);
+      WidenToFloat(x.dtype(), bits + i0, block, size);
+      for (int64_t j = 0; j < size; ++j) sum += block[j];
+    }
+    out[0] = static_cast<float>(sum / divisor);
+    return;
+  }
+  SumRowsOf(
+      [&](int64_t i, int64_t c0, int64_t width) -> const float* {
+        WidenToFloat(x.dtype(), bits + i * cols + c0, block, width);
+        return block;
+      },
+      rows, cols, out, divisor);
 }
 
 Status Reduce(const KernelContext& ctx, bool mean) {
@@ -223,6 +284,10 @@ Status Reduce(const KernelContext& ctx, bool mean) {
     return OkStatus();
   }
   const double divisor = mean ? static_cast<double>(rows) : 1.0;
+  if (Is16BitFloat(x.dtype())) {
+    SumRows16(x, rows, cols, out, divisor);
+    return OkStatus();
+  }
   if (cols == 1) {
     const double sum = Eigen::Map<const Eigen::ArrayXf>(x.data<float>(), rows).cast<double>().sum();
     out[0] = static_cast<float>(sum / divisor);

@@ -60,9 +60,23 @@ StatusOr<Tensor> ScratchDoubles(const KernelContext& ctx, int64_t count) {
 
 double* Doubles(const Tensor& scratch) { return static_cast<double*>(scratch.raw_data()); }
 
+// These kernels read and write float32. The ops that mixed precision runs in bfloat16 or
+// float16 check for float32 or 16-bit inputs only (their CPU kernels take both), so those
+// kernels refuse another dtype here by name, rather than read its bytes as floats.
+Status CheckFloat32Inputs(const KernelContext& ctx, const char* op) {
+  for (const Tensor* input : ctx.inputs) {
+    if (input->dtype() == DType::kFloat32) continue;
+    return UnimplementedError(std::string(op) + ": " + std::string(DTypeName(input->dtype())) +
+                              " inputs have no CUDA kernel yet (mixed precision runs on CPU "
+                              "replicas)");
+  }
+  return OkStatus();
+}
+
 // ---- math ----------------------------------------------------------------------------------
 
 Status MatMul(const KernelContext& ctx) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "MatMul"));
   const auto& attrs = ctx.attr<attrs::MatMul>();
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -95,6 +109,7 @@ Status MatMul(const KernelContext& ctx) {
 }
 
 Status BiasAdd(const KernelContext& ctx) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "BiasAdd"));
   const int64_t c = ctx.input(1).num_elements();
   const int64_t rows = c == 0 ? 0 : ctx.input(0).num_elements() / c;
   TOWER_GPU_DEVICE_SCOPE(ctx);
@@ -158,6 +173,7 @@ Status AddN(const KernelContext& ctx) {
 }
 
 Status Reduce(const KernelContext& ctx, bool mean) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, mean ? "ReduceMean" : "ReduceSum"));
   const Tensor& x = ctx.input(0);
   const bool all =
       ctx.attr<attrs::Reduce>().axis == attrs::ReduceAxis::kAll || x.shape().rank() == 0;
@@ -190,6 +206,7 @@ Status ReduceMean(const KernelContext& ctx) { return Reduce(ctx, /*mean=*/true);
 // ---- nn ------------------------------------------------------------------------------------
 
 Status Relu(const KernelContext& ctx) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "Relu"));
   TOWER_GPU_DEVICE_SCOPE(ctx);
   TOWER_GPU_RETURN_IF_ERROR(ctx,
                             gpu::LaunchRelu(In(ctx, 0), Out(ctx), Elements(ctx), StreamOf(ctx)));
@@ -197,6 +214,7 @@ Status Relu(const KernelContext& ctx) {
 }
 
 Status ReluGrad(const KernelContext& ctx) {  // inputs: dy, x
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "ReluGrad"));
   TOWER_GPU_DEVICE_SCOPE(ctx);
   TOWER_GPU_RETURN_IF_ERROR(
       ctx, gpu::LaunchReluGrad(In(ctx, 0), In(ctx, 1), Out(ctx), Elements(ctx), StreamOf(ctx)));
@@ -204,6 +222,7 @@ Status ReluGrad(const KernelContext& ctx) {  // inputs: dy, x
 }
 
 Status Sigmoid(const KernelContext& ctx) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "Sigmoid"));
   TOWER_GPU_DEVICE_SCOPE(ctx);
   TOWER_GPU_RETURN_IF_ERROR(ctx,
                             gpu::LaunchSigmoid(In(ctx, 0), Out(ctx), Elements(ctx), StreamOf(ctx)));
@@ -211,6 +230,7 @@ Status Sigmoid(const KernelContext& ctx) {
 }
 
 Status SigmoidGrad(const KernelContext& ctx) {  // inputs: dy, y
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "SigmoidGrad"));
   TOWER_GPU_DEVICE_SCOPE(ctx);
   TOWER_GPU_RETURN_IF_ERROR(
       ctx, gpu::LaunchSigmoidGrad(In(ctx, 0), In(ctx, 1), Out(ctx), Elements(ctx), StreamOf(ctx)));
@@ -218,6 +238,7 @@ Status SigmoidGrad(const KernelContext& ctx) {  // inputs: dy, y
 }
 
 Status Tanh(const KernelContext& ctx) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "Tanh"));
   TOWER_GPU_DEVICE_SCOPE(ctx);
   TOWER_GPU_RETURN_IF_ERROR(ctx,
                             gpu::LaunchTanh(In(ctx, 0), Out(ctx), Elements(ctx), StreamOf(ctx)));
@@ -225,6 +246,7 @@ Status Tanh(const KernelContext& ctx) {
 }
 
 Status TanhGrad(const KernelContext& ctx) {  // inputs: dy, y
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "TanhGrad"));
   TOWER_GPU_DEVICE_SCOPE(ctx);
   TOWER_GPU_RETURN_IF_ERROR(
       ctx, gpu::LaunchTanhGrad(In(ctx, 0), In(ctx, 1), Out(ctx), Elements(ctx), StreamOf(ctx)));

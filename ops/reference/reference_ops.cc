@@ -298,13 +298,13 @@ namespace {
 // The float nearest to x with `significand_bits` bits of significand (the implicit one
 // included) and exponents down to `min_exponent` (below it: subnormal steps), ties to even;
 // ±inf past `max_finite`. Arithmetic on the value, not the bit tricks of ops/dtype.
-float RoundToFormat(float x, int significand_bits, int min_exponent, double max_finite) {
-  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+float RoundToFormat(double x, int significand_bits, int min_exponent, double max_finite) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return static_cast<float>(x);
   int exponent = 0;
-  std::frexp(static_cast<double>(x), &exponent);  // |x| = m·2^exponent, m in [0.5, 1)
+  std::frexp(x, &exponent);  // |x| = m·2^exponent, m in [0.5, 1)
   const int e = std::max(exponent - 1, min_exponent);  // x = f·2^e, f in [1, 2) if normal
   const double step = std::ldexp(1.0, e - (significand_bits - 1));
-  const double rounded = std::nearbyint(static_cast<double>(x) / step) * step;  // ties to even
+  const double rounded = std::nearbyint(x / step) * step;  // ties to even
   if (std::fabs(rounded) > max_finite) return std::copysign(INFINITY, x);
   return static_cast<float>(rounded);
 }
@@ -336,6 +336,83 @@ Values CastRoundTrip(const Values& x, DType to) {
         }
         break;
     }
+  }
+  return out;
+}
+
+float RoundToDType(double x, DType to) {
+  switch (to) {
+    case DType::kFloat16: return RoundToFormat(x, 11, -14, 65504.0);
+    case DType::kBFloat16: return RoundToFormat(x, 8, -126, std::ldexp(255.0 / 128.0, 127));
+    case DType::kFloat32:
+    case DType::kInt32: return CastRoundTrip({static_cast<float>(x)}, to)[0];
+  }
+  return 0;
+}
+
+namespace {
+
+template <typename F>
+Doubles Map(const Values& a, F f) {
+  Doubles out(a.size());
+  for (size_t i = 0; i < a.size(); ++i) out[i] = f(double{a[i]});
+  return out;
+}
+
+template <typename F>
+Doubles Map(const Values& a, const Values& b, F f) {
+  TOWER_CHECK(a.size() == b.size());
+  Doubles out(a.size());
+  for (size_t i = 0; i < a.size(); ++i) out[i] = f(double{a[i]}, double{b[i]});
+  return out;
+}
+
+}  // namespace
+
+Doubles ReluInDouble(const Values& x) {
+  return Map(x, [](double v) { return v > 0 ? v : 0.0; });
+}
+
+Doubles ReluGradInDouble(const Values& dy, const Values& x) {
+  return Map(dy, x, [](double g, double v) { return v > 0 ? g : 0.0; });
+}
+
+Doubles SigmoidInDouble(const Values& x) {
+  return Map(x, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+}
+
+Doubles SigmoidGradInDouble(const Values& dy, const Values& y) {
+  return Map(dy, y, [](double g, double s) { return g * s * (1.0 - s); });
+}
+
+Doubles TanhInDouble(const Values& x) {
+  return Map(x, [](double v) { return std::tanh(v); });
+}
+
+Doubles TanhGradInDouble(const Values& dy, const Values& y) {
+  return Map(dy, y, [](double g, double t) { return g * (1.0 - t * t); });
+}
+
+Doubles BiasAddInDouble(const Values& x, const Shape& x_shape, const Values& bias) {
+  const int64_t c = x_shape.dim(x_shape.rank() - 1);
+  Doubles y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = double{x[i]} + bias[i % c];
+  return y;
+}
+
+Doubles ReduceSumInDouble(const Values& x, const Shape& shape, attrs::ReduceAxis axis,
+                          bool absolute) {
+  const bool all = axis == attrs::ReduceAxis::kAll || shape.rank() == 0;
+  const int64_t rows = all ? shape.num_elements() : shape.dim(0);
+  const int64_t cols = all ? 1 : shape.row_size();
+  Doubles out(static_cast<size_t>(cols));
+  for (int64_t j = 0; j < cols; ++j) {
+    double sum = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      const double v = x[i * cols + j];
+      sum += absolute ? std::fabs(v) : v;
+    }
+    out[j] = sum;
   }
   return out;
 }

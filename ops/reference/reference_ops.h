@@ -63,6 +63,27 @@ Values RandomNormal(int64_t n, const attrs::Random& random);
 // Cast: values as float, converted to `to` and back (what the stored values read as),
 // computed by rounding the value arithmetically, not with ops/dtype's conversions.
 Values CastRoundTrip(const Values& x, DType to);
+// One value rounded once (to nearest even) to `to`'s precision and range, arithmetically as
+// CastRoundTrip does; float32 and int32 as CastRoundTrip (x's float, then that).
+float RoundToDType(double x, DType to);
+
+// Mixed precision: the ops above in double and unrounded, for inputs of any dtype (given as
+// the floats they hold). A 16-bit kernel's result is compared with RoundToDType of these:
+// the exact value (Relu, ReluGrad: a selection; BiasAdd, ReduceSum: sums of floats, exact in
+// double for moderate exponent ranges), or within double's error of it (sigmoid and tanh,
+// the products of the gradients).
+using Doubles = std::vector<double>;
+Doubles ReluInDouble(const Values& x);
+Doubles ReluGradInDouble(const Values& dy, const Values& x);
+Doubles SigmoidInDouble(const Values& x);
+Doubles SigmoidGradInDouble(const Values& dy, const Values& y);
+Doubles TanhInDouble(const Values& x);
+Doubles TanhGradInDouble(const Values& dy, const Values& y);
+Doubles BiasAddInDouble(const Values& x, const Shape& x_shape, const Values& bias);
+// Σ x (or, with `absolute`, Σ |x|: the scale of a sum's rounding error) over every element
+// or along the batch, in row order.
+Doubles ReduceSumInDouble(const Values& x, const Shape& shape, attrs::ReduceAxis axis,
+                          bool absolute = false);
 
 // Updates var (and velocity) in place, as attrs::Sgd documents; plain SGD without velocity
 // (nullptr).

@@ -2,10 +2,13 @@
 // empty batch and large values. Tolerances are stated per op; floating-point error bounds
 // follow the usual forms (k·ε·|A|·|B| for a product of inner size k).
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -618,7 +621,7 @@ TEST(OpsCpuTest, ShapeAndTypeErrorsNameBothShapes) {
       {ops::Split(a, {3, -1}).status(), {"Split: negative size -1"}},
       {ops::SplitEvenly(a, 0).status(), {"parts must be positive"}},
       {ops::Relu(Tensor()).status(), {"Relu: x is an empty Tensor handle"}},
-      {ops::ReduceSum(labels).status(), {"ReduceSum: x must be float32, got int32"}},
+      {ops::ReduceSum(labels).status(), {"ReduceSum: x must be float32, bfloat16 or float16, got int32"}},
   };
   for (const Bad& bad : cases) {
     if (bad.fragments.empty()) {
@@ -636,6 +639,501 @@ TEST(OpsCpuTest, ShapeAndTypeErrorsNameBothShapes) {
   Tensor velocity = Make(Shape{2, 3}, Values(6, 0.0f));
   EXPECT_THAT(ops::ApplySgdMomentum(var, velocity, a, 0.1f, 1.0f, false).message(),
               HasSubstr("momentum must be in [0, 1)"));
+}
+
+// ---- Mixed precision: bfloat16 and float16 tensors ------------------------------------------
+// The 16-bit kernels compute in float32 and round once (to nearest even) to their dtype. They
+// are checked against the double references rounded once (reference::RoundToDType), bitwise
+// against the float32 kernels' results rounded by ops/dtype.h's scalar helpers, and Cast's
+// loops bitwise against those helpers.
+
+using Bits16 = std::vector<uint16_t>;
+using Doubles = std::vector<double>;
+constexpr DType k16BitTypes[] = {DType::kBFloat16, DType::kFloat16};
+constexpr double kUnit = 5.9604644775390625e-08;  // 2^-24, float32's unit roundoff
+
+uint16_t ToBits16(float value, DType dtype) {
+  return dtype == DType::kBFloat16 ? FloatToBFloat16(value) : FloatToFloat16(value);
+}
+
+float FromBits16(uint16_t bits, DType dtype) {
+  return dtype == DType::kBFloat16 ? BFloat16ToFloat(bits) : Float16ToFloat(bits);
+}
+
+// Random values that `dtype` holds exactly (random floats rounded through the helpers): 3 in
+// 4 uniform in [-scale, scale], the others of log-uniform magnitude in [2^-20, 1]·scale
+// (float16's subnormals, tanh's linear range, sums of many binades).
+Values Random16(int64_t n, float scale, uint32_t seed, DType dtype) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  std::uniform_real_distribution<float> exponent(-20, 0);
+  Values v(static_cast<size_t>(n));
+  for (float& x : v) {
+    float value = uniform(rng);
+    if (rng() % 4 == 0) value = std::copysign(scale * std::exp2(exponent(rng)), value);
+    x = FromBits16(ToBits16(value, dtype), dtype);
+  }
+  return v;
+}
+
+// A 16-bit tensor of values it holds exactly (or NaN).
+Tensor Make16(const Shape& shape, const Values& values, DType dtype) {
+  Bits16 bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    bits[i] = ToBits16(values[i], dtype);
+    TOWER_CHECK(std::isnan(values[i]) || FromBits16(bits[i], dtype) == values[i])
+        << values[i] << " is not a " << DTypeName(dtype);
+  }
+  StatusOr<Tensor> t = Tensor::FromHostBytes(Cpu(), shape, dtype, bits.data());
+  TOWER_CHECK_OK(t.status());
+  return *t;
+}
+
+// The bits of a result, which must have `dtype` (else a failure and no bits).
+Bits16 Host16(const StatusOr<Tensor>& t, DType dtype) {
+  TOWER_CHECK_OK(t.status());
+  if (t->dtype() != dtype) {
+    ADD_FAILURE() << "a " << DTypeName(t->dtype()) << " result, want " << DTypeName(dtype);
+    return {};
+  }
+  Bits16 bits(static_cast<size_t>(t->num_elements()));
+  TOWER_CHECK_OK(t->ToHostBytes(bits.data()));
+  return bits;
+}
+
+// Sign and magnitude -> an integer in the order of the values (±0 both 0): neighbouring
+// 16-bit values differ by 1.
+int Ordered(uint16_t bits) { return (bits & 0x8000) ? -(bits & 0x7fff) : (bits & 0x7fff); }
+
+// How far the float32 value that a 16-bit kernel rounds may be from the exact value t.
+using FloatError = std::function<double(double t)>;
+const FloatError kExact = [](double) { return 0.0; };
+
+// A 16-bit result against the exact values `want`. Each element must read as
+// RoundToDType(want) (±0 alike), or as its neighbour where the kernel's float32 value f,
+// within float_error(want) of want, may lie across the rounding midpoint m between the two:
+// only if |want − m| <= float_error(want). With no float error the result must be exact; with
+// one below the 16-bit type's spacing it may be one ulp off, and only next to a tie. A NaN
+// passes only where want is NaN. Reports the first few failures.
+void Expect16(const Bits16& got, DType dtype, const Doubles& want, const FloatError& float_error,
+              const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int failures = 0;
+  std::ostringstream first;  // the first few failures
+  first.precision(9);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = FromBits16(got[i], dtype);
+    const double w = reference::RoundToDType(want[i], dtype);
+    bool ok = false;
+    if (std::isnan(want[i])) {
+      ok = std::isnan(g);
+    } else if (g == w) {  // false for a NaN g
+      ok = true;
+    } else if (!std::isnan(g)) {
+      const double error = float_error(want[i]);
+      const uint16_t rounded = ToBits16(static_cast<float>(w), dtype);  // exact: a 16-bit value
+      const int distance = std::abs(Ordered(got[i]) - Ordered(rounded));
+      ok = error > 0 && distance == 1 && std::fabs(want[i] - (g + w) / 2) <= error;
+    }
+    if (!ok && ++failures <= 5) {
+      first << "\n  element " << i << " is " << g << " (0x" << std::hex << got[i] << std::dec
+            << "), want " << w << " (exact " << want[i] << ")";
+    }
+  }
+  EXPECT_EQ(failures, 0) << what << ": elements outside the bound:" << first.str();
+}
+
+// The helper itself: exact means exact, one ulp only next to a tie, and NaN never passes.
+TEST(OpsCpuTest, The16BitComparisonFailsOnNaNAndOffByOneAwayFromTies) {
+  const DType bf16 = DType::kBFloat16;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const uint16_t one = 0x3F80, above_one = 0x3F81;  // 1 and 1 + 2^-7
+  const FloatError tiny = [](double t) { return 1e-6 * std::fabs(t); };
+  EXPECT_NONFATAL_FAILURE(Expect16({ToBits16(nan, bf16)}, bf16, {1.0}, tiny, "nan"),
+                          "element 0 is nan");
+  EXPECT_NONFATAL_FAILURE(Expect16({one}, bf16, {nan}, tiny, "want nan"), "element 0 is 1");
+  EXPECT_NONFATAL_FAILURE(Expect16({above_one}, bf16, {1.0}, kExact, "exact"),
+                          "element 0 is 1.0078125");
+  // 1 + 2^-8 + 2^-18: above the tie between 1 and 1 + 2^-7 by 2^-18, more than `tiny`.
+  EXPECT_NONFATAL_FAILURE(Expect16({one}, bf16, {1.0 + 0x1p-8 + 0x1p-18}, tiny, "not a tie"),
+                          "element 0 is 1");
+  EXPECT_NONFATAL_FAILURE(Expect16({0x3F82}, bf16, {1.0 + 0x1p-8}, tiny, "two ulps"),
+                          "element 0 is 1.015625");
+  Expect16({one, above_one, one, 0x0000}, bf16, {1.0, 1.0 + 0x1p-7, 1.0 + 0x1p-8 + 0x1p-22, -0.0},
+           tiny, "within");
+}
+
+// Floats that take every path of both narrowing conversions: every bfloat16 and float16
+// value, each midpoint between neighbours (a tie) and the floats on either side of it, ±0,
+// ±Inf, NaNs (quiet and signalling, payloads high and low, both signs), float subnormals,
+// and random bit patterns.
+Values CastInputs() {
+  Values x;
+  auto from_word = [](uint32_t word) {
+    float f;
+    std::memcpy(&f, &word, 4);
+    return f;
+  };
+  for (DType dtype : k16BitTypes) {
+    for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+      const float v = FromBits16(static_cast<uint16_t>(bits), dtype);
+      x.push_back(v);
+      if ((bits & 0x7fff) >= (dtype == DType::kFloat16 ? 0x7bff : 0x7f7f)) continue;  // last
+      const float next = FromBits16(static_cast<uint16_t>(bits + 1), dtype);
+      const float tie = static_cast<float>((double{v} + next) / 2);  // exact: 12 bits or fewer
+      x.insert(x.end(), {tie, std::nextafter(tie, 0.0f), std::nextafter(tie, 2 * tie)});
+    }
+  }
+  for (uint32_t word : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                        0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fbfffffu, 0x7fffffffu,
+                        0x7fa00000u, 0x7f802000u, 0x00000001u, 0x807fffffu, 0x7f7fffffu,
+                        0x477ff000u, 0x477fefffu, 0x33000000u, 0x33000001u, 0x387fffffu}) {
+    x.push_back(from_word(word));
+  }
+  std::mt19937 rng(77);
+  for (int i = 0; i < 1000000; ++i) x.push_back(from_word(static_cast<uint32_t>(rng())));
+  return x;
+}
+
+TEST(OpsCpuTest, CastBetweenFloat32And16BitIsBitwiseTheScalarHelpers) {
+  const Values x = CastInputs();
+  const int64_t n = static_cast<int64_t>(x.size());
+  const Tensor t = Make(Shape{n, 1}, x);
+  for (DType dtype : k16BitTypes) {
+    const std::string name(DTypeName(dtype));
+    const Bits16 got = Host16(ops::Cast(t, dtype), dtype);
+    ASSERT_EQ(got.size(), x.size());
+    int failures = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint16_t want = ToBits16(x[i], dtype);
+      if (got[i] != want && ++failures <= 5) {
+        uint32_t word;
+        std::memcpy(&word, &x[i], 4);
+        ADD_FAILURE() << "float32 -> " << name << " of 0x" << std::hex << word << " (" << x[i]
+                      << ") is 0x" << got[i] << ", the helper's 0x" << want;
+      }
+    }
+    EXPECT_EQ(failures, 0) << "float32 -> " << name;
+    // Every 16-bit pattern back to float32 (exact), bit for bit.
+    Bits16 all(0x10000);
+    std::iota(all.begin(), all.end(), uint16_t{0});
+    const Values wide =
+        Host(ops::Cast(*Tensor::FromHostBytes(Cpu(), Shape{0x10000}, dtype, all.data()),
+                       DType::kFloat32));
+    for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+      const float want = FromBits16(static_cast<uint16_t>(bits), dtype);
+      ASSERT_EQ(std::memcmp(&wide[bits], &want, 4), 0)
+          << name << " 0x" << std::hex << bits << " -> float32 " << wide[bits] << ", want "
+          << want;
+    }
+    // Every length up to 40 from every offset up to 3 (views: loops that start unaligned and
+    // end in scalar tails), both ways.
+    for (int64_t offset = 0; offset < 4; ++offset) {
+      for (int64_t length = 0; length <= 40; ++length) {
+        const Tensor view = *t.Slice(offset + 1000, offset + 1000 + length);
+        const Bits16 narrow = Host16(ops::Cast(view, dtype), dtype);
+        ASSERT_EQ(narrow.size(), static_cast<size_t>(length));
+        for (int64_t i = 0; i < length; ++i) {
+          ASSERT_EQ(narrow[i], ToBits16(x[offset + 1000 + i], dtype))
+              << name << " offset " << offset << " length " << length << " element " << i;
+        }
+        const Tensor half = *Tensor::FromHostBytes(Cpu(), Shape{44, 1}, dtype, all.data() + 1000);
+        const Values back = Host(ops::Cast(*half.Slice(offset, offset + length), DType::kFloat32));
+        for (int64_t i = 0; i < length; ++i) {
+          const float want = FromBits16(static_cast<uint16_t>(1000 + offset + i), dtype);
+          ASSERT_EQ(std::memcmp(&back[i], &want, 4), 0) << name << " back, element " << i;
+        }
+      }
+    }
+  }
+}
+
+struct Case16 {
+  int64_t rows;
+  int64_t cols;
+};
+
+// Odd shapes, a single element, empty ones, rows longer than a block of the 16-bit kernels
+// (1024 floats) and several blocks in all.
+const Case16 k16BitCases[] = {{1, 1}, {7, 13}, {33, 65}, {0, 5}, {5, 0}, {3, 2500}, {257, 129}};
+
+std::string Name(const Case16& c, DType dtype) {
+  return std::string(DTypeName(dtype)) + " [" + std::to_string(c.rows) + ", " +
+         std::to_string(c.cols) + "]";
+}
+
+// Relu and its gradient select one of their inputs (or 0): the float32 value is exact, so
+// rounding it once gives back the input. Sigmoid, tanh and the gradients' products: the
+// float32 value f is off the exact t by the float32 kernel's error, below the 16-bit spacing
+// (2^-8 of the value for bfloat16, 2^-11 for float16, more for float16's subnormals), so the
+// rounded result is t rounded once or, next to a tie, its neighbour (Expect16). The bounds
+// on |f − t| (u = 2^-24):
+//  - tanh: Eigen's rational approximation (below |x| = 0.0004 it returns x, off by x³/3):
+//    within 4.9·u·|t| over every float x with |x| in [2^-24, 88] (measured): 8·u·|t|.
+//  - sigmoid: for x >= -9 Eigen interpolates sigmoid(x) − 0.5, so its error is absolute:
+//    within 2.93·u over every float x in [-9, 20] (measured; 1.09 float16 spacings at worst,
+//    near x = -8.47, though not at any float16 x: see the exhaustive test below); 4·u. Below
+//    -9 (t < sigmoid(-9) = 1.2339e-4) it returns exp(x), off by e^x ≈ t relatively, plus
+//    exp's error (< 5·u·t measured): t·(t + 8·u). Eigen's vectorised exp returns 0 where the
+//    result is below float32's smallest normal (x < -87.3), where bfloat16 still has
+//    subnormals: the float32 kernel's own underflow, which the 16-bit kernel keeps; inputs
+//    here stay above -87.
+//  - the gradients: dy·y·(1 − y) and dy·(1 − y·y) take at most three float32 roundings
+//    (y·y of a 16-bit y is exact): 4·u·|t|.
+const FloatError kTanhError = [](double t) { return 8 * kUnit * std::fabs(t); };
+const FloatError kSigmoidError = [](double t) {
+  return t < 1.2339e-4 ? t * (t + 8 * kUnit) : 4 * kUnit;
+};
+const FloatError kGradError = [](double t) { return 4 * kUnit * std::fabs(t); };
+
+TEST(OpsCpuTest, SixteenBitActivationsRoundTheExactValueOnce) {
+  for (DType dtype : k16BitTypes) {
+    for (const Case16& c : k16BitCases) {
+      const Shape shape{c.rows, c.cols};
+      const int64_t n = shape.num_elements();
+      const std::string name = Name(c, dtype);
+      Values x = Random16(n, 8, 30, dtype);
+      if (n >= 4) {  // ±0 and ±Inf: Relu and ReluGrad select them like any value
+        x[0] = 0.0f;
+        x[1] = -0.0f;
+        x[2] = std::numeric_limits<float>::infinity();
+        x[3] = -std::numeric_limits<float>::infinity();
+      }
+      const Values dy = Random16(n, 1, 31, dtype);
+      const Tensor tx = Make16(shape, x, dtype), tdy = Make16(shape, dy, dtype);
+      Expect16(Host16(ops::Relu(tx), dtype), dtype, reference::ReluInDouble(x), kExact,
+               "Relu " + name);
+      Expect16(Host16(ops::ReluGrad(tdy, tx), dtype), dtype, reference::ReluGradInDouble(dy, x),
+               kExact, "ReluGrad " + name);
+      for (float scale : {16.0f, 80.0f}) {
+        const Values s = Random16(n, scale, 32, dtype);
+        Expect16(Host16(ops::Sigmoid(Make16(shape, s, dtype)), dtype), dtype,
+                 reference::SigmoidInDouble(s), kSigmoidError, "Sigmoid " + name);
+      }
+      for (float scale : {4.0f, 40.0f}) {
+        const Values th = Random16(n, scale, 33, dtype);
+        Expect16(Host16(ops::Tanh(Make16(shape, th, dtype)), dtype), dtype,
+                 reference::TanhInDouble(th), kTanhError, "Tanh " + name);
+      }
+      // y as the activations give it: sigmoid in [0, 1], tanh in [-1, 1].
+      Values y = Random16(n, 1, 34, dtype);
+      const Tensor ty = Make16(shape, y, dtype);
+      Expect16(Host16(ops::TanhGrad(tdy, ty), dtype), dtype, reference::TanhGradInDouble(dy, y),
+               kGradError, "TanhGrad " + name);
+      for (float& v : y) v = std::fabs(v);
+      Expect16(Host16(ops::SigmoidGrad(tdy, Make16(shape, y, dtype)), dtype), dtype,
+               reference::SigmoidGradInDouble(dy, y), kGradError, "SigmoidGrad " + name);
+    }
+  }
+}
+
+// Every finite 16-bit input of the one-input activations (bfloat16's sigmoid from -87 up, as
+// above). All round the exact value once but for sigmoid's neighbours: 60 float16 inputs in
+// [-9, -5], where sigmoid is small and Eigen's absolute error is most of a float16 spacing
+// (the exact value as far as 0.44 spacings from the tie it was rounded across), and one
+// bfloat16 input (-9.75, next to a tie).
+TEST(OpsCpuTest, SixteenBitActivationsOnEveryInput) {
+  for (DType dtype : k16BitTypes) {
+    const std::string name(DTypeName(dtype));
+    Values x, s;
+    for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+      const float v = FromBits16(static_cast<uint16_t>(bits), dtype);
+      if (!std::isfinite(v)) continue;
+      x.push_back(v);
+      if (v >= -87) s.push_back(v);
+    }
+    const Tensor tx = Make16(Shape{static_cast<int64_t>(x.size())}, x, dtype);
+    const Tensor ts = Make16(Shape{static_cast<int64_t>(s.size())}, s, dtype);
+    Expect16(Host16(ops::Relu(tx), dtype), dtype, reference::ReluInDouble(x), kExact,
+             "Relu of every " + name);
+    Expect16(Host16(ops::Tanh(tx), dtype), dtype, reference::TanhInDouble(x), kTanhError,
+             "Tanh of every " + name);
+    Expect16(Host16(ops::Sigmoid(ts), dtype), dtype, reference::SigmoidInDouble(s),
+             kSigmoidError, "Sigmoid of every " + name);
+  }
+}
+
+// x + bias: of two values of one 16-bit type the float32 sum is the exact sum rounded to 24
+// bits, and rounding that to 11 or 8 bits gives the exact sum rounded once (a double
+// rounding is innocuous for one addition when the first precision is at least 2p + 2 bits:
+// 24 >= 2·11 + 2; Figueroa, "When is double rounding innocuous?", 1995). A float32 bias has
+// 24 bits itself: the float32 sum may round to a 16-bit tie the exact sum was not on, so the
+// result is the exact sum rounded to float32 and then to the 16-bit type (the kernel's stated
+// arithmetic; one ulp at most from the exact sum rounded once, next to a tie only).
+TEST(OpsCpuTest, SixteenBitBiasAddRoundsTheFloat32SumOnce) {
+  for (DType dtype : k16BitTypes) {
+    for (const Case16& c : k16BitCases) {
+      const Shape shape{c.rows, c.cols};
+      for (float scale : {1.0f, 300.0f}) {
+        const std::string name = Name(c, dtype) + " x" + std::to_string(static_cast<int>(scale));
+        const Values x = Random16(shape.num_elements(), scale, 40, dtype);
+        const Tensor tx = Make16(shape, x, dtype);
+        // Like-typed bias: exact.
+        const Values bias16 = Random16(c.cols, scale, 41, dtype);
+        Expect16(Host16(ops::BiasAdd(tx, Make16(Shape{c.cols}, bias16, dtype)), dtype), dtype,
+                 reference::BiasAddInDouble(x, shape, bias16), kExact, "BiasAdd " + name);
+        // float32 bias: one float32 rounding, then one 16-bit rounding.
+        const Values bias32 = RandomValues(c.cols, scale, 42);
+        const Bits16 got = Host16(ops::BiasAdd(tx, Make(Shape{c.cols}, bias32)), dtype);
+        const Doubles exact = reference::BiasAddInDouble(x, shape, bias32);
+        Doubles in_float32 = exact;
+        for (double& v : in_float32) v = static_cast<float>(v);
+        Expect16(got, dtype, in_float32, kExact, "BiasAdd float32 bias, as the kernel " + name);
+        Expect16(got, dtype, exact, [](double t) { return kUnit * std::fabs(t); },
+                 "BiasAdd float32 bias " + name);
+      }
+    }
+    // The double rounding itself: 1 + (2^-p + 2^-(p+23)) with p = 8 (bfloat16) or 11 (float16)
+    // is just above the tie between 1 and 1 + 2^-(p-1); float32 rounds it onto the tie, which
+    // goes to the even 1, where rounding once would have given 1 + 2^-(p-1).
+    const int p = dtype == DType::kBFloat16 ? 8 : 11;
+    const float bias = std::ldexp(1.0f, -p) + std::ldexp(1.0f, -p - 23);
+    const Bits16 got = Host16(ops::BiasAdd(Make16(Shape{1, 1}, {1.0f}, dtype),
+                                           Make(Shape{1}, {bias})), dtype);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(FromBits16(got[0], dtype), 1.0f) << DTypeName(dtype);
+    EXPECT_EQ(reference::RoundToDType(1.0 + bias, dtype), 1.0f + std::ldexp(1.0f, 1 - p));
+  }
+}
+
+// Sums of 16-bit values into float32, accumulated in double in row order (as the float32
+// kernel sums columns): the accumulation errs by at most rows·2^-53·Σ|x| (nothing for these
+// inputs, whose sums fit in double's 53 bits), and the one rounding to float32 by
+// 2^-24·|Σ x|. A float32 accumulation (2^-24 per addition) fails this.
+TEST(OpsCpuTest, SixteenBitReductionsAccumulateInDoubleIntoFloat32) {
+  const Case16 cases[] = {{1, 1}, {7, 13}, {0, 5}, {5, 0}, {4099, 3}, {300, 1}, {257, 129},
+                          {40, 300}};
+  for (DType dtype : k16BitTypes) {
+    for (const Case16& c : cases) {
+      const Shape shape{c.rows, c.cols};
+      const Values x = Random16(shape.num_elements(), 4, 50, dtype);
+      const Tensor t = Make16(shape, x, dtype);
+      for (auto axis : {ops::ReduceAxis::kAll, ops::ReduceAxis::kBatch}) {
+        const bool all = axis == ops::ReduceAxis::kAll;
+        const std::string name = Name(c, dtype) + (all ? " all" : " batch");
+        const Doubles sum = reference::ReduceSumInDouble(x, shape, axis);
+        const Doubles abs = reference::ReduceSumInDouble(x, shape, axis, /*absolute=*/true);
+        const double rows = all ? static_cast<double>(shape.num_elements()) : c.rows;
+        for (bool mean : {false, true}) {
+          if (mean && rows == 0) continue;  // NaN, as for float32
+          StatusOr<Tensor> got = mean ? ops::ReduceMean(t, axis) : ops::ReduceSum(t, axis);
+          ASSERT_TRUE(got.ok()) << got.status();
+          EXPECT_EQ(got->dtype(), DType::kFloat32) << name;
+          EXPECT_EQ(got->shape(), all ? Shape() : Shape{c.cols}) << name;
+          Values want(sum.size()), bound(sum.size());
+          const double divisor = mean ? rows : 1.0;
+          for (size_t j = 0; j < sum.size(); ++j) {
+            want[j] = static_cast<float>(sum[j] / divisor);
+            bound[j] = (kUnit * std::fabs(sum[j]) + rows * 0x1p-53 * abs[j]) / divisor;
+          }
+          ExpectWithin(Host(got), want, bound, (mean ? "ReduceMean " : "ReduceSum ") + name);
+        }
+      }
+    }
+  }
+}
+
+// The 16-bit kernels compute what the float32 kernels compute (the same Eigen expressions on
+// float blocks aligned as a tensor is): their results are the float32 kernels' results on
+// the widened inputs, rounded once by the scalar helper, bit for bit, NaN and Inf included.
+TEST(OpsCpuTest, SixteenBitKernelsGiveTheFloat32KernelsResultsRounded) {
+  for (DType dtype : k16BitTypes) {
+    for (int64_t n : {1, 15, 16, 17, 1023, 1024, 1025, 4111}) {
+      const std::string name = std::string(DTypeName(dtype)) + " n=" + std::to_string(n);
+      const Shape shape{n};
+      Values x = Random16(n, 12, 60, dtype);
+      const Values dy = Random16(n, 1, 61, dtype);
+      const Values y = Random16(n, 1, 62, dtype);
+      const float special[] = {std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(), -0.0f};
+      for (int64_t i = 0; i < 4 && 3 * i < n; ++i) x[3 * i] = special[i];
+      const Tensor x16 = Make16(shape, x, dtype), dy16 = Make16(shape, dy, dtype);
+      const Tensor y16 = Make16(shape, y, dtype);
+      const Tensor x32 = Make(shape, x), dy32 = Make(shape, dy), y32 = Make(shape, y);
+      auto expect_same = [&](const StatusOr<Tensor>& half, const StatusOr<Tensor>& full,
+                             const std::string& what) {
+        const Bits16 got = Host16(half, dtype);
+        const Values f = Host(full);
+        ASSERT_EQ(got.size(), f.size()) << what;
+        for (size_t i = 0; i < f.size(); ++i) {
+          ASSERT_EQ(got[i], ToBits16(f[i], dtype))
+              << what << " " << name << " element " << i << ": float32 kernel " << f[i];
+        }
+      };
+      expect_same(ops::Relu(x16), ops::Relu(x32), "Relu");
+      expect_same(ops::ReluGrad(dy16, x16), ops::ReluGrad(dy32, x32), "ReluGrad");
+      expect_same(ops::Sigmoid(x16), ops::Sigmoid(x32), "Sigmoid");
+      expect_same(ops::SigmoidGrad(dy16, y16), ops::SigmoidGrad(dy32, y32), "SigmoidGrad");
+      expect_same(ops::Tanh(x16), ops::Tanh(x32), "Tanh");
+      expect_same(ops::TanhGrad(dy16, y16), ops::TanhGrad(dy32, y32), "TanhGrad");
+      // BiasAdd over 3 rows of n, both kinds of bias; ReduceSum along those rows.
+      const Values rows = Random16(3 * n, 100, 63, dtype);
+      const Tensor rows16 = Make16(Shape{3, n}, rows, dtype), rows32 = Make(Shape{3, n}, rows);
+      expect_same(ops::BiasAdd(rows16, dy16), ops::BiasAdd(rows32, dy32), "BiasAdd");
+      const Tensor bias = Make(shape, RandomValues(n, 1, 64));
+      expect_same(ops::BiasAdd(rows16, bias), ops::BiasAdd(rows32, bias), "BiasAdd float32 bias");
+      if (n > 1) {  // one column: the float32 kernel sums in another order
+        const Values s16 = Host(ops::ReduceSum(rows16, ops::ReduceAxis::kBatch));
+        const Values s32 = Host(ops::ReduceSum(rows32, ops::ReduceAxis::kBatch));
+        ASSERT_EQ(s16.size(), s32.size());
+        EXPECT_EQ(std::memcmp(s16.data(), s32.data(), 4 * s16.size()), 0) << "ReduceSum " << name;
+      }
+    }
+  }
+}
+
+TEST(OpsCpuTest, SixteenBitOpsNameMixedDTypesAndGiveTheirDTypes) {
+  const DType bf16 = DType::kBFloat16, f16 = DType::kFloat16;
+  const Tensor xb = Make16(Shape{2, 3}, Random16(6, 1, 70, bf16), bf16);
+  const Tensor xh = Make16(Shape{2, 3}, Random16(6, 1, 71, f16), f16);
+  const Tensor xf = Make(Shape{2, 3}, RandomValues(6, 1, 72));
+  const Tensor xb_t = Make16(Shape{3, 2}, Random16(6, 1, 73, bf16), bf16);
+  const Tensor bias_b = Make16(Shape{3}, Random16(3, 1, 74, bf16), bf16);
+  const Tensor bias_h = Make16(Shape{3}, Random16(3, 1, 75, f16), f16);
+  const Tensor bias_f = Make(Shape{3}, RandomValues(3, 1, 76));
+  const Tensor labels = *Tensor::FromHostInt32(Cpu(), Shape{2}, std::vector<int32_t>{0, 1});
+  struct Bad {
+    Status status;
+    std::string message;
+  };
+  const Bad cases[] = {
+      {ops::ReluGrad(xb, xf).status(),
+       "ReluGrad: dy and x must have the same dtype, got bfloat16 and float32"},
+      {ops::ReluGrad(xf, xh).status(),
+       "ReluGrad: dy and x must have the same dtype, got float32 and float16"},
+      {ops::SigmoidGrad(xh, xb).status(),
+       "SigmoidGrad: dy and y must have the same dtype, got float16 and bfloat16"},
+      {ops::TanhGrad(xf, xb).status(),
+       "TanhGrad: dy and y must have the same dtype, got float32 and bfloat16"},
+      {ops::TanhGrad(xb, xb_t).status(), "TanhGrad: incompatible shapes [2, 3] and [3, 2]"},
+      {ops::BiasAdd(xf, bias_b).status(),
+       "BiasAdd: bias must be float32 or of x's dtype, got x float32 and bias bfloat16"},
+      {ops::BiasAdd(xb, bias_h).status(),
+       "BiasAdd: bias must be float32 or of x's dtype, got x bfloat16 and bias float16"},
+      {ops::Relu(labels).status(), "Relu: x must be float32, bfloat16 or float16, got int32"},
+      {ops::ReluGrad(labels, labels).status(),
+       "ReluGrad: dy must be float32, bfloat16 or float16, got int32"},
+      {ops::BiasAdd(xb, labels).status(),
+       "BiasAdd: bias must be float32, bfloat16 or float16, got int32"},
+      {ops::ReduceMean(labels).status(),
+       "ReduceMean: x must be float32, bfloat16 or float16, got int32"},
+  };
+  for (const Bad& bad : cases) {
+    EXPECT_TRUE(IsInvalidArgument(bad.status)) << bad.status;
+    EXPECT_THAT(bad.status.message(), HasSubstr(bad.message));
+  }
+  // The output dtypes: an activation's and BiasAdd's are the input's (x's), a sum's float32.
+  for (const Tensor* x : {&xb, &xh}) {
+    EXPECT_EQ(ops::Relu(*x)->dtype(), x->dtype());
+    EXPECT_EQ(ops::TanhGrad(*x, *x)->dtype(), x->dtype());
+    EXPECT_EQ(ops::BiasAdd(*x, bias_f)->dtype(), x->dtype());
+    StatusOr<Tensor> sum = ops::ReduceSum(*x, ops::ReduceAxis::kBatch);
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    EXPECT_EQ(sum->dtype(), DType::kFloat32);
+    EXPECT_EQ(sum->shape(), Shape{3});
+  }
+  EXPECT_EQ(ops::BiasAdd(xh, bias_h)->dtype(), f16);
 }
 
 }  // namespace
