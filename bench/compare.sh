@@ -161,6 +161,12 @@ for w in linreg mlp; do
   done
 done
 
+echo "== Mixed precision: float32 and mixed_bfloat16 in one process, windows alternating" >&2
+for n in 1 2; do
+  run "train_precision_mlp_$n.txt" "$BIN/train_bench" --workload=mlp --replicas=$n \
+    --ab-precision --precision=mixed_bfloat16
+done
+
 echo "== Tower's replica counts in $ROUNDS alternating rounds" >&2
 for k in $(seq 1 "$ROUNDS"); do
   for w in linreg mlp; do

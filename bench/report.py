@@ -104,6 +104,11 @@ def load(d):
             v = int(line.get("virtual_shards", "0"))
             kind = f"tower_deterministic_v{shards}" if v else f"tower_beside_v{shards}"
             train[(kind, line["workload"], int(line["replicas"]))] = line
+    # --ab-precision: float32 and a mixed policy, windows alternating.
+    for path in glob.glob(f"{d}/train_precision_*.txt"):
+        for line in read_lines(path, "workload="):
+            kind = "tower_precision_" + line.get("precision", "float32")
+            train[(kind, line["workload"], int(line["replicas"]))] = line
     for w in ("linreg", "mlp"):
         best = first(f"{d}/train_torch_{w}.txt", "torch_single_best")
         if best:
@@ -252,6 +257,18 @@ def main():
         if x is not None:
             rows.append((f"`{w}`, {a_n} vs {b_n} replicas, {key.replace('_per_s', '/s')}, median of "
                          "alternating rounds", text, f"≥ {target}×", x, x >= target))
+    # Mixed precision: mixed_bfloat16 against float32, same process, windows alternating;
+    # and each one's loss after its windows.
+    for n in (1, 2):
+        bf = get("tower_precision_mixed_bfloat16", "mlp", n, "samples_per_s")
+        fp = get("tower_precision_float32", "mlp", n, "samples_per_s")
+        x = ratio(bf, fp)
+        if x is not None:
+            rows.append((f"`mlp`, {n} replica{'s' if n > 1 else ''}, mixed_bfloat16 vs float32, "
+                         "samples/s (windows alternating)",
+                         f"{f(bf)} · {f(fp)} (loss {get('tower_precision_mixed_bfloat16', 'mlp', n, 'loss_last'):.4g}"
+                         f" · {get('tower_precision_float32', 'mlp', n, 'loss_last'):.4g})",
+                         "≥ 1.5×", x, x >= 1.5))
     m1 = get("tower", "mlp", 1, "samples_per_s")
     x = ratio(m1, ms)
     rows.append(("`mlp`, 1 replica (intra-op threads) vs PyTorch single (best threads)",

@@ -10,7 +10,8 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
             "--workload=linreg --replicas=2 --steps=50 --batches=1 --deterministic" \
             "--workload=linreg --replicas=1 --steps=50 --batches=1 --deterministic --virtual-shards=1" \
             "--workload=linreg --replicas=2 --steps=50 --batches=1 --ab-deterministic" \
-            "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1 --hidden=64 --ab-share-variables"; do
+            "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1 --hidden=64 --ab-share-variables" \
+            "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1 --hidden=64 --ab-precision --precision=mixed_bfloat16"; do
   out="$("$bench" $args --repeats=1 --warmup-s=0.01 --check-loss)"
   echo "$out"
   grep -q '^workload=.* replicas=.* steps_per_s=.* samples_per_s=.* gflops=' <<<"$out"
@@ -22,8 +23,13 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
   elif [[ "$args" == *--ab-share-variables* ]]; then
     # Two lines: a copy of the variables per replica, then one shared copy.
     [[ "$(grep -c '^workload=' <<<"$out")" == 2 ]]
-    grep -q ' shared_variables=0$' <<<"$out"
-    grep -q ' shared_variables=1$' <<<"$out"
+    grep -q ' shared_variables=0 ' <<<"$out"
+    grep -q ' shared_variables=1 ' <<<"$out"
+  elif [[ "$args" == *--ab-precision* ]]; then
+    # Two lines: float32, then the mixed policy.
+    [[ "$(grep -c '^workload=' <<<"$out")" == 2 ]]
+    grep -q ' precision=float32$' <<<"$out"
+    grep -q ' precision=mixed_bfloat16$' <<<"$out"
   elif [[ "$args" == *--deterministic* ]]; then
     grep -q ' virtual_shards=[18] ' <<<"$out"
   else
@@ -32,16 +38,16 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
   # Several logical CPU replicas share their variables by default; one replica has no one to
   # share with.
   if [[ "$args" == *--replicas=2* && "$args" != *--ab-* ]]; then
-    grep -q ' shared_variables=1$' <<<"$out"
+    grep -q ' shared_variables=1 ' <<<"$out"
   elif [[ "$args" == *--replicas=1* ]]; then
-    grep -q ' shared_variables=0$' <<<"$out"
+    grep -q ' shared_variables=0 ' <<<"$out"
   fi
 done
 # Bad flags: one error line, a non-zero exit, nothing on stdout.
 err="${TEST_TMPDIR:-/tmp}/train_bench_err.$$"
 for args in "--workload=cnn" "--bucket-mb=0" "--replicas=x" "--window-s=0" \
             "--replicas=4 --deterministic --virtual-shards=2" "--deterministic --ab-deterministic" \
-            "--ab-deterministic --ab-share-variables"; do
+            "--ab-deterministic --ab-share-variables" "--precision=mixed_float32"; do
   if out="$("$bench" $args 2>"$err")"; then
     echo "train_bench $args should have failed"; exit 1
   fi

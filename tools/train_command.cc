@@ -45,6 +45,7 @@ struct TrainFlags {
   double clip_value = 0;
   double clip_norm = 0;
   int64_t accumulate = 1;
+  std::string precision = "float32";
   int64_t global_batch = 32;
   int64_t epochs = 0;
   int64_t steps = 0;
@@ -297,6 +298,7 @@ std::string RunSignature(const TrainFlags& flags, const std::string& layers, dou
                   "clip-value=" + std::to_string(flags.clip_value),
                   "clip-norm=" + std::to_string(flags.clip_norm),
                   "accumulate=" + std::to_string(flags.accumulate),
+                  "precision=" + flags.precision,
                   "global-batch=" + std::to_string(flags.global_batch),
                   "shuffle=" + std::to_string(flags.shuffle),
                   "drop-remainder=" + std::to_string(flags.drop_remainder),
@@ -328,6 +330,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddInt("warmup-steps", &flags.warmup_steps, "raise the rate linearly from 0 over N steps, then follow --lr-schedule");
   parser.AddDouble("clip-value", &flags.clip_value, "clip each summed gradient element into [-V, V] (Keras clipvalue)");
   parser.AddDouble("clip-norm", &flags.clip_norm, "scale the summed gradients so that their global norm is at most N (Keras global_clipnorm)");
+  parser.AddString("precision", &flags.precision, "float32, mixed_bfloat16 (bfloat16 products and activations on AVX512-BF16 CPUs) or mixed_float16 (emulated on CPUs; with dynamic loss scaling)");
   parser.AddInt("accumulate", &flags.accumulate, "gradient accumulation: run each replica's shard of a --global-batch as K micro-batches, one all-reduce per step (K times less activation memory)");
   parser.AddInt("global-batch", &flags.global_batch, "rows per step, split across replicas");
   parser.AddInt("epochs", &flags.epochs, "passes over the data");
@@ -572,6 +575,11 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   model.set_check_numerics(flags.check_numerics);
   status = model.SetGradientAccumulation(static_cast<int>(flags.accumulate));
   if (!status.ok()) return Usage(err, status);
+  {
+    StatusOr<PrecisionPolicy> policy = ParsePrecisionPolicy(flags.precision);
+    status = policy.ok() ? model.SetPrecisionPolicy(*policy) : policy.status();
+    if (!status.ok()) return Usage(err, status.WithContext("--precision"));
+  }
   // The saved files rebuild the model (tower evaluate / predict need nothing else).
   {
     ModelDescription description;

@@ -296,5 +296,36 @@ TEST(MpiTest, AccumulatedMicroBatchesOnTwoWorkersTrainLikeOneDeviceOnTheWholeBat
             1e-5);
 }
 
+// Loss scaling across workers: rank 1's first replica overflows at step 10 of a
+// mixed_float16 run (2 workers × 2 replicas). Every rank skips that step (the counter stays),
+// the scale halves on every rank, the weights stay equal everywhere (every rank prints the
+// same hash of them, each over its replicas' equal copies), and the run goes on.
+TEST(MpiTest, AnOverflowOnOneWorkerSkipsTheStepOnEveryWorker) {
+  ProgramOutput out = Worker(2, "loss-scale 2");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  std::vector<std::string> lines[2];
+  std::istringstream text(out.text);
+  for (std::string line; std::getline(text, line);) {
+    for (int r = 0; r < 2; ++r) {
+      const std::string prefix = "rank " + std::to_string(r) + ": step ";
+      if (line.rfind(prefix, 0) == 0) lines[r].push_back(line.substr(prefix.size()));
+    }
+  }
+  ASSERT_EQ(lines[0].size(), 16u) << out.text;
+  EXPECT_EQ(lines[0], lines[1]) << "the ranks disagree:\n" << out.text;
+  // Scale 1024 doubling after 4 good steps: 4096 after step 8; step 10 overflows: 2048.
+  EXPECT_THAT(lines[0][8], HasSubstr("9 scale 4096 iterations 9 "));
+  EXPECT_THAT(lines[0][9], HasSubstr("10 scale 2048 iterations 9 "));
+  EXPECT_THAT(lines[0][15], HasSubstr("16 scale 4096 iterations 15 "));
+  // The skipped step left the weights as they were; the next one moved them.
+  auto hash = [](const std::string& line) {
+    const size_t at = line.find(" weights ") + 9;
+    return line.substr(at, line.find(' ', at) - at);
+  };
+  EXPECT_EQ(hash(lines[0][9]), hash(lines[0][8]));
+  EXPECT_NE(hash(lines[0][10]), hash(lines[0][9]));
+  for (const std::string& line : lines[0]) EXPECT_THAT(line, ::testing::EndsWith("copies equal"));
+}
+
 }  // namespace
 }  // namespace tower

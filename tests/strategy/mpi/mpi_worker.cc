@@ -14,6 +14,11 @@
 //              rows in global batches of 4 (the last one uneven), checked against closed
 //              forms on every rank; rank 0 prints each batch's reductions ("rank 0: batch
 //              B: ...") for the test to compare with one process. Runs without mpirun too.
+//   loss-scale mixed_float16 training with dynamic loss scaling; at step 10 rank 1's first
+//              replica overflows (an Inf in its gradients). Every rank prints, after each
+//              step, "rank R: step S scale X iterations I weights H copies C" (H: a hash
+//              of every variable's bits; C: "equal" when every local replica's copy has
+//              them): the lines must agree across ranks.
 // Exit code 0 on success, 1 on a (reported) error.
 #include <signal.h>
 #include <unistd.h>
@@ -23,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -31,6 +37,7 @@
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/strategy_from_environment.h"
+#include "tests/testing/inject_nonfinite_layer.h"
 
 namespace tower {
 namespace {
@@ -175,6 +182,55 @@ Status Api(MirroredStrategy& strategy) {
   return OkStatus();
 }
 
+Status LossScale(MirroredStrategy& strategy) {
+  const int rank = strategy.world().rank();
+  Sequential model({Dense(16, "tanh"), Dense(8, "relu"),
+                    std::make_shared<testing::InjectNonFiniteLayer>(rank == 1 ? 0 : -1,
+                                                                    std::set<int>{10}),
+                    Dense(1)},
+                   3);
+  {
+    auto scope = strategy.Scope();
+    TOWER_RETURN_IF_ERROR(model.Compile(MeanSquaredErrorLoss(), Adam(0.003f)));
+  }
+  TOWER_RETURN_IF_ERROR(model.SetPrecisionPolicy(PrecisionPolicy::kMixedFloat16));
+  TOWER_RETURN_IF_ERROR(model.SetLossScaling(LossScaleOptions{1024, 4}));
+  data::SyntheticOptions synthetic;
+  synthetic.name = "mlp";
+  synthetic.rows = 24 * 16;
+  synthetic.seed = 5;
+  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(synthetic));
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> batches,
+                         dataset.Batch(24).MakeIterator());
+  for (int step = 1;; ++step) {
+    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, batches->Next());
+    if (!batch.has_value()) break;
+    TOWER_RETURN_IF_ERROR(model.TrainStep(*batch).status());
+    // FNV-1a over every variable's bits (replica 0's copy).
+    uint64_t hash = 1469598103934665603ull;
+    bool copies_equal = true;
+    std::vector<Variable*> all = model.trainable_variables();
+    for (Variable* slot : model.optimizer()->slots()) all.push_back(slot);
+    for (Variable* variable : all) {
+      TOWER_ASSIGN_OR_RETURN(std::vector<float> values, variable->Read());
+      for (int r = 1; r < variable->num_replicas(); ++r) {
+        TOWER_ASSIGN_OR_RETURN(std::vector<float> copy, variable->value(r).ToHost());
+        if (copy != values) copies_equal = false;
+      }
+      const unsigned char* bytes = reinterpret_cast<const unsigned char*>(values.data());
+      for (size_t i = 0; i < values.size() * sizeof(float); ++i) {
+        hash = (hash ^ bytes[i]) * 1099511628211ull;
+      }
+    }
+    std::printf("rank %d: step %d scale %g iterations %lld weights %016llx copies %s\n", rank,
+                step, model.loss_scale()->scale(),
+                static_cast<long long>(model.optimizer()->iterations()),
+                static_cast<unsigned long long>(hash), copies_equal ? "equal" : "DIFFER");
+  }
+  std::fflush(stdout);
+  return OkStatus();
+}
+
 int Main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: mpi_worker <scenario> <local replicas> [timeout ms]\n");
@@ -206,6 +262,8 @@ int Main(int argc, char** argv) {
     status = Mismatch(**strategy, /*same_model=*/scenario != "mismatch");
   } else if (scenario == "api") {
     status = Api(**strategy);
+  } else if (scenario == "loss-scale") {
+    status = LossScale(**strategy);
   } else {
     status = AllReduceRounds(**strategy, 5, scenario);
   }
