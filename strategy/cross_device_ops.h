@@ -60,6 +60,8 @@ class CrossDeviceOps {
   // Orders `replica`'s later device work after every AllReduceSum it started (paths that
   // reduce asynchronously on a stream of their own). Not a collective.
   virtual Status FinishReductions(int replica) { return OkStatus(); }
+  // Bytes this process's all-reduces have sent to other processes so far (0 in one process).
+  virtual int64_t bytes_sent_to_other_workers() const { return 0; }
   // Makes every current and future collective fail with `reason` until Reset (called by the
   // strategy when a replica fails, so the others do not wait for it).
   virtual void Abort(const Status& reason) = 0;

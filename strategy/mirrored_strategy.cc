@@ -144,6 +144,14 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
   }
   setup.virtual_shards = options.virtual_shards;
   setup.timeout = options.collective_timeout;
+  if (options.cross_process_dtype != DType::kFloat32 &&
+      options.cross_process_dtype != DType::kBFloat16 &&
+      options.cross_process_dtype != DType::kFloat16) {
+    return InvalidArgumentError(kind + ": the cross-process all-reduce sends float32, bfloat16 "
+                                "or float16, not " +
+                                std::string(DTypeName(options.cross_process_dtype)));
+  }
+  setup.cross_process_dtype = options.cross_process_dtype;
   std::vector<ReplicaDeviceInfo> infos;
   for (size_t r = 0; r < setup.devices.size(); ++r) {
     infos.push_back(Info(setup.devices[r]));
@@ -244,6 +252,7 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       spin_(setup.spin),
       bucket_bytes_(setup.bucket_bytes),
       virtual_shards_(setup.virtual_shards),
+      cross_process_dtype_(setup.cross_process_dtype),
       timeout_(setup.timeout),
       intra_op_threads_(setup.intra_op_threads),
       share_variables_(setup.share_variables),
@@ -272,6 +281,8 @@ Status MirroredStrategy::CheckConsistent(const std::string& model_signature) {
   const std::string signature = "replicas " + std::to_string(num_replicas_in_sync()) +
                                 "; gradient buckets of " + std::to_string(bucket_bytes_) +
                                 " bytes; virtual shards " + std::to_string(virtual_shards_) +
+                                "; all-reduce across workers in " +
+                                std::string(DTypeName(cross_process_dtype_)) +
                                 "; " + model_signature;
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> all,
                          world_->AllGather(signature, timeout_, "comparing the workers' models"));

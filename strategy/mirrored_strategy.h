@@ -75,6 +75,12 @@ struct MirroredStrategyOptions {
   // (Distribution::ReplicasShareVariables). The bits are those of a copy per replica.
   // Off: a copy per replica, as on GPUs. Across workers each process keeps its own copies.
   bool share_variables = true;
+  // Reduced-precision all-reduce across workers (MultiWorkerMirroredStrategy over MPI):
+  // bfloat16 or float16 sends each gradient in 16 bits and sums in float32 (half the bytes
+  // of float32, each sum rounded once to 16 bits; strategy/mpi/cross_process_all_reduce.h).
+  // Sums among one process's replicas move no bytes between hosts and stay float32. Every
+  // worker must give the same value. float32: off.
+  DType cross_process_dtype = DType::kFloat32;
   // Context to take devices from; nullptr: Context::Default().
   Context* context = nullptr;
 };
@@ -155,6 +161,7 @@ class MirroredStrategy : public Distribution {
     int threads = 1;  // OS threads for the local replicas (fibers when fewer than replicas)
     int intra_op_threads = 1;  // threads each replica's CPU kernels may use
     bool share_variables = false;  // several host replicas, sharing asked for
+    DType cross_process_dtype = DType::kFloat32;
   };
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
                                            const MirroredStrategyOptions& options);
@@ -180,6 +187,7 @@ class MirroredStrategy : public Distribution {
   const bool spin_;
   const int64_t bucket_bytes_;
   const int virtual_shards_;
+  const DType cross_process_dtype_;
   const std::chrono::milliseconds timeout_;
   const int intra_op_threads_;
   const bool share_variables_;

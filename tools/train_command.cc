@@ -46,6 +46,7 @@ struct TrainFlags {
   double clip_norm = 0;
   int64_t accumulate = 1;
   std::string precision = "float32";
+  std::string all_reduce_dtype = "float32";
   int64_t global_batch = 32;
   int64_t epochs = 0;
   int64_t steps = 0;
@@ -299,6 +300,7 @@ std::string RunSignature(const TrainFlags& flags, const std::string& layers, dou
                   "clip-norm=" + std::to_string(flags.clip_norm),
                   "accumulate=" + std::to_string(flags.accumulate),
                   "precision=" + flags.precision,
+                  "all-reduce-dtype=" + flags.all_reduce_dtype,
                   "global-batch=" + std::to_string(flags.global_batch),
                   "shuffle=" + std::to_string(flags.shuffle),
                   "drop-remainder=" + std::to_string(flags.drop_remainder),
@@ -331,6 +333,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddDouble("clip-value", &flags.clip_value, "clip each summed gradient element into [-V, V] (Keras clipvalue)");
   parser.AddDouble("clip-norm", &flags.clip_norm, "scale the summed gradients so that their global norm is at most N (Keras global_clipnorm)");
   parser.AddString("precision", &flags.precision, "float32, mixed_bfloat16 (bfloat16 products and activations on AVX512-BF16 CPUs) or mixed_float16 (emulated on CPUs; with dynamic loss scaling)");
+  parser.AddString("all-reduce-dtype", &flags.all_reduce_dtype, "under mpirun: what the all-reduce across workers sends, float32, bfloat16 or float16 (16 bits: half the bytes, summed in float32)");
   parser.AddInt("accumulate", &flags.accumulate, "gradient accumulation: run each replica's shard of a --global-batch as K micro-batches, one all-reduce per step (K times less activation memory)");
   parser.AddInt("global-batch", &flags.global_batch, "rows per step, split across replicas");
   parser.AddInt("epochs", &flags.epochs, "passes over the data");
@@ -492,6 +495,17 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   strategy_options.cross_device_ops = *cross_device_ops;
   strategy_options.bucket_bytes = static_cast<int64_t>(flags.bucket_mb * (1 << 20));
   strategy_options.virtual_shards = flags.deterministic ? static_cast<int>(flags.virtual_shards) : 0;
+  bool wire_known = false;
+  for (DType wire : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    if (flags.all_reduce_dtype == DTypeName(wire)) {
+      strategy_options.cross_process_dtype = wire;
+      wire_known = true;
+    }
+  }
+  if (!wire_known) {
+    return Usage(err, InvalidArgumentError("--all-reduce-dtype='" + flags.all_reduce_dtype +
+                                           "': use float32, bfloat16 or float16"));
+  }
   strategy_options.collective_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout_s * 1000));
   strategy_options.max_clock_skew =
@@ -673,6 +687,13 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     if (flags.verbose > 0 && chief) {
       out << "Saved weights to " << flags.save << "\n";
     }
+  }
+  if (strategy != nullptr && strategy->world().size() > 1 && flags.verbose > 0) {
+    // What this worker's all-reduces sent to the others (each worker prints its own).
+    out << "Worker " << strategy->world().rank() << " sent "
+        << strategy->cross_device_ops().bytes_sent_to_other_workers()
+        << " bytes to other workers in all-reduces (" << flags.all_reduce_dtype << ")\n"
+        << std::flush;
   }
   if (strategy != nullptr && std::getenv(kWorkerReportEnv) != nullptr) {
     // For a supervisor (tower launch): this worker finished.

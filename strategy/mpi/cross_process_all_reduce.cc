@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "model/distribution.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tower {
 namespace {
@@ -18,7 +19,8 @@ int64_t TotalElements(Span<Tensor* const> tensors) {
 CrossProcessAllReduce::CrossProcessAllReduce(std::unique_ptr<CrossDeviceOps> local,
                                              MpiWorld* world,
                                              std::vector<std::string> replica_names,
-                                             std::chrono::milliseconds timeout, bool spin)
+                                             std::chrono::milliseconds timeout, bool spin,
+                                             DType wire_dtype)
     : local_(std::move(local)),
       world_(world),
       timeout_(timeout),
@@ -29,7 +31,8 @@ CrossProcessAllReduce::CrossProcessAllReduce(std::unique_ptr<CrossDeviceOps> loc
       // "replica 0 never arrived", be the one every replica reports.
       barrier_(replica_names, 2 * timeout, spin),
       published_(replica_names.size()),
-      published_parts_(replica_names.size()) {}
+      published_parts_(replica_names.size()),
+      wire_dtype_(wire_dtype) {}
 
 void CrossProcessAllReduce::Abort(const Status& reason) {
   local_->Abort(reason);
@@ -74,10 +77,17 @@ Status CrossProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tens
       TOWER_RETURN_IF_ERROR(t->ToHostBytes(staging_.data() + offset));
       offset += t->num_elements();
     }
-    TOWER_RETURN_IF_ERROR(world_->AllReduceSum(
-        staging_.data(), offset, timeout_,
-        "all-reduce of " + std::to_string(tensors.size()) + " tensors (" +
-            std::to_string(offset) + " floats)"));
+    const std::string what = "all-reduce of " + std::to_string(tensors.size()) + " tensors (" +
+                             std::to_string(offset) + " floats)";
+    if (wire_dtype_ != DType::kFloat32 && world_->size() > 1) {
+      TOWER_RETURN_IF_ERROR(SumAcrossWorkersIn16Bits(offset, what));
+    } else {
+      TOWER_RETURN_IF_ERROR(world_->AllReduceSum(staging_.data(), offset, timeout_, what));
+      // What a ring all-reduce sends to others (reduce-scatter, then all-gather); at 2
+      // workers every all-reduce algorithm sends this.
+      const int64_t workers = world_->size();
+      bytes_sent_ += 2 * (workers - 1) * offset * static_cast<int64_t>(sizeof(float)) / workers;
+    }
     offset = 0;
     for (Tensor* t : tensors) {
       TOWER_RETURN_IF_ERROR(
@@ -86,6 +96,49 @@ Status CrossProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tens
     }
     return OkStatus();
   });
+}
+
+Status CrossProcessAllReduce::SumAcrossWorkersIn16Bits(int64_t count, const std::string& what) {
+  const int workers = world_->size();
+  const int me = world_->rank();
+  // Worker w owns elements ReplicaRows(count, workers, w) (the one rule of contiguous
+  // splits, model/distribution.h).
+  std::vector<int> range_first(workers), range_count(workers), mine_from(workers),
+      mine_offsets(workers);
+  for (int w = 0; w < workers; ++w) {
+    const RowRange range = ReplicaRows(count, workers, w);
+    range_first[w] = static_cast<int>(range.first);
+    range_count[w] = static_cast<int>(range.count);
+  }
+  const int my_count = range_count[me];
+  for (int w = 0; w < workers; ++w) {
+    mine_from[w] = my_count;
+    mine_offsets[w] = w * my_count;
+  }
+  // Everything in 16 bits (rounded once), worker w's range to worker w.
+  wire_send_.resize(static_cast<size_t>(count));
+  cpu::NarrowFromFloat(wire_dtype_, staging_.data(), wire_send_.data(), count);
+  wire_receive_.resize(static_cast<size_t>(my_count) * workers);
+  TOWER_RETURN_IF_ERROR(world_->AllToAll(wire_send_.data(), range_count, range_first,
+                                         wire_receive_.data(), mine_from, mine_offsets, timeout_,
+                                         what + " in " + std::string(DTypeName(wire_dtype_))));
+  // My range's sum, in float32, in rank order, rounded once into the gathered buffer.
+  std::vector<float> wide(static_cast<size_t>(my_count));
+  std::vector<float> sum(static_cast<size_t>(my_count), 0.0f);
+  for (int w = 0; w < workers; ++w) {
+    cpu::WidenToFloat(wire_dtype_, wire_receive_.data() + static_cast<size_t>(w) * my_count,
+                      wide.data(), my_count);
+    for (int i = 0; i < my_count; ++i) sum[i] += wide[i];
+  }
+  wire_sums_.resize(static_cast<size_t>(count));
+  cpu::NarrowFromFloat(wire_dtype_, sum.data(), wire_sums_.data() + range_first[me], my_count);
+  TOWER_RETURN_IF_ERROR(world_->AllGatherInPlace(wire_sums_.data(), range_count, range_first,
+                                                 timeout_, what + " (gathering the sums)"));
+  cpu::WidenToFloat(wire_dtype_, wire_sums_.data(), staging_.data(), count);
+  // Sent to others: every range but mine once (all-to-all), mine to every other worker.
+  bytes_sent_ += static_cast<int64_t>(sizeof(uint16_t)) *
+                 ((count - my_count) + static_cast<int64_t>(my_count) * (workers - 1));
+  return OkStatus();
 }
 
 Status CrossProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,

@@ -2,6 +2,13 @@
 // in-process or same-card path), then across processes (MPI, by replica 0, all tensors in
 // one message), then every local replica takes replica 0's result. Every phase has the
 // strategy's deadline; a missing worker is named.
+//
+// Reduced precision (a 16-bit `wire_dtype`): the cross-process step sends bfloat16 or
+// float16 instead of float32 and sums in float32. Worker w owns the w-th contiguous range
+// of the elements: an all-to-all gives it every worker's values of its range (16-bit), it
+// sums them in float32 in rank order and rounds the sum once, and an all-gather gives every
+// worker every range's sum (16-bit). Half the bytes of a float32 all-reduce; every worker
+// ends with the same bits.
 #ifndef TOWER_STRATEGY_MPI_CROSS_PROCESS_ALL_REDUCE_H_
 #define TOWER_STRATEGY_MPI_CROSS_PROCESS_ALL_REDUCE_H_
 
@@ -20,7 +27,14 @@ class CrossProcessAllReduce : public CrossDeviceOps {
  public:
   CrossProcessAllReduce(std::unique_ptr<CrossDeviceOps> local, MpiWorld* world,
                         std::vector<std::string> replica_names,
-                        std::chrono::milliseconds timeout, bool spin);
+                        std::chrono::milliseconds timeout, bool spin,
+                        DType wire_dtype = DType::kFloat32);
+  // Bytes this process has sent to the other workers in AllReduceSum: the 16-bit path counts
+  // what its all-to-all and all-gather send to others (2·(W − 1)/W · 2 B per element); a
+  // float32 all-reduce, inside MPI, counts what a ring all-reduce sends (2·(W − 1)/W · 4 B
+  // per element; at 2 workers every algorithm sends that).
+  int64_t bytes_sent_to_other_workers() const override { return bytes_sent_; }
+  DType wire_dtype() const { return wire_dtype_; }
   std::string name() const override { return local_->name() + "+mpi"; }
   Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
   // Deterministic mode: replica 0 gathers this process's partial sums on the host and forms
@@ -46,6 +60,11 @@ class CrossProcessAllReduce : public CrossDeviceOps {
   ReplicaBarrier barrier_;
   std::vector<Span<Tensor* const>> published_;
   std::vector<float> staging_;  // replica 0's host copy of the tensors, end to end
+  // The 16-bit cross-process step on staging_'s first `count` elements.
+  Status SumAcrossWorkersIn16Bits(int64_t count, const std::string& what);
+  const DType wire_dtype_;
+  int64_t bytes_sent_ = 0;
+  std::vector<uint16_t> wire_send_, wire_receive_, wire_sums_;
   // AllReduceTree (replica 0's): every local replica's partial sums; host buffers.
   Status CrossTree(Span<Tensor* const> roots);
   std::vector<const PartialSums*> published_parts_;

@@ -348,6 +348,33 @@ Status MpiWorld::AllGatherInPlace(float* data, const std::vector<int>& counts,
   return Wait(&request, timeout, what);
 }
 
+Status MpiWorld::AllToAll(const uint16_t* send, const std::vector<int>& send_counts,
+                          const std::vector<int>& send_offsets, uint16_t* receive,
+                          const std::vector<int>& receive_counts,
+                          const std::vector<int>& receive_offsets,
+                          std::chrono::milliseconds timeout, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
+  MPI_Request request;
+  TOWER_MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, send_counts.data(), send_offsets.data(),
+                                           MPI_UINT16_T, receive, receive_counts.data(),
+                                           receive_offsets.data(), MPI_UINT16_T, MPI_COMM_WORLD,
+                                           &request));
+  return Wait(&request, timeout, what);
+}
+
+Status MpiWorld::AllGatherInPlace(uint16_t* data, const std::vector<int>& counts,
+                                  const std::vector<int>& offsets,
+                                  std::chrono::milliseconds timeout, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
+  MPI_Request request;
+  TOWER_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
+                                            counts.data(), offsets.data(), MPI_UINT16_T,
+                                            MPI_COMM_WORLD, &request));
+  return Wait(&request, timeout, what);
+}
+
 StatusOr<std::vector<std::string>> MpiWorld::AllGather(const std::string& mine,
                                                        std::chrono::milliseconds timeout,
                                                        const std::string& what) {

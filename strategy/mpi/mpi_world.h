@@ -59,6 +59,15 @@ class MpiWorld : public World {
   Status AllGatherInPlace(float* data, const std::vector<int>& counts,
                           const std::vector<int>& offsets, std::chrono::milliseconds timeout,
                           const std::string& what);
+  // The same two with 16-bit elements (bfloat16 or float16 bits: the reduced-precision
+  // all-reduce's wire format).
+  Status AllToAll(const uint16_t* send, const std::vector<int>& send_counts,
+                  const std::vector<int>& send_offsets, uint16_t* receive,
+                  const std::vector<int>& receive_counts, const std::vector<int>& receive_offsets,
+                  std::chrono::milliseconds timeout, const std::string& what);
+  Status AllGatherInPlace(uint16_t* data, const std::vector<int>& counts,
+                          const std::vector<int>& offsets, std::chrono::milliseconds timeout,
+                          const std::string& what);
   // `bytes` bytes from `root` to everyone.
   Status Broadcast(void* data, int64_t bytes, int root, std::chrono::milliseconds timeout,
                    const std::string& what);

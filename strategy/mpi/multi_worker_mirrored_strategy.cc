@@ -178,14 +178,19 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MultiWorkerMirroredStrategy::Create(
   if (world->size() > 1) {
     TOWER_ASSIGN_OR_RETURN(std::unique_ptr<CrossDeviceOps> nccl,
                            NcclAcrossProcesses(world, setup.devices, setup.names, options));
+    if (nccl != nullptr && options.cross_process_dtype != DType::kFloat32) {
+      return InvalidArgumentError(
+          "MultiWorkerMirroredStrategy: a " + std::string(DTypeName(options.cross_process_dtype)) +
+          " all-reduce across workers is built for the MPI path, not NCCL; use float32");
+    }
     if (nccl != nullptr) {
       setup.ops = std::move(nccl);
       setup.choice = {CrossDeviceOpsKind::kNccl,
                       "one NCCL communicator over every worker's GPUs (each on its own card)"};
     } else {
-      setup.ops = std::make_unique<CrossProcessAllReduce>(std::move(setup.ops), world,
-                                                          setup.names,
-                                                          options.collective_timeout, setup.spin);
+      setup.ops = std::make_unique<CrossProcessAllReduce>(
+          std::move(setup.ops), world, setup.names, options.collective_timeout, setup.spin,
+          options.cross_process_dtype);
     }
   }
   TOWER_ASSIGN_OR_RETURN(
