@@ -148,6 +148,36 @@ TEST(LossScalingTest, TheScaleGoesBelowOneAndTrainingGoesOn) {
   EXPECT_FALSE(SameBits(run.back().weights, run[5].weights));
 }
 
+TEST(LossScalingTest, CheckpointsCarryTheScaleAndItsCount) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/scaled.safetensors";
+  data::SyntheticOptions synthetic;
+  synthetic.name = "linreg";
+  synthetic.rows = 32 * 7;
+  auto batches = std::move(data::Dataset::Synthetic(synthetic)->Batch(32).MakeIterator()).value();
+  Sequential trained({Dense(1)});
+  TOWER_CHECK_OK(trained.Compile(MeanSquaredErrorLoss(), SGD(0.1f)));
+  TOWER_CHECK_OK(trained.SetLossScaling(LossScaleOptions{64, 4}));
+  for (int step = 0; step < 7; ++step) {
+    TOWER_CHECK_OK(trained.TrainStep(*std::move(batches->Next()).value()).status());
+  }
+  // 7 good steps: doubled once after 4, 3 good steps since.
+  ASSERT_EQ(trained.loss_scale()->scale(), 128);
+  ASSERT_EQ(trained.loss_scale()->good_steps(), 3);
+  TOWER_CHECK_OK(trained.SaveWeights(path));
+  Sequential restored({Dense(1)});
+  TOWER_CHECK_OK(restored.Compile(MeanSquaredErrorLoss(), SGD(0.1f)));
+  TOWER_CHECK_OK(restored.SetLossScaling(LossScaleOptions{64, 4}));
+  TOWER_CHECK_OK(restored.LoadWeights(path));
+  EXPECT_EQ(restored.loss_scale()->scale(), 128);
+  EXPECT_EQ(restored.loss_scale()->good_steps(), 3);
+  EXPECT_EQ(restored.optimizer()->iterations(), 7);
+  // A model without loss scaling refuses the scale's tensors instead of dropping them.
+  Sequential plain({Dense(1)});
+  TOWER_CHECK_OK(plain.Compile(MeanSquaredErrorLoss(), SGD(0.1f)));
+  EXPECT_THAT(plain.LoadWeights(path).message(), HasSubstr("optimizer.loss_scale"));
+}
+
 TEST(LossScalingTest, BadOptionsAreRefused) {
   EXPECT_THAT(DynamicLossScale::Create({3, 10}).status().message(),
               HasSubstr("must be a power of two"));
