@@ -309,6 +309,17 @@ Status CheckFinite(const Tensor& tensor, const std::string& what, const std::str
   return OkStatus();
 }
 
+// A non-finite tensor's code for check-numerics across replicas: 2 · (which + 1), + 1 for
+// NaN (0: every value finite). Small integers: exact in the float32 all-reduce.
+int NonFiniteCode(const Tensor& tensor, int which) {
+  StatusOr<std::vector<float>> values = tensor.ToHost();
+  if (!values.ok()) return 0;
+  for (float v : *values) {
+    if (!std::isfinite(v)) return 2 * (which + 1) + (std::isnan(v) ? 1 : 0);
+  }
+  return 0;
+}
+
 }  // namespace
 
 Status Sequential::ForwardBackward(int replica, const Tensor& features,
@@ -333,6 +344,10 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
   pass->outputs = activation;
   if (options.targets == nullptr) return OkStatus();
   TOWER_ASSIGN_OR_RETURN(pass->loss, loss_->Value(activation, *options.targets, options.loss_rows));
+  int* const first_nonfinite = options.first_nonfinite;
+  if (first_nonfinite != nullptr && *first_nonfinite == 0) {
+    *first_nonfinite = NonFiniteCode(pass->loss, 0);
+  }
   if (!options.backward) return OkStatus();
   // Backward, last layer first; each gradient goes to the reducer as soon as it exists, so
   // a full bucket can be summed while earlier layers are still in backward.
@@ -345,14 +360,57 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
     TOWER_ASSIGN_OR_RETURN(d, ops::Scale(d, options.loss_scale));
   }
   std::vector<Tensor>& layer_grads = grad_scratch.Get();
+  int backward_index = 0;  // gradients produced so far
   for (size_t i = layers_.size(); i-- > 0;) {
     layer_grads.clear();
     TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(replica, d, caches[i], i > 0, &layer_grads));
     for (size_t k = 0; k < layer_grads.size(); ++k) {
       Tensor& slot = pass->gradients[first_gradient_[i] + k];
       slot = std::move(layer_grads[k]);
+      // This replica's own value, before the reducer sums it in place.
+      ++backward_index;
+      if (first_nonfinite != nullptr && *first_nonfinite == 0) {
+        *first_nonfinite = NonFiniteCode(slot, backward_index);
+      }
       if (options.reducer != nullptr) TOWER_RETURN_IF_ERROR(options.reducer->Add(&slot));
     }
+  }
+  return OkStatus();
+}
+
+std::string Sequential::DescribeNonFinite(int which) const {
+  if (which == 0) return "the loss";
+  int backward_index = 0;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const std::vector<Variable*> variables = layers_[i]->variables();
+    for (size_t k = 0; k < variables.size(); ++k) {
+      if (++backward_index == which) {
+        return "the gradient of " + variables[k]->name() + " (layer " + layers_[i]->Describe() +
+               ")";
+      }
+    }
+  }
+  return "tensor " + std::to_string(which);
+}
+
+Status Sequential::CheckReplicasNumerics(ReplicaContext& ctx, int code) const {
+  const int replicas = ctx.num_replicas_in_sync();
+  std::vector<float> codes(static_cast<size_t>(replicas), 0.0f);
+  codes[ctx.global_replica_id()] = static_cast<float>(code);
+  TOWER_ASSIGN_OR_RETURN(Tensor all, Tensor::FromHost(ctx.device(), Shape{replicas}, codes));
+  Tensor* exchanged[] = {&all};
+  TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(exchanged));
+  TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
+  TOWER_ASSIGN_OR_RETURN(codes, all.ToHost());
+  for (int g = 0; g < replicas; ++g) {
+    const int found = static_cast<int>(codes[g]);
+    if (found == 0) continue;
+    return InvalidArgumentError(
+        "check-numerics: global step " + std::to_string(optimizer_->iterations() + 1) +
+        ": replica " + std::to_string(g) + " of " + std::to_string(replicas) + " was first: " +
+        DescribeNonFinite(found / 2 - 1) + " has " + (found % 2 == 1 ? "NaN" : "Inf") +
+        " in its own values, before the all-reduce (lower the learning rate, or check the "
+        "data of that replica's rows)");
   }
   return OkStatus();
 }
@@ -482,6 +540,9 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     } hand_over{reducer, step.update_in_reduce && reducer.HandOverSums(&update_from_sums)};
     Tensor all_outputs;
     Tensor* extras[] = {&pass.loss, &all_outputs};  // no allocation per step
+    // check-numerics with several replicas: each notes its own first non-finite tensor.
+    const bool check_across_replicas = check_numerics_ && dist.num_replicas_in_sync() > 1;
+    int first_nonfinite = 0;
     const Span<Tensor* const> extra(extras, gather ? 2 : 1);
     for (size_t p = 0; p < passes.size(); ++p) {
       const RowRange rows = passes[p];
@@ -503,6 +564,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       options.targets = &targets;
       options.loss_rows = batch.rows;
       if (step.loss_scale != 0) options.loss_scale = step.loss_scale;
+      if (check_across_replicas) options.first_nonfinite = &first_nonfinite;
       options.backward = training;
       options.reducer = &reducer;
       options.pass = static_cast<int>(p);
@@ -522,9 +584,10 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       }
       TOWER_RETURN_IF_ERROR(reducer.Finish(extra));
     }
-    if (check_numerics_) {
-      TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training && step.loss_scale == 0));
+    if (check_across_replicas) {
+      TOWER_RETURN_IF_ERROR(CheckReplicasNumerics(ctx, first_nonfinite));
     }
+    if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
     if (training && step.loss_scale != 0) {
       // Every replica holds the same sums: each decides alone, all alike.
       TOWER_ASSIGN_OR_RETURN(const bool finite, AllFinite(pass.gradients));

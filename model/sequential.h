@@ -94,6 +94,9 @@ struct PassOptions {
   // Which of the replica's passes this is (Distribution::PassRows), for the reducer.
   int pass = 0;
   int passes = 1;
+  // check-numerics across replicas: when set and still 0, receives the code of this
+  // replica's first non-finite tensor, before any sum (NonFiniteCode).
+  int* first_nonfinite = nullptr;
 };
 
 // One replica's loss and gradients, not yet summed over replicas (ComputeGradients).
@@ -208,7 +211,9 @@ class Sequential {
 
   // With it on, the first NaN or Inf in a loss or gradient fails the step with the layer,
   // tensor and step named (TensorFlow's check_numerics). Costs a pass over every gradient.
-  // Under loss scaling only the loss is checked: overflowing gradients skip the step.
+  // With several replicas in sync it first names the replica whose own loss or gradient
+  // (before any sum) was the first non-finite one, and which tensor it was. With it on, an
+  // overflow stops training even under loss scaling (it is there to find the overflow).
   void set_check_numerics(bool on) { check_numerics_ = on; }
 
   // Keras's model.summary(): layers, output shapes, parameter counts.
@@ -238,6 +243,13 @@ class Sequential {
                             std::vector<float>* predictions);
   // check_numerics after the all-reduce: the loss, then the gradients, last layer first.
   Status CheckNumerics(const ReplicaPass& pass, bool training) const;
+  // With several replicas in sync: every replica's first non-finite tensor of its own
+  // (PassOptions::first_nonfinite, `code`), exchanged by one all-reduce, so that every
+  // replica fails alike, naming the first replica (lowest global index) with one.
+  Status CheckReplicasNumerics(ReplicaContext& ctx, int code) const;
+  // "the loss" or "the gradient of layers.1.kernel (layer Dense(16, relu))": the tensor a
+  // NonFiniteCode names (its `which`: 0 the loss, k + 1 gradient k in backward order).
+  std::string DescribeNonFinite(int which) const;
   void UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions);
   Status WriteCheckpoint(const std::string& path,
                          const std::map<std::string, std::string>& metadata) const;

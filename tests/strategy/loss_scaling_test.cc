@@ -25,6 +25,7 @@ using testing::MakeContextWithFakeGpus;
 
 struct Config {
   int replicas = 4;
+  bool check_numerics = false;
   bool share = true;
   PrecisionPolicy policy = PrecisionPolicy::kFloat32;
   std::optional<LossScaleOptions> scaling = LossScaleOptions{1024, 4};
@@ -40,7 +41,8 @@ struct StepRecord {
   std::vector<std::vector<float>> weights;
 };
 
-std::vector<StepRecord> Train(const Config& config) {
+// Trains config.steps steps; the first error ends it (returned with the records so far).
+std::vector<StepRecord> Train(const Config& config, Status* error = nullptr) {
   auto context = MakeContextWithFakeGpus({});
   TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
       context->ListPhysicalDevices("CPU")[0],
@@ -61,6 +63,7 @@ std::vector<StepRecord> Train(const Config& config) {
   }
   TOWER_CHECK_OK(model.SetPrecisionPolicy(config.policy));
   TOWER_CHECK_OK(model.SetLossScaling(config.scaling));
+  model.set_check_numerics(config.check_numerics);
   data::SyntheticOptions synthetic;
   synthetic.name = "mlp";
   synthetic.rows = 24 * config.steps;
@@ -71,6 +74,10 @@ std::vector<StepRecord> Train(const Config& config) {
     std::optional<data::Batch> batch = std::move(batches->Next()).value();
     if (!batch.has_value()) break;
     StatusOr<double> loss = model.TrainStep(*batch);
+    if (error != nullptr && !loss.ok()) {
+      *error = loss.status();
+      return records;
+    }
     TOWER_CHECK_OK(loss.status());
     EXPECT_TRUE(std::isfinite(*loss)) << "step " << records.size() + 1;
     StepRecord record;
@@ -104,6 +111,7 @@ bool SameBits(const std::vector<std::vector<float>>& a, const std::vector<std::v
 TEST(LossScalingTest, AnOverflowOnOneReplicaSkipsTheStepEverywhereAndHalvesTheScale) {
   for (bool share : {true, false}) {
     Config config;
+    config.policy = PrecisionPolicy::kMixedFloat16;
     config.share = share;
     config.inject_replica = 2;
     config.inject_steps = {10};
@@ -176,6 +184,27 @@ TEST(LossScalingTest, CheckpointsCarryTheScaleAndItsCount) {
   Sequential plain({Dense(1)});
   TOWER_CHECK_OK(plain.Compile(MeanSquaredErrorLoss(), SGD(0.1f)));
   EXPECT_THAT(plain.LoadWeights(path).message(), HasSubstr("optimizer.loss_scale"));
+}
+
+TEST(LossScalingTest, CheckNumericsNamesTheReplicaAndTheTensorThatOverflowedFirst) {
+  // With check-numerics an overflow stops the run (even under loss scaling, which would
+  // have skipped the step), naming the replica whose own gradient overflowed before the
+  // all-reduce spread it to everyone, and which gradient. Every replica fails alike.
+  for (int replica : {0, 2}) {
+    Config config;
+    config.policy = PrecisionPolicy::kMixedFloat16;
+    config.check_numerics = true;
+    config.inject_replica = replica;
+    config.inject_steps = {3};
+    Status error;
+    const std::vector<StepRecord> run = Train(config, &error);
+    EXPECT_EQ(run.size(), 2u);
+    EXPECT_THAT(error.message(),
+                HasSubstr("check-numerics: global step 3: replica " + std::to_string(replica) +
+                          " of 4 was first: the gradient of layers.1.kernel (layer Dense(16, "
+                          "relu)) has "));  // Inf, or NaN where the Inf met a zero
+    EXPECT_THAT(error.message(), HasSubstr("in its own values, before the all-reduce"));
+  }
 }
 
 TEST(LossScalingTest, BadOptionsAreRefused) {
