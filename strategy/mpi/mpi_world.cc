@@ -321,31 +321,42 @@ Status MpiWorld::Broadcast(void* data, int64_t bytes, int root, std::chrono::mil
   return Wait(&request, timeout, what);
 }
 
+Status MpiWorld::AllToAllOf(const void* send, const std::vector<int>& send_counts,
+                            const std::vector<int>& send_offsets, void* receive,
+                            const std::vector<int>& receive_counts,
+                            const std::vector<int>& receive_offsets, Element element,
+                            std::chrono::milliseconds timeout, const std::string& what) {
+  const MPI_Datatype type = element == Element::kFloat ? MPI_FLOAT : MPI_UINT16_T;
+  std::lock_guard<std::mutex> lock(mu_);
+  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
+  MPI_Request request;
+  TOWER_MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, send_counts.data(), send_offsets.data(), type,
+                                           receive, receive_counts.data(),
+                                           receive_offsets.data(), type, MPI_COMM_WORLD,
+                                           &request));
+  return Wait(&request, timeout, what);
+}
+
+Status MpiWorld::AllGatherInPlaceOf(void* data, const std::vector<int>& counts,
+                                    const std::vector<int>& offsets, Element element,
+                                    std::chrono::milliseconds timeout, const std::string& what) {
+  const MPI_Datatype type = element == Element::kFloat ? MPI_FLOAT : MPI_UINT16_T;
+  std::lock_guard<std::mutex> lock(mu_);
+  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
+  MPI_Request request;
+  TOWER_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
+                                            counts.data(), offsets.data(), type, MPI_COMM_WORLD,
+                                            &request));
+  return Wait(&request, timeout, what);
+}
+
 Status MpiWorld::AllToAll(const float* send, const std::vector<int>& send_counts,
                           const std::vector<int>& send_offsets, float* receive,
                           const std::vector<int>& receive_counts,
                           const std::vector<int>& receive_offsets,
                           std::chrono::milliseconds timeout, const std::string& what) {
-  std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
-  MPI_Request request;
-  TOWER_MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, send_counts.data(), send_offsets.data(),
-                                           MPI_FLOAT, receive, receive_counts.data(),
-                                           receive_offsets.data(), MPI_FLOAT, MPI_COMM_WORLD,
-                                           &request));
-  return Wait(&request, timeout, what);
-}
-
-Status MpiWorld::AllGatherInPlace(float* data, const std::vector<int>& counts,
-                                  const std::vector<int>& offsets,
-                                  std::chrono::milliseconds timeout, const std::string& what) {
-  std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
-  MPI_Request request;
-  TOWER_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
-                                            counts.data(), offsets.data(), MPI_FLOAT,
-                                            MPI_COMM_WORLD, &request));
-  return Wait(&request, timeout, what);
+  return AllToAllOf(send, send_counts, send_offsets, receive, receive_counts, receive_offsets,
+                    Element::kFloat, timeout, what);
 }
 
 Status MpiWorld::AllToAll(const uint16_t* send, const std::vector<int>& send_counts,
@@ -353,26 +364,20 @@ Status MpiWorld::AllToAll(const uint16_t* send, const std::vector<int>& send_cou
                           const std::vector<int>& receive_counts,
                           const std::vector<int>& receive_offsets,
                           std::chrono::milliseconds timeout, const std::string& what) {
-  std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
-  MPI_Request request;
-  TOWER_MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, send_counts.data(), send_offsets.data(),
-                                           MPI_UINT16_T, receive, receive_counts.data(),
-                                           receive_offsets.data(), MPI_UINT16_T, MPI_COMM_WORLD,
-                                           &request));
-  return Wait(&request, timeout, what);
+  return AllToAllOf(send, send_counts, send_offsets, receive, receive_counts, receive_offsets,
+                    Element::kUInt16, timeout, what);
+}
+
+Status MpiWorld::AllGatherInPlace(float* data, const std::vector<int>& counts,
+                                  const std::vector<int>& offsets,
+                                  std::chrono::milliseconds timeout, const std::string& what) {
+  return AllGatherInPlaceOf(data, counts, offsets, Element::kFloat, timeout, what);
 }
 
 Status MpiWorld::AllGatherInPlace(uint16_t* data, const std::vector<int>& counts,
                                   const std::vector<int>& offsets,
                                   std::chrono::milliseconds timeout, const std::string& what) {
-  std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
-  MPI_Request request;
-  TOWER_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
-                                            counts.data(), offsets.data(), MPI_UINT16_T,
-                                            MPI_COMM_WORLD, &request));
-  return Wait(&request, timeout, what);
+  return AllGatherInPlaceOf(data, counts, offsets, Element::kUInt16, timeout, what);
 }
 
 StatusOr<std::vector<std::string>> MpiWorld::AllGather(const std::string& mine,

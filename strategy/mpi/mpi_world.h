@@ -84,6 +84,16 @@ class MpiWorld : public World {
 
  private:
   MpiWorld() = default;
+  // The element types of AllToAll and AllGatherInPlace (the header does not include mpi.h).
+  enum class Element { kFloat, kUInt16 };
+  Status AllToAllOf(const void* send, const std::vector<int>& send_counts,
+                    const std::vector<int>& send_offsets, void* receive,
+                    const std::vector<int>& receive_counts,
+                    const std::vector<int>& receive_offsets, Element element,
+                    std::chrono::milliseconds timeout, const std::string& what);
+  Status AllGatherInPlaceOf(void* data, const std::vector<int>& counts,
+                            const std::vector<int>& offsets, Element element,
+                            std::chrono::milliseconds timeout, const std::string& what);
   // All workers are at this collective, or DeadlineExceeded naming the missing ones.
   Status Arrive(std::chrono::milliseconds timeout, const std::string& what);
   // Waits for a non-blocking MPI request with a deadline; on a stall or an MPI error, names
