@@ -31,8 +31,8 @@ CrossProcessAllReduce::CrossProcessAllReduce(std::unique_ptr<CrossDeviceOps> loc
       // "replica 0 never arrived", be the one every replica reports.
       barrier_(replica_names, 2 * timeout, spin),
       published_(replica_names.size()),
-      published_parts_(replica_names.size()),
-      wire_dtype_(wire_dtype) {}
+      wire_dtype_(wire_dtype),
+      published_parts_(replica_names.size()) {}
 
 void CrossProcessAllReduce::Abort(const Status& reason) {
   local_->Abort(reason);
