@@ -106,23 +106,24 @@ void ProductColumns(const HalfJob& job, int64_t begin, int64_t end) {
   const char* b = static_cast<const char*>(job.b) +
                   (job.transpose_b ? begin * job.k : begin) * job.in_size;
   char* c = static_cast<char*>(job.c) + begin * job.out_size;
-  thread_local dnnl::stream* stream = new dnnl::stream(Engine());
-  // This thread's scratchpad, grown to the largest block it has run (64-byte aligned).
-  thread_local std::vector<uint64_t>* scratch = new std::vector<uint64_t>();
-  if (scratch->size() * sizeof(uint64_t) < block.scratchpad_bytes + 64) {
-    scratch->resize((block.scratchpad_bytes + 64) / sizeof(uint64_t) + 1);
+  // This thread's stream, and its scratchpad, grown to the largest block it has run
+  // (64-byte aligned); both go with the thread.
+  thread_local dnnl::stream stream(Engine());
+  thread_local std::vector<uint64_t> scratch;
+  if (scratch.size() * sizeof(uint64_t) < block.scratchpad_bytes + 64) {
+    scratch.resize((block.scratchpad_bytes + 64) / sizeof(uint64_t) + 1);
   }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch->data());
+  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch.data());
   void* scratch_aligned = reinterpret_cast<void*>((base + 63) & ~uintptr_t{63});
   memory a_mem(block.a, Engine(), const_cast<void*>(job.a));
   memory b_mem(block.b, Engine(), const_cast<char*>(b));
   memory c_mem(block.c, Engine(), c);
   memory scratch_mem(block.scratchpad, Engine(), scratch_aligned);
-  block.primitive.execute(*stream, {{DNNL_ARG_SRC, a_mem},
+  block.primitive.execute(stream, {{DNNL_ARG_SRC, a_mem},
                                     {DNNL_ARG_WEIGHTS, b_mem},
                                     {DNNL_ARG_DST, c_mem},
                                     {DNNL_ARG_SCRATCHPAD, scratch_mem}});
-  stream->wait();
+  stream.wait();
 }
 
 // Column blocks start at multiples of 64 (whole cache lines of bf16 and of float32 output).
