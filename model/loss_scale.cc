@@ -42,24 +42,33 @@ void DynamicLossScale::Update(bool finite) {
   }
 }
 
+StatusOr<std::optional<NonFinite>> FirstNonFinite(const Tensor& tensor) {
+  if (tensor.dtype() != DType::kFloat32) {
+    return InvalidArgumentError("looking for NaN and Inf: the tensor must be float32, got " +
+                                std::string(DTypeName(tensor.dtype())));
+  }
+  std::vector<float> copy;
+  const float* x = nullptr;
+  if (tensor.device()->stream().host_addressable()) {
+    x = tensor.data<float>();
+  } else {
+    TOWER_ASSIGN_OR_RETURN(copy, tensor.ToHost());
+    x = copy.data();
+  }
+  // A sum, not a branch per element: NaN and Inf survive it (x − x is NaN for both).
+  float poison = 0;
+  for (int64_t i = 0; i < tensor.num_elements(); ++i) poison += x[i] - x[i];
+  if (poison == 0) return std::optional<NonFinite>();
+  for (int64_t i = 0; i < tensor.num_elements(); ++i) {
+    if (!std::isfinite(x[i])) return std::optional<NonFinite>(NonFinite{i, std::isnan(x[i])});
+  }
+  return std::optional<NonFinite>();
+}
+
 StatusOr<bool> AllFinite(const std::vector<Tensor>& tensors) {
   for (const Tensor& tensor : tensors) {
-    if (tensor.dtype() != DType::kFloat32) {
-      return InvalidArgumentError("loss scaling: gradients must be float32, got " +
-                                  std::string(DTypeName(tensor.dtype())));
-    }
-    std::vector<float> copy;
-    const float* x = nullptr;
-    if (tensor.device()->stream().host_addressable()) {
-      x = tensor.data<float>();
-    } else {
-      TOWER_ASSIGN_OR_RETURN(copy, tensor.ToHost());
-      x = copy.data();
-    }
-    // A sum, not a branch per element: NaN and Inf survive it (x − x is NaN for both).
-    float poison = 0;
-    for (int64_t i = 0; i < tensor.num_elements(); ++i) poison += x[i] - x[i];
-    if (poison != 0 || std::isnan(poison)) return false;
+    TOWER_ASSIGN_OR_RETURN(std::optional<NonFinite> found, FirstNonFinite(tensor));
+    if (found.has_value()) return false;
   }
   return true;
 }

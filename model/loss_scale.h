@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include <optional>
 #include <vector>
 
 #include "ops/tensor.h"
@@ -47,8 +48,15 @@ class DynamicLossScale {
   int64_t good_steps_ = 0;
 };
 
-// Whether every element of every tensor (float32) is finite: read in place from host memory,
-// copied to the host from a device.
+// The first non-finite element of a float32 tensor: its index, and whether it is NaN (else
+// Inf). One scan finds whether there is one (a branch-free sum, in place in host memory,
+// copied from a device); only then is it located. What loss scaling and check-numerics use.
+struct NonFinite {
+  int64_t index = 0;
+  bool nan = false;
+};
+StatusOr<std::optional<NonFinite>> FirstNonFinite(const Tensor& tensor);
+// Whether every element of every tensor is finite.
 StatusOr<bool> AllFinite(const std::vector<Tensor>& tensors);
 
 }  // namespace tower

@@ -297,27 +297,21 @@ namespace {
 
 // check_numerics: OK, or InvalidArgument naming the first NaN or Inf of `tensor`.
 Status CheckFinite(const Tensor& tensor, const std::string& what, const std::string& step) {
-  TOWER_ASSIGN_OR_RETURN(std::vector<float> values, tensor.ToHost());
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!std::isfinite(values[i])) {
-      return InvalidArgumentError("check-numerics: " + step + ": " + what + " has " +
-                                  (std::isnan(values[i]) ? "NaN" : "Inf") + " at element " +
-                                  std::to_string(i) + " of " + tensor.shape().ToString() +
-                                  " (lower the learning rate, or check the data)");
-    }
-  }
-  return OkStatus();
+  TOWER_ASSIGN_OR_RETURN(std::optional<NonFinite> found, FirstNonFinite(tensor));
+  if (!found.has_value()) return OkStatus();
+  return InvalidArgumentError("check-numerics: " + step + ": " + what + " has " +
+                              (found->nan ? "NaN" : "Inf") + " at element " +
+                              std::to_string(found->index) + " of " +
+                              tensor.shape().ToString() +
+                              " (lower the learning rate, or check the data)");
 }
 
 // A non-finite tensor's code for check-numerics across replicas: 2 · (which + 1), + 1 for
 // NaN (0: every value finite). Small integers: exact in the float32 all-reduce.
-int NonFiniteCode(const Tensor& tensor, int which) {
-  StatusOr<std::vector<float>> values = tensor.ToHost();
-  if (!values.ok()) return 0;
-  for (float v : *values) {
-    if (!std::isfinite(v)) return 2 * (which + 1) + (std::isnan(v) ? 1 : 0);
-  }
-  return 0;
+StatusOr<int> NonFiniteCode(const Tensor& tensor, int which) {
+  TOWER_ASSIGN_OR_RETURN(std::optional<NonFinite> found, FirstNonFinite(tensor));
+  if (!found.has_value()) return 0;
+  return 2 * (which + 1) + (found->nan ? 1 : 0);
 }
 
 }  // namespace
@@ -346,7 +340,7 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
   TOWER_ASSIGN_OR_RETURN(pass->loss, loss_->Value(activation, *options.targets, options.loss_rows));
   int* const first_nonfinite = options.first_nonfinite;
   if (first_nonfinite != nullptr && *first_nonfinite == 0) {
-    *first_nonfinite = NonFiniteCode(pass->loss, 0);
+    TOWER_ASSIGN_OR_RETURN(*first_nonfinite, NonFiniteCode(pass->loss, 0));
   }
   if (!options.backward) return OkStatus();
   // Backward, last layer first; each gradient goes to the reducer as soon as it exists, so
@@ -370,7 +364,7 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
       // This replica's own value, before the reducer sums it in place.
       ++backward_index;
       if (first_nonfinite != nullptr && *first_nonfinite == 0) {
-        *first_nonfinite = NonFiniteCode(slot, backward_index);
+        TOWER_ASSIGN_OR_RETURN(*first_nonfinite, NonFiniteCode(slot, backward_index));
       }
       if (options.reducer != nullptr) TOWER_RETURN_IF_ERROR(options.reducer->Add(&slot));
     }
