@@ -12,8 +12,14 @@ TOWER_WARNINGS = [
     "-Wno-sign-compare",
 ]
 
-TOWER_COPTS = TOWER_WARNINGS + select({
+_TOWER_OPTIMIZATION = select({
     "//:portable": ["-O3", "-march=x86-64-v3"],
     "//:opt": ["-O3", "-march=native"],
     "//conditions:default": [],
 })
+
+TOWER_COPTS = TOWER_WARNINGS + _TOWER_OPTIMIZATION
+
+# Code written by a generator (protoc's .pb.cc): optimised like ours, its warnings silenced
+# (-w); they are the generator's to fix, not ours.
+TOWER_GENERATED_COPTS = ["-w"] + _TOWER_OPTIMIZATION

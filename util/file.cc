@@ -1,6 +1,7 @@
 #include "util/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -169,6 +170,23 @@ Status WriteFileAtomically(const std::string& path, const std::string& context,
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);
+  }
+  return OkStatus();
+}
+
+Status MakeDirectories(const std::string& path) {
+  if (path.empty()) return InvalidArgumentError("no directory given");
+  // Each prefix ending before a '/', then the whole path.
+  for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
+    const std::string part = path.substr(0, end);
+    if (mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) {
+      return StatusFromErrno(errno, "creating the directory " + part);
+    }
+    if (end == std::string::npos) break;
+  }
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return FailedPreconditionError(path + " exists and is not a directory");
   }
   return OkStatus();
 }

@@ -32,6 +32,10 @@ class ScopedFd {
 // Appends bytes to the file being written (buffered; large blocks go straight through).
 using AppendBytes = std::function<Status(const void* data, size_t size)>;
 
+// Creates the directory `path` and any missing parents (mkdir -p); OK when it exists. The
+// error names the part that could not be made.
+Status MakeDirectories(const std::string& path);
+
 // Replaces `path` with what `write` appends, atomically: a temporary
 // "<path>.tmp.<pid>.<random>" in the same directory (so the rename cannot cross file
 // systems), fsync, rename over `path`, fsync of the directory. On any failure the temporary
