@@ -9,8 +9,9 @@
 #   DIR/lib/pkgconfig/tower.pc         pkg-config --cflags --libs tower
 #
 # Built as `./bazelw build` builds (optimised for this machine's CPU; --config=portable for
-# another). The library needs Open MPI's libmpi (libopenmpi-dev), oneDNN (libdnnl-dev) and
-# C++17. CPU only: a CUDA build of the library is not packaged (yet).
+# another). The library needs Open MPI's libmpi (libopenmpi-dev), oneDNN (libdnnl-dev),
+# libprotobuf (libprotobuf-dev: TensorBoard's event files), Intel ISA-L (libisal-dev: their
+# CRC-32C) and C++17. CPU only: a CUDA build of the library is not packaged (yet).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -60,10 +61,10 @@ for layer in util device ops data model strategy; do
 done
 
 version="0.1.0"
-libs="-L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi -ldnnl -lgomp -lm -pthread"
+libs="-L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi -ldnnl -lprotobuf -lisal -lgomp -lm -pthread"
 cat > "$stage/lib/cmake/Tower/TowerConfig.cmake" <<CMAKE
 # Tower's CMake package: find_package(Tower) gives the imported target Tower::tower
-# (the headers, libtower.a, C++17, Open MPI, oneDNN and threads).
+# (the headers, libtower.a, C++17, Open MPI, oneDNN, libprotobuf, ISA-L and threads).
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
 get_filename_component(_tower_prefix "\${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
@@ -73,7 +74,7 @@ if(NOT TARGET Tower::tower)
     IMPORTED_LOCATION "\${_tower_prefix}/lib/libtower.a"
     INTERFACE_INCLUDE_DIRECTORIES "\${_tower_prefix}/include/tower"
     INTERFACE_COMPILE_FEATURES cxx_std_17
-    INTERFACE_LINK_LIBRARIES "-L/usr/lib/x86_64-linux-gnu/openmpi/lib;mpi;dnnl;gomp;m;Threads::Threads")
+    INTERFACE_LINK_LIBRARIES "-L/usr/lib/x86_64-linux-gnu/openmpi/lib;mpi;dnnl;protobuf;isal;gomp;m;Threads::Threads")
 endif()
 unset(_tower_prefix)
 CMAKE

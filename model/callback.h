@@ -18,6 +18,8 @@ class Callback {
   virtual ~Callback() = default;
   virtual Status OnTrainBegin(Sequential& model) { return OkStatus(); }
   virtual Status OnEpochBegin(Sequential& model, int epoch) { return OkStatus(); }
+  // Before step `step` (the optimizer's iterations + 1) reads its batch.
+  virtual Status OnBatchBegin(Sequential& model, int64_t step) { return OkStatus(); }
   // `step`: 1-based count of steps since training began (the optimizer's iterations).
   virtual Status OnBatchEnd(Sequential& model, int64_t step, const Logs& logs) {
     return OkStatus();

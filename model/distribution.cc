@@ -4,6 +4,7 @@
 
 #include "model/pass_accumulator.h"
 #include "util/fiber.h"
+#include "util/trace.h"
 
 namespace tower {
 namespace {
@@ -89,6 +90,7 @@ std::string SingleDeviceDistribution::Describe() const {
 Status SingleDeviceDistribution::RunOnReplicas(
     const std::function<Status(ReplicaContext&)>& fn) {
   SingleReplicaContext context(device_);
+  trace::LaneScope lane(0);
   return fn(context);
 }
 

@@ -147,6 +147,16 @@ class Distribution {
   // process: always OK.
   virtual Status CheckConsistent(const std::string& model_signature) { return OkStatus(); }
 
+  // This process's index among the workers of the job (0 in one process), how many there
+  // are, and how logs name one ("rank 2 (host b)").
+  virtual int worker_rank() const { return 0; }
+  virtual int num_workers() const { return 1; }
+  virtual std::string DescribeWorker(int rank) const { return "this process"; }
+  // Every worker's string, in rank order: a collective of every worker (one process: its
+  // own). Traces and reports gathered by the chief use it.
+  virtual StatusOr<std::vector<std::string>> GatherFromWorkers(const std::string& mine) {
+    return std::vector<std::string>{mine};
+  }
   // After an error this worker cannot recover from: ends every worker of the job at once
   // (MPI_Abort), so that none waits for this one in a collective until its deadline. In one
   // process there is nobody else to end: returns.

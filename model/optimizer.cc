@@ -27,6 +27,15 @@ StatusOr<double> SumOfSquares(const Tensor& tensor) {
 
 }  // namespace
 
+StatusOr<double> GlobalNorm(const std::vector<Tensor>& tensors) {
+  double squares = 0;
+  for (const Tensor& tensor : tensors) {
+    TOWER_ASSIGN_OR_RETURN(double sum, SumOfSquares(tensor));
+    squares += sum;
+  }
+  return std::sqrt(squares);
+}
+
 Status Optimizer::SetClipping(const GradientClipping& clipping) {
   const auto bad = [](float v) { return !std::isfinite(v) || v < 0; };
   if (bad(clipping.clip_value) || bad(clipping.global_clip_norm)) {
@@ -63,12 +72,7 @@ void Optimizer::UpdateSummedSlice(const StepAttrs& attrs, size_t variable, int64
 StatusOr<float> Optimizer::GlobalNormScale(const std::vector<Tensor>& grads,
                                            int64_t iteration) const {
   if (clipping_.global_clip_norm == 0) return 1.0f;
-  double squares = 0;
-  for (const Tensor& grad : grads) {
-    TOWER_ASSIGN_OR_RETURN(double sum, SumOfSquares(grad));
-    squares += sum;
-  }
-  const double norm = std::sqrt(squares);
+  TOWER_ASSIGN_OR_RETURN(const double norm, GlobalNorm(grads));
   if (!std::isfinite(norm)) {
     return InvalidArgumentError("global-norm clipping: the gradients' global norm is " +
                                 std::string(std::isnan(norm) ? "NaN" : "Inf") + " at update " +

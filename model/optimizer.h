@@ -29,6 +29,13 @@ struct GradientClipping {
   float global_clip_norm = 0;  // every gradient · clip / max(‖all gradients‖₂, clip)
 };
 
+// ‖tensors‖₂ over every element of every float32 tensor: the squares summed in double, in
+// `tensors` order (on the host for host memory, else by the device's ReduceSum), then the
+// square root. The one place a global norm is computed: global-norm clipping
+// (Optimizer::GlobalNormScale) and the gradient norm a training step records
+// (Sequential::last_step_stats) both call it. May be Inf or NaN.
+StatusOr<double> GlobalNorm(const std::vector<Tensor>& tensors);
+
 class Optimizer {
  public:
   // One step's update, checked, with this step's learning rate (and Adam's bias correction)
@@ -73,9 +80,8 @@ class Optimizer {
   void UpdateSummedSlice(const StepAttrs& attrs, size_t variable, int64_t begin, int64_t end,
                          const float* sum) const;
   // The factor global-norm clipping multiplies `grads` by: clip / ‖grads‖₂ when the norm is
-  // above the clip, else 1 (and 1 when it is off). The squares are summed in double, in
-  // `grads` order (on the host for host memory, else by the device's ReduceSum): the same
-  // sums give the same factor on every replica. A non-finite norm is an error naming the
+  // above the clip, else 1 (and 1 when it is off). The norm is GlobalNorm's: the same sums
+  // give the same factor on every replica. A non-finite norm is an error naming the
   // step: scaling by it would write NaN into every weight.
   StatusOr<float> GlobalNormScale(const std::vector<Tensor>& grads, int64_t iteration) const;
 

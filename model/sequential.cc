@@ -1,5 +1,6 @@
 #include "model/sequential.h"
 
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -7,6 +8,8 @@
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "util/fiber.h"
+#include "util/flight_recorder.h"
+#include "util/trace.h"
 
 namespace tower {
 namespace {
@@ -332,6 +335,7 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
   } release{caches};
   Tensor activation = features;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    trace::Span span("forward", trace::Category::kForward, static_cast<int>(i));
     TOWER_ASSIGN_OR_RETURN(activation, layers_[i]->Forward(replica, activation,
                                                             options.backward ? &caches[i] : nullptr));
   }
@@ -357,7 +361,10 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
   int backward_index = 0;  // gradients produced so far
   for (size_t i = layers_.size(); i-- > 0;) {
     layer_grads.clear();
-    TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(replica, d, caches[i], i > 0, &layer_grads));
+    {
+      trace::Span span("backward", trace::Category::kBackward, static_cast<int>(i));
+      TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(replica, d, caches[i], i > 0, &layer_grads));
+    }
     for (size_t k = 0; k < layer_grads.size(); ++k) {
       Tensor& slot = pass->gradients[first_gradient_[i] + k];
       slot = std::move(layer_grads[k]);
@@ -438,6 +445,35 @@ StatusOr<Tensor> OwnRowsOfAll(Device* device, const Tensor& outputs, RowRange mi
   return Tensor::FromHost(device, Shape{global_rows, out_dim}, all);
 }
 
+// Forwards every call to a replica's reducer and, when `seconds` is set, adds the wall time
+// spent inside Add and Finish to it (StepStats::all_reduce_seconds). Lives on the stack.
+class TimedReducer final : public GradientReducer {
+ public:
+  TimedReducer(GradientReducer& reducer, double* seconds) : reducer_(reducer), seconds_(seconds) {}
+  Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) override {
+    return reducer_.Begin(gradient_bytes, pass, passes);
+  }
+  Status Add(Tensor* gradient) override {
+    if (seconds_ == nullptr) return reducer_.Add(gradient);
+    const auto start = std::chrono::steady_clock::now();
+    Status status = reducer_.Add(gradient);
+    *seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return status;
+  }
+  Status Finish(Span<Tensor* const> extra) override {
+    if (seconds_ == nullptr) return reducer_.Finish(extra);
+    const auto start = std::chrono::steady_clock::now();
+    Status status = reducer_.Finish(extra);
+    *seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return status;
+  }
+  bool HandOverSums(SummedGradientSink* sink) override { return reducer_.HandOverSums(sink); }
+
+ private:
+  GradientReducer& reducer_;
+  double* seconds_;
+};
+
 }  // namespace
 
 StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
@@ -452,17 +488,21 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   // Every replica reads the step number before the all-reduce, which nobody passes before
   // all have read it.
   const int64_t iteration = optimizer_->iterations();
+  // The step every collective of it carries (flight records, fingerprints across workers).
+  if (training) SetCurrentStep(iteration + 1);
 
   // Replicas that share their variables update them as the gradients' sums form, each its
   // slices of the all-reduce, while they are in cache (where the reducer can hand the sums
   // over; checking the numerics needs the summed gradients kept, and global-norm clipping
   // needs every sum before any update, so then they are not).
   // Loss scaling decides after every sum whether the step happens at all: no update inside
-  // the all-reduce either.
+  // the all-reduce either. Nor when the step records the sums' global norm (StepStats):
+  // like global-norm clipping, it needs every sum kept.
   const bool scaling = training && loss_scale_.has_value();
+  const bool record_norm = training && record_gradient_norm_;
   Optimizer::StepAttrs update;
   const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_ &&
-                                optimizer_->CanUpdateSlicesOfSums() && !scaling;
+                                optimizer_->CanUpdateSlicesOfSums() && !scaling && !record_norm;
   if (update_in_reduce) {
     TOWER_ASSIGN_OR_RETURN(update, optimizer_->AttrsOf(iteration));
   }
@@ -481,8 +521,13 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     const Optimizer::StepAttrs& update;
     float loss_scale;  // 0: off
     bool finite;       // under loss scaling: every summed gradient was finite (replica 0's)
+    bool record_norm;
+    // StepStats, measured by replica 0: seconds in its reducer, ‖sums‖₂ (when record_norm).
+    double all_reduce_seconds;
+    double gradient_norm;
   } step{dist, batch, training, predictions, gather, in_dim, out_dim, iteration, loss,
-         update_in_reduce, update, scaling ? loss_scale_->scale() : 0.0f, true};
+         update_in_reduce, update, scaling ? loss_scale_->scale() : 0.0f, true, record_norm,
+         0.0, std::numeric_limits<double>::quiet_NaN()};
   Status status = dist.RunOnReplicas([this, &step](ReplicaContext& ctx) -> Status {
     Distribution& dist = step.dist;
     const data::Batch& batch = step.batch;
@@ -494,6 +539,8 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     const int64_t iteration = step.iteration;
     const int r = ctx.replica_id();
     Device* device = ctx.device();
+    trace::Span replica_step(training ? "step" : "evaluation step", trace::Category::kStep,
+                             static_cast<int>(iteration + 1));
     // One pass over the replica's shard, or one per virtual shard (deterministic mode); the
     // reducer keeps each pass's gradients and loss and sums them all after the last.
     // Scratch of this replica's thread (its fiber, where replicas share a thread), reused
@@ -502,7 +549,9 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     static FiberLocal<ReplicaPass> replica_pass;
     std::vector<RowRange>& passes = pass_rows.Get();
     dist.PassRows(batch.rows, ctx.global_replica_id(), micro_batches_, &passes);
-    GradientReducer& reducer = ctx.gradient_reducer();
+    // Replica 0 of a training step times its reducer calls (StepStats::all_reduce_seconds).
+    TimedReducer reducer(ctx.gradient_reducer(),
+                         training && r == 0 ? &step.all_reduce_seconds : nullptr);
     ReplicaPass& pass = replica_pass.Get();
     // Nothing of this step outlives it (the next step's peak memory must not hold these).
     struct Release {
@@ -582,6 +631,12 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       TOWER_RETURN_IF_ERROR(CheckReplicasNumerics(ctx, first_nonfinite));
     }
     if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
+    if (step.record_norm && r == 0) {
+      // Every replica holds the same sums: replica 0 measures them, unscaled (the scale is a
+      // power of two: dividing the norm is exact). Non-finite when the step will be skipped.
+      TOWER_ASSIGN_OR_RETURN(const double norm, GlobalNorm(pass.gradients));
+      step.gradient_norm = step.loss_scale != 0 ? norm / step.loss_scale : norm;
+    }
     if (training && step.loss_scale != 0) {
       // Every replica holds the same sums: each decides alone, all alike.
       TOWER_ASSIGN_OR_RETURN(const bool finite, AllFinite(pass.gradients));
@@ -591,9 +646,11 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
         for (Tensor& gradient : pass.gradients) {
           TOWER_ASSIGN_OR_RETURN(gradient, ops::Scale(gradient, 1.0f / step.loss_scale));
         }
+        trace::Span updating("update", trace::Category::kOptimizer);
         TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
       }
     } else if (training && !hand_over.on) {
+      trace::Span updating("update", trace::Category::kOptimizer);
       TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
     }
     // Every replica reads its loss (on a GPU this also waits for the step's work).
@@ -607,6 +664,15 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     return OkStatus();
   });
   TOWER_RETURN_IF_ERROR(status);
+  if (training) {
+    step_stats_.iteration = iteration;
+    step_stats_.learning_rate = optimizer_->learning_rate(iteration);
+    step_stats_.all_reduce_seconds = step.all_reduce_seconds;
+    step_stats_.loss_scale = step.loss_scale;
+    step_stats_.skipped = !step.finite;
+    step_stats_.gradient_global_norm =
+        step.finite ? step.gradient_norm : std::numeric_limits<double>::quiet_NaN();
+  }
   if (scaling) loss_scale_->Update(step.finite);
   // A step that loss scaling skipped is not an update: the counter (and the schedule) stay.
   if (training && step.finite) optimizer_->set_iterations(iteration + 1);
@@ -626,6 +692,7 @@ void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float
 }
 
 StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {
+  const auto start = std::chrono::steady_clock::now();
   TOWER_RETURN_IF_ERROR(CheckBatch(batch));
   for (const auto& metric : metrics_) {
     TOWER_RETURN_IF_ERROR(metric->CheckShapes(output_dim(), batch.target_dim));
@@ -635,6 +702,8 @@ StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {
                          RunBatch(batch, /*training=*/true,
                                   metrics_.empty() ? nullptr : &predictions));
   if (!metrics_.empty()) UpdateMetrics(batch, predictions);
+  step_stats_.step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return loss;
 }
 

@@ -18,6 +18,7 @@
 #define TOWER_MODEL_SEQUENTIAL_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -97,6 +98,32 @@ struct PassOptions {
   // check-numerics across replicas: when set and still 0, receives the code of this
   // replica's first non-finite tensor, before any sum (NonFiniteCode).
   int* first_nonfinite = nullptr;
+};
+
+// What the last training step (TrainStep, each of Fit's steps) measured, for callbacks that
+// log it (TensorBoard). Plain values, overwritten in place by every step: no allocation.
+struct StepStats {
+  // The optimizer's iterations when the step began: it was update number iteration + 1
+  // (unless `skipped`).
+  int64_t iteration = 0;
+  // The learning rate the step used (the schedule's at `iteration`; a skipped step's is
+  // the rate it would have used, which the next step uses).
+  float learning_rate = 0;
+  // Wall time of the whole step (TrainStep: forward, backward, all-reduce, update), seconds.
+  double step_seconds = 0;
+  // Wall time replica 0 spent inside its GradientReducer's Add and Finish calls during the
+  // step, seconds: the sums themselves, and the time it waited there for the other replicas
+  // (and workers) to bring theirs, so a slow replica shows up here too. Under gradient
+  // accumulation it includes the local sums of the earlier micro-batches.
+  double all_reduce_seconds = 0;
+  // The loss scale the step's gradients were computed with; 0 when loss scaling is off.
+  float loss_scale = 0;
+  // Loss scaling found a non-finite summed gradient: no update, the scale halved.
+  bool skipped = false;
+  // ‖summed gradients‖₂ (GlobalNorm over every trainable variable's gradient, after the
+  // all-reduce, unscaled, before clipping) when set_record_gradient_norm is on and the step
+  // was not skipped; NaN otherwise.
+  double gradient_global_norm = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One replica's loss and gradients, not yet summed over replicas (ComputeGradients).
@@ -216,6 +243,15 @@ class Sequential {
   // overflow stops training even under loss scaling (it is there to find the overflow).
   void set_check_numerics(bool on) { check_numerics_ = on; }
 
+  // The last training step's figures (StepStats). The gradient norm is computed only while
+  // set_record_gradient_norm is on (the TensorBoard callback turns it on): it costs a pass
+  // over every summed gradient, and where replicas share variables the optimizer then
+  // updates them after the all-reduce instead of slice by slice inside it (as under
+  // global-norm clipping, whose norm needs every sum first too).
+  const StepStats& last_step_stats() const { return step_stats_; }
+  void set_record_gradient_norm(bool on) { record_gradient_norm_ = on; }
+  bool record_gradient_norm() const { return record_gradient_norm_; }
+
   // Keras's model.summary(): layers, output shapes, parameter counts.
   std::string Summary() const;
 
@@ -274,6 +310,8 @@ class Sequential {
   int64_t input_dim_ = -1;
   bool stop_training_ = false;
   bool check_numerics_ = false;
+  bool record_gradient_norm_ = false;
+  StepStats step_stats_;
   int micro_batches_ = 1;
   PrecisionPolicy policy_ = PrecisionPolicy::kFloat32;
   std::optional<DynamicLossScale> loss_scale_;

@@ -6,6 +6,7 @@
 
 #include "model/progress.h"
 #include "model/sequential.h"
+#include "util/trace.h"
 
 namespace tower {
 
@@ -100,10 +101,23 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
       logs["loss"] = loss_sum / rows;
     }
     while (steps_in_epoch < 0 || step < steps_in_epoch) {
-      TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator->Next());
+      // The step about to run (the optimizer's, as OnBatchEnd's).
+      const int64_t next_step = optimizer_->iterations() + 1;
+      for (const auto& callback : options.callbacks) {
+        TOWER_RETURN_IF_ERROR(callback->OnBatchBegin(*this, next_step));
+      }
+      StatusOr<std::optional<data::Batch>> next = [&] {
+        trace::Span reading("next batch", trace::Category::kData);
+        return iterator->Next();
+      }();
+      TOWER_RETURN_IF_ERROR(next.status());
+      std::optional<data::Batch>& batch = *next;
       if (!batch.has_value()) break;
       if (batch->rows == 0) continue;
-      StatusOr<double> loss = TrainStep(*batch);
+      StatusOr<double> loss = [&] {
+        trace::Span stepping("train step", trace::Category::kStep, static_cast<int>(next_step));
+        return TrainStep(*batch);
+      }();
       if (loss.ok() && options.terminate_on_nan && !std::isfinite(*loss)) {
         // Every replica and worker holds the same all-reduced loss: all stop here together.
         loss = InvalidArgumentError(
