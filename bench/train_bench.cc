@@ -37,6 +37,7 @@
 #include "strategy/replica_devices.h"
 #include "util/flags.h"
 #include "util/strings.h"
+#include "util/trace.h"
 
 namespace tower {
 namespace {
@@ -62,6 +63,7 @@ struct Options {
   int64_t virtual_shards = 8;
   std::string precision = "float32";  // model/precision.h
   bool ab_precision = false;          // float32 and --precision side by side
+  bool ab_trace = false;              // windows with the trace off and on, alternating
   bool check_loss = false;
   DeviceFlags device;
 };
@@ -198,6 +200,52 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str());
 }
 
+// The trace's cost (util/trace.h, model/trace_callback.h): one trainer, timed windows with
+// the trace off and on, in alternating order (off-on, on-off, ...) so that neither always
+// runs second; and what a span costs when no trace runs (a relaxed load), per step.
+Status TraceOverhead(const Options& options, Trainer& trainer,
+                     const std::vector<data::Batch>& batches) {
+  std::vector<double> off, on;
+  int64_t events = 0;
+  for (int64_t rep = 0; rep < options.repeats; ++rep) {
+    for (int half = 0; half < 2; ++half) {
+      const bool tracing = (half == 0) == (rep % 2 == 1);
+      if (tracing) trace::Start();
+      const auto start = std::chrono::steady_clock::now();
+      TOWER_RETURN_IF_ERROR(Steps(trainer, batches, options.steps));
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (tracing) events += static_cast<int64_t>(trace::Stop().size());
+      (tracing ? on : off).push_back(static_cast<double>(options.steps) / seconds);
+    }
+  }
+  // A span with no trace running, many times over.
+  constexpr int64_t kSpans = 100000000;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < kSpans; ++i) {
+    trace::Span span("off", trace::Category::kStep);
+    asm volatile("" ::: "memory");
+  }
+  const double span_ns = std::chrono::duration<double, std::nano>(
+                             std::chrono::steady_clock::now() - start).count() / kSpans;
+  const double steps_on = static_cast<double>(options.steps * options.repeats);
+  const double events_per_step = static_cast<double>(events) / steps_on;
+  const double off_rate = Median(off), on_rate = Median(on);
+  std::string off_runs, on_runs;
+  for (double rate : off) off_runs += (off_runs.empty() ? "" : ",") + Fmt("%.1f", rate);
+  for (double rate : on) on_runs += (on_runs.empty() ? "" : ",") + Fmt("%.1f", rate);
+  std::printf(
+      "trace_overhead workload=%s replicas=%d steps=%lld off_steps_per_s=%.1f "
+      "on_steps_per_s=%.1f on_vs_off=%.4f events_per_step=%.1f off_span_ns=%.3f "
+      "off_cost_per_step_fraction=%.2e off_runs=%s on_runs=%s\n",
+      options.workload.c_str(), trainer.model->distribution()->num_local_replicas(),
+      static_cast<long long>(options.steps), off_rate, on_rate, on_rate / off_rate,
+      events_per_step, span_ns, events_per_step * span_ns * 1e-9 * off_rate, off_runs.c_str(),
+      on_runs.c_str());
+  std::fflush(stdout);
+  return OkStatus();
+}
+
 Status Run(Options options) {
   const bool mlp = options.workload == "mlp";
   if (!mlp && options.workload != "linreg") {
@@ -220,9 +268,9 @@ Status Run(Options options) {
     return InvalidArgumentError("give --deterministic or --ab-deterministic, not both");
   }
   if (static_cast<int>(options.ab_deterministic) + static_cast<int>(options.ab_share_variables) +
-          static_cast<int>(options.ab_precision) > 1) {
-    return InvalidArgumentError("give one of --ab-deterministic, --ab-share-variables and "
-                                "--ab-precision");
+          static_cast<int>(options.ab_precision) + static_cast<int>(options.ab_trace) > 1) {
+    return InvalidArgumentError("give one of --ab-deterministic, --ab-share-variables, "
+                                "--ab-precision and --ab-trace");
   }
   TOWER_ASSIGN_OR_RETURN(const PrecisionPolicy precision,
                          ParsePrecisionPolicy(options.precision));
@@ -289,6 +337,7 @@ Status Run(Options options) {
   if (options.steps <= 0) {
     options.steps = std::max<int64_t>(5, static_cast<int64_t>(options.window_s * slowest));
   }
+  if (options.ab_trace) return TraceOverhead(options, *trainers[0], batches);
   for (int64_t rep = 0; rep < options.repeats; ++rep) {
     for (auto& trainer : trainers) {
       const auto start = std::chrono::steady_clock::now();
@@ -338,6 +387,9 @@ int main(int argc, char** argv) {
                  "(one line each)");
   parser.AddString("precision", &options.precision,
                    "float32, mixed_bfloat16 or mixed_float16 (model/precision.h)");
+  parser.AddBool("ab-trace", &options.ab_trace,
+                 "the step with the trace (--trace) off and on, timed windows alternating, and "
+                 "a span's cost with no trace running (one line, trace_overhead ...)");
   parser.AddBool("ab-precision", &options.ab_precision,
                  "float32 and --precision side by side, timed windows alternating (one line "
                  "each, ending precision=...)");

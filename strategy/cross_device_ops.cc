@@ -2,6 +2,24 @@
 
 namespace tower {
 
+uint64_t TensorLayoutFingerprint(Span<Tensor* const> tensors) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      h ^= (value >> (8 * byte)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(tensors.size());
+  for (const Tensor* t : tensors) {
+    mix(static_cast<uint64_t>(t->dtype()));
+    mix(static_cast<uint64_t>(t->shape().rank()));
+    for (int d = 0; d < t->shape().rank(); ++d) mix(static_cast<uint64_t>(t->shape().dim(d)));
+    mix(t->device()->stream().host_addressable() ? 1 : 0);
+  }
+  return h;
+}
+
 Status CheckTreeContributions(Span<const PartialSums* const> parts,
                               Span<const Span<Tensor* const>> roots,
                               const std::vector<std::string>& names, bool need_host_memory) {

@@ -30,6 +30,12 @@ struct PartialSums {
   std::vector<std::vector<Tensor*>> values;
 };
 
+// FNV-1a over the layout of a collective's tensors: their count, and each one's dtype,
+// shape and whether it lives in host memory. Equal layouts give equal fingerprints; the
+// in-process all-reduce compares them between replicas, the workers before each
+// cross-process all-reduce (and the flight recorder keeps them).
+uint64_t TensorLayoutFingerprint(Span<Tensor* const> tensors);
+
 class CrossDeviceOps {
  public:
   virtual ~CrossDeviceOps() = default;

@@ -5,6 +5,19 @@
 
 namespace tower {
 
+CollectiveRecord BucketSumRecord(int replica, int bucket, Span<Tensor* const> tensors) {
+  CollectiveRecord record;
+  record.scope = "replicas";
+  record.kind = "all-reduce";
+  record.step = CurrentStep();
+  record.bucket = bucket;
+  record.replica = replica;
+  for (const Tensor* t : tensors) record.bytes += static_cast<int64_t>(t->bytes());
+  record.fingerprint = CollectiveFingerprint("all-reduce", record.step, record.dtype, 0,
+                                             TensorLayoutFingerprint(tensors));
+  return record;
+}
+
 std::vector<size_t> PlanBuckets(Span<const int64_t> gradient_bytes, int64_t bucket_bytes) {
   std::vector<size_t> ends;
   int64_t filled = 0;
@@ -91,10 +104,12 @@ Status BucketedGradientReducer::Add(Tensor* gradient) {
 
 Status BucketedGradientReducer::SumPending(size_t gradients) {
   std::vector<Tensor*>& pending = buckets_.pending();
-  if (sink_ == nullptr) return ops_->AllReduceSum(replica_, pending);
-  // The bucket's gradients are the last `gradients` counted so far.
-  const size_t first = buckets_.added() - gradients;
-  return ops_->AllReduceSumHandingOver(replica_, pending, gradients, first, sink_);
+  return SumBucketRecorded(replica_, buckets_.bucket(), pending, [&]() -> Status {
+    if (sink_ == nullptr) return ops_->AllReduceSum(replica_, pending);
+    // The bucket's gradients are the last `gradients` counted so far.
+    const size_t first = buckets_.added() - gradients;
+    return ops_->AllReduceSumHandingOver(replica_, pending, gradients, first, sink_);
+  });
 }
 
 bool BucketedGradientReducer::HandOverSums(SummedGradientSink* sink) {

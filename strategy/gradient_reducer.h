@@ -17,6 +17,8 @@
 #include "model/distribution.h"
 #include "model/pass_accumulator.h"
 #include "strategy/cross_device_ops.h"
+#include "util/flight_recorder.h"
+#include "util/trace.h"
 
 namespace tower {
 
@@ -27,6 +29,24 @@ std::vector<size_t> PlanBuckets(Span<const int64_t> gradient_bytes, int64_t buck
 
 // The bookkeeping both reducers share: the announced sizes and their bucket plan, which
 // gradient comes next, and the open bucket's tensors.
+// What the flight recorder keeps of replica `replica`'s sum of bucket `bucket`.
+CollectiveRecord BucketSumRecord(int replica, int bucket, Span<Tensor* const> tensors);
+
+// Runs `sum` (a replica's all-reduce of gradient bucket `bucket`) as the trace and the flight
+// recorder see it: a span on the replica's lane, a flight record, and the bucket known to
+// the collectives beneath (the workers' all-reduce records it). A template, so that the
+// step stays free of allocations.
+template <typename Sum>
+Status SumBucketRecorded(int replica, int bucket, Span<Tensor* const> tensors, const Sum& sum) {
+  BucketScope in_bucket(bucket);
+  const CollectiveRecord record = BucketSumRecord(replica, bucket, tensors);
+  RecordedCollective recorded(record);
+  trace::Span span("all-reduce bucket", trace::Category::kAllReduce, bucket, record.bytes);
+  const Status status = sum();
+  recorded.Finish(status.ok());
+  return status;
+}
+
 class GradientBuckets {
  public:
   explicit GradientBuckets(int64_t bucket_bytes) : bucket_bytes_(bucket_bytes) {}
@@ -44,6 +64,8 @@ class GradientBuckets {
 
   const std::vector<int64_t>& sizes() const { return sizes_; }
   size_t added() const { return next_; }
+  // The open bucket's index (0 first in each pass).
+  int bucket() const { return static_cast<int>(bucket_); }
   std::vector<Tensor*>& pending() { return pending_; }
   int64_t bucket_bytes() const { return bucket_bytes_; }
 

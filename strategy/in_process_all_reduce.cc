@@ -67,26 +67,6 @@ void SumBlock(float* const* buffers, int n, int64_t begin, int64_t len, float* s
   }
 }
 
-// FNV-1a over what CheckAgainstFirst compares: the count, and each tensor's dtype, shape and
-// whether it lives in host memory.
-uint64_t LayoutFingerprint(Span<Tensor* const> tensors) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](uint64_t value) {
-    for (int byte = 0; byte < 8; ++byte) {
-      h ^= (value >> (8 * byte)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  };
-  mix(tensors.size());
-  for (const Tensor* t : tensors) {
-    mix(static_cast<uint64_t>(t->dtype()));
-    mix(static_cast<uint64_t>(t->shape().rank()));
-    for (int d = 0; d < t->shape().rank(); ++d) mix(static_cast<uint64_t>(t->shape().dim(d)));
-    mix(t->device()->stream().host_addressable() ? 1 : 0);
-  }
-  return h;
-}
-
 }  // namespace
 
 InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
@@ -101,7 +81,7 @@ InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
 
 void InProcessAllReduce::Publish(int replica, Span<Tensor* const> tensors) {
   published_[replica] = tensors;
-  fingerprints_[replica] = LayoutFingerprint(tensors);
+  fingerprints_[replica] = TensorLayoutFingerprint(tensors);
 }
 
 Status InProcessAllReduce::CheckPublished(int replica) const {

@@ -20,6 +20,7 @@
 #include "strategy/reduction_to_one_device.h"
 #include "util/logging.h"
 #include "util/strings.h"
+#include "util/trace.h"
 
 namespace tower {
 
@@ -43,7 +44,10 @@ class MirroredStrategy::Replica : public ReplicaContext {
   int global_replica_id() const override { return strategy_->first_global_replica() + id_; }
   Device* device() const override { return strategy_->devices_[id_]; }
   Status AllReduceSum(Span<Tensor* const> tensors) override {
-    return strategy_->cross_device_ops_->AllReduceSum(id_, tensors);
+    // A custom loop's sum: no bucket.
+    return SumBucketRecorded(id_, /*bucket=*/-1, tensors, [&]() -> Status {
+      return strategy_->cross_device_ops_->AllReduceSum(id_, tensors);
+    });
   }
   Status Broadcast(Span<Tensor* const> tensors) override {
     return strategy_->cross_device_ops_->Broadcast(id_, tensors);
@@ -303,6 +307,7 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
     // Ops without inputs inside fn land on this replica's device (TensorFlow's replica
     // context does the same).
     DeviceScope scope(devices_[replica]->name());
+    trace::LaneScope lane(replica);
     status = fn(*replicas_[replica]);
   } catch (const std::exception& e) {
     status = InternalError(std::string("threw an exception: ") + e.what());

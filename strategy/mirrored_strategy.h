@@ -117,6 +117,12 @@ class MirroredStrategy : public Distribution {
   }
   Status CheckConsistent(const std::string& model_signature) override;
   void Abort(int exit_code) override { world_->AbortJob(exit_code); }
+  int worker_rank() const override { return world_->rank(); }
+  int num_workers() const override { return world_->size(); }
+  std::string DescribeWorker(int rank) const override { return world_->Describe(rank); }
+  StatusOr<std::vector<std::string>> GatherFromWorkers(const std::string& mine) override {
+    return world_->AllGather(mine, timeout_, "gathering every worker's report");
+  }
   Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override;
 
   // ---- TensorFlow's strategy API

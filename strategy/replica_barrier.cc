@@ -4,8 +4,10 @@
 #include <sched.h>
 
 #include "strategy/replica_scheduler.h"
+#include "util/flight_recorder.h"
 #include "util/logging.h"
 #include "util/strings.h"
+#include "util/trace.h"
 
 namespace tower {
 
@@ -51,6 +53,7 @@ Status ReplicaBarrier::Wait(int replica) {
     }
     return OkStatus();
   }
+  trace::Span waiting("wait for replicas", trace::Category::kWait);
   if (ReplicaScheduler::OnReplicaFiber()) return WaitOnFiber(replica, generation);
   if (spin_) {
     // About 20-50 µs of polling: far longer than replicas that run in step need.
@@ -151,6 +154,9 @@ Status ReplicaBarrier::GiveUp(int replica, uint64_t generation) {
     aborted_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
+  // What every collective of this process was doing, for `tower doctor`.
+  const Status dumped = FlightRecorder::Get().Dump(timeout.message());
+  if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
   return timeout;
 }
 

@@ -6,12 +6,14 @@
 //   tower launch [flags] -- train [flags]
 //                           train over several hosts with mpirun, relaunching on the rest
 //                           when a host is lost
+//   tower doctor DIR        who diverged or stalled, from every worker's flight recorder file
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "device/context.h"
 #include "tools/devices_command.h"
+#include "tools/doctor_command.h"
 #include "tools/launch_command.h"
 #include "tools/model_commands.h"
 #include "tools/train_command.h"
@@ -27,6 +29,8 @@ constexpr char kUsage[] =
     "  predict   a model's predictions for a CSV file, written as CSV\n"
     "  launch    train over several hosts with mpirun; a lost host is dropped and the job\n"
     "            resumed on the rest from its backup\n"
+    "  doctor    after a failed or stuck multi-worker run: which worker went astray, from the\n"
+    "            flight recorder files (--flight-recorder=DIR) of every worker\n"
     "run `tower <command> --help` for a command's flags\n";
 
 }  // namespace
@@ -49,6 +53,7 @@ int main(int argc, char** argv) {
   if (command == "evaluate") return tower::RunEvaluateCommand(args, std::cout, std::cerr);
   if (command == "predict") return tower::RunPredictCommand(args, std::cout, std::cerr);
   if (command == "launch") return tower::RunLaunchCommand(args, std::cout, std::cerr);
+  if (command == "doctor") return tower::RunDoctorCommand(args, std::cout, std::cerr);
   std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

@@ -1,5 +1,6 @@
 #include "tools/train_command.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -16,15 +17,19 @@
 #include "device/config.h"
 #include "device/device_flags.h"
 #include "model/callbacks.h"
+#include "model/trace_callback.h"
 #include "model/dense.h"
 #include "model/model_file.h"
 #include "model/normalization.h"
 #include "model/sequential.h"
+#include "model/tensorboard/tensorboard_callback.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/mpi/worker_report.h"
 #include "strategy/replica_devices.h"
 #include "strategy/strategy_from_environment.h"
+#include "util/file.h"
 #include "util/flags.h"
+#include "util/flight_recorder.h"
 #include "util/strings.h"
 
 namespace tower {
@@ -57,6 +62,8 @@ struct TrainFlags {
   std::string save;
   std::string metrics_out;
   std::string metrics;
+  std::string tensorboard;  // log directory ("" off)
+  std::string tensorboard_update_freq = "epoch";
   int64_t verbose = 1;
   // Fault tolerance.
   std::string backup;
@@ -81,6 +88,10 @@ struct TrainFlags {
   double max_clock_skew_s = 0;
   bool log_device_placement = false;
   DeviceFlags device;
+  // Seeing inside a run.
+  std::string trace;
+  std::string trace_steps = "2:6";
+  std::string flight_recorder;
 };
 
 // The models of the workloads of docs/BENCHMARKS.md, used when the flags leave them out, with a
@@ -285,6 +296,25 @@ Status CheckWritable(const std::string& flag, const std::string& path) {
   return OkStatus();
 }
 
+// A directory that training will create if needed (--tensorboard): its nearest existing
+// ancestor must be a directory this process can write to. Nothing is created here.
+Status CheckCreatableDirectory(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) return OkStatus();
+  std::string existing = dir;
+  struct stat info;
+  while (::stat(existing.c_str(), &info) != 0) {
+    const size_t slash = existing.find_last_of('/', existing.size() > 1 ? existing.size() - 2 : 0);
+    existing = slash == std::string::npos ? "." : slash == 0 ? "/" : existing.substr(0, slash);
+  }
+  if (!S_ISDIR(info.st_mode) || ::access(existing.c_str(), W_OK | X_OK) != 0) {
+    return InvalidArgumentError("--" + flag + "=" + dir + ": " + existing +
+                                (S_ISDIR(info.st_mode) ? " is not writable"
+                                                       : " is not a directory") +
+                                ", so the directory cannot be created there");
+  }
+  return OkStatus();
+}
+
 // What a run trains (data, model, optimizer, batching, seed): a backup written by a run with
 // another signature is not resumed. Replica counts may change between runs.
 std::string RunSignature(const TrainFlags& flags, const std::string& layers, double lr) {
@@ -345,6 +375,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddString("save", &flags.save, "write weights and optimizer state here when done");
   parser.AddString("metrics-out", &flags.metrics_out, "per-epoch metrics: .csv, else JSON lines (with per-step lines)");
   parser.AddString("metrics", &flags.metrics, "extra metrics: mae, mse, accuracy");
+  parser.AddString("tensorboard", &flags.tensorboard, "write TensorBoard scalars under this directory (created if needed): DIR/train (loss, metrics; per step also learning rate, gradient norm, loss scale, step and all-reduce times) and DIR/validation; `tensorboard --logdir=DIR` shows them");
+  parser.AddString("tensorboard-update-freq", &flags.tensorboard_update_freq, "with --tensorboard: epoch (epoch scalars only), batch (every step too) or N (every N-th step too)");
   parser.AddInt("verbose", &flags.verbose, "0 quiet, 1 progress bar, 2 one line per epoch");
   parser.AddString("backup", &flags.backup, "write weights, optimizer state and the data position here (atomically) every --backup-every steps and at the end");
   parser.AddInt("backup-every", &flags.backup_every, "steps between backups");
@@ -366,6 +398,9 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
                    "seconds a collective waits for every replica and worker before failing");
   parser.AddDouble("max-clock-skew", &flags.max_clock_skew_s, "under mpirun: refuse to start when the workers' wall clocks differ by more than this many seconds (0: only a warning, from 2 s on; training never depends on the clocks)");
   parser.AddBool("log-device-placement", &flags.log_device_placement, "print where every op runs");
+  parser.AddString("trace", &flags.trace, "write a trace of --trace-steps to this JSON file (Chrome's Trace Event Format: open it in Perfetto or chrome://tracing): every replica's layers, all-reduces, waits and updates, every worker's in one file");
+  parser.AddString("trace-steps", &flags.trace_steps, "with --trace: the first and last step traced, A:B");
+  parser.AddString("flight-recorder", &flags.flight_recorder, "on a collective's deadline, a divergence between workers, an abort or SIGUSR1, every worker writes its last collectives here (flight_recorder.rank<R>.json; default $TOWER_FLIGHT_RECORDER_DIR); `tower doctor DIR` reads them");
   AddDeviceFlags(&parser, &flags.device);
   Status status = parser.Parse(args);
   if (!status.ok()) return Usage(err, status);
@@ -390,6 +425,20 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     return Usage(err, InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB), "
                                            "got " + std::to_string(flags.bucket_mb)));
   }
+  std::pair<int64_t, int64_t> trace_steps{0, 0};
+  if (!flags.trace.empty() || parser.WasSet("trace-steps")) {
+    if (flags.trace.empty()) return Usage(err, InvalidArgumentError("--trace-steps needs --trace=FILE"));
+    StatusOr<std::pair<int64_t, int64_t>> parsed = ParseTraceSteps(flags.trace_steps);
+    if (!parsed.ok()) return Usage(err, parsed.status());
+    trace_steps = *parsed;
+  }
+  if (!flags.flight_recorder.empty()) {
+    // Made now (each host its own), so that a dump in trouble does not fail for want of it.
+    if (Status made = MakeDirectories(flags.flight_recorder); !made.ok()) {
+      return Usage(err, made.WithContext("--flight-recorder"));
+    }
+  }
+  FlightRecorder::Get().SetDumpDirectory(flags.flight_recorder);
   if (parser.WasSet("virtual-shards") && !flags.deterministic) {
     return Usage(err, InvalidArgumentError("--virtual-shards needs --deterministic"));
   }
@@ -412,6 +461,17 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   if (flags.resume && flags.backup.empty()) {
     return Usage(err, InvalidArgumentError("--resume needs --backup=PATH (the file to resume from)"));
+  }
+  int64_t tensorboard_every_steps = 0;
+  if (!flags.tensorboard.empty() || parser.WasSet("tensorboard-update-freq")) {
+    if (flags.tensorboard.empty()) {
+      return Usage(err, InvalidArgumentError("--tensorboard-update-freq needs --tensorboard=DIR"));
+    }
+    StatusOr<int64_t> every = TensorBoard::ParseUpdateFreq(flags.tensorboard_update_freq);
+    if (!every.ok()) return Usage(err, every.status().WithContext("--tensorboard-update-freq"));
+    tensorboard_every_steps = *every;
+    status = CheckCreatableDirectory("tensorboard", flags.tensorboard);
+    if (!status.ok()) return Usage(err, status);
   }
   if (flags.early_stopping < -1) {
     return Usage(err, InvalidArgumentError("--early-stopping is a number of epochs (0 or more)"));
@@ -663,12 +723,20 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   fit.backup_every_steps = flags.backup.empty() ? 0 : flags.backup_every;
   fit.signature = signature;
   fit.resume = resume;
+  if (!flags.tensorboard.empty()) {
+    // Written by the chief only; other workers' callbacks do nothing.
+    fit.callbacks.push_back(std::make_shared<TensorBoard>(flags.tensorboard, tensorboard_every_steps));
+  }
   if (!flags.metrics_out.empty()) {
     if (EndsWith(flags.metrics_out, ".csv")) {
       fit.callbacks.push_back(std::make_shared<CsvLogger>(flags.metrics_out));
     } else {
       fit.callbacks.push_back(std::make_shared<JsonLinesLogger>(flags.metrics_out, true));
     }
+  }
+  if (!flags.trace.empty()) {
+    fit.callbacks.push_back(
+        std::make_shared<StepTrace>(flags.trace, trace_steps.first, trace_steps.second));
   }
   StatusOr<History> history = model.Fit(dataset, fit);
   if (!history.ok()) {

@@ -82,7 +82,9 @@ Status CrossProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tens
     if (wire_dtype_ != DType::kFloat32 && world_->size() > 1) {
       TOWER_RETURN_IF_ERROR(SumAcrossWorkersIn16Bits(offset, what));
     } else {
-      TOWER_RETURN_IF_ERROR(world_->AllReduceSum(staging_.data(), offset, timeout_, what));
+      TOWER_RETURN_IF_ERROR(world_->AllReduceSum(staging_.data(), offset,
+                                                 TensorLayoutFingerprint(tensors), timeout_,
+                                                 what));
       // What a ring all-reduce sends to others (reduce-scatter, then all-gather); at 2
       // workers every all-reduce algorithm sends this.
       const int64_t workers = world_->size();

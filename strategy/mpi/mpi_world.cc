@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "strategy/mpi/worker_report.h"
+#include "util/flight_recorder.h"
+#include "util/trace.h"
 #include "util/logging.h"
 #include "util/strings.h"
 
@@ -23,6 +25,12 @@ constexpr std::chrono::milliseconds kProbeWindow(1000);
 // How long MPI_Abort may take before this worker exits by itself: it can block on a peer it
 // cannot reach (a cut link), and a worker that gave up must end.
 constexpr std::chrono::milliseconds kAbortGrace(1000);
+
+std::string HexFingerprint(uint64_t fingerprint) {
+  char text[19];
+  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
+}
 
 std::string MpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -75,6 +83,7 @@ StatusOr<MpiWorld*> MpiWorld::Get() {
   MPI_Comm_size(MPI_COMM_WORLD, &created->size_);
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
+  FlightRecorder::Get().SetProcess(created->rank_, created->size_, host);
   StatusOr<std::vector<std::string>> hosts =
       created->AllGather(host, std::chrono::minutes(2), "exchanging host names");
   if (!hosts.ok()) return hosts.status();
@@ -92,11 +101,22 @@ std::string MpiWorld::Describe(int rank) const {
 Status MpiWorld::Wait(void* request, std::chrono::milliseconds timeout, const std::string& what) {
   auto* req = static_cast<MPI_Request*>(request);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto halfway = std::chrono::steady_clock::now() + timeout / 2;
+  bool warned = false;
   for (int polls = 0;; ++polls) {
     int done = 0;
     const int code = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (code == MPI_SUCCESS && done) return OkStatus();
-    const bool late = std::chrono::steady_clock::now() > deadline;
+    const auto now = std::chrono::steady_clock::now();
+    if (!warned && now > halfway) {
+      // Every worker arrived, so nobody is missing: the data of one of them is slow to come.
+      TOWER_LOG(WARNING) << Describe(rank_) << ": collective " << sequence_ << " (" << what
+                         << ") has been in flight for " << (timeout / 2).count()
+                         << " ms, half the deadline, after every worker arrived; it gives up at "
+                         << timeout.count() << " ms";
+      warned = true;
+    }
+    const bool late = now > deadline;
     if (code != MPI_SUCCESS || late) {
       const std::string happened =
           code != MPI_SUCCESS ? "failed (" + MpiErrorText(code) + ")"
@@ -184,20 +204,58 @@ std::vector<int> MpiWorld::unreachable() const {
   return unreachable_;
 }
 
-Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& what) {
+uint64_t MpiWorld::BeginCollective(const char* kind, const char* dtype, int64_t elements,
+                                   uint64_t layout, int64_t bytes, const std::string& what) {
+  CollectiveRecord record;
+  record.scope = "workers";
+  record.kind = kind;
+  record.sequence = sequence_ + 1;  // Arrive's
+  record.step = CurrentStep();
+  record.bucket = CurrentBucket();
+  record.bytes = bytes;
+  record.dtype = dtype;
+  record.fingerprint = CollectiveFingerprint(kind, record.step, dtype, elements, layout);
+  record_ticket_ = FlightRecorder::Get().Begin(record, what);
+  record_kind_ = kind;
+  record_bytes_ = bytes;
+  record_start_ns_ = trace::Recording() ? trace::NowNs() : 0;
+  return record.fingerprint;
+}
+
+Status MpiWorld::EndCollective(const Status& status) {
+  FlightRecorder& recorder = FlightRecorder::Get();
+  recorder.End(record_ticket_, status.ok() ? CollectiveState::kDone : CollectiveState::kFailed);
+  if (record_start_ns_ != 0 && trace::Recording()) {
+    // On the lane of the replica that runs it (replica 0's), inside its bucket's sum.
+    trace::RecordComplete(record_kind_, trace::Category::kWorkers, trace::CurrentLane(),
+                          CurrentBucket(), record_bytes_, record_start_ns_,
+                          trace::NowNs() - record_start_ns_);
+  }
+  if (!status.ok()) {
+    const Status dumped = recorder.Dump(Describe(rank_) + ": " + status.message());
+    if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
+    dumped_failure_ = true;
+  }
+  return status;
+}
+
+Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& what,
+                        uint64_t fingerprint) {
   const uint64_t sequence = ++sequence_;
   if (size_ == 1) return OkStatus();
-  std::vector<uint64_t> seen(static_cast<size_t>(size_), 0);
+  // Each peer's {sequence, fingerprint}.
+  std::vector<uint64_t> seen(2 * static_cast<size_t>(size_), 0);
   std::vector<MPI_Request> receives;
   std::vector<MPI_Request> sends;
   std::vector<int> peers;
-  arrive_token_ = sequence;
+  arrive_token_[0] = sequence;
+  arrive_token_[1] = fingerprint;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     MPI_Request receive, send;
-    TOWER_MPI_RETURN_IF_ERROR(MPI_Irecv(&seen[peer], 1, MPI_UINT64_T, peer, kArriveTag,
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Irecv(&seen[2 * peer], 2, MPI_UINT64_T, peer, kArriveTag,
                                         MPI_COMM_WORLD, &receive));
-    TOWER_MPI_RETURN_IF_ERROR(MPI_Isend(&arrive_token_, 1, MPI_UINT64_T, peer, kArriveTag,
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Isend(arrive_token_, 2, MPI_UINT64_T, peer, kArriveTag,
                                         MPI_COMM_WORLD, &send));
     receives.push_back(receive);
     sends.push_back(send);
@@ -236,11 +294,22 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
       if (!done) continue;
       arrived[i] = true;
       ++count;
-      if (seen[peers[i]] != sequence) {
+      const uint64_t their_sequence = seen[2 * peers[i]];
+      const uint64_t their_fingerprint = seen[2 * peers[i] + 1];
+      if (their_sequence != sequence) {
         return FailedPreconditionError(
             Describe(rank_) + " is at collective " + std::to_string(sequence) + " (" + what +
             ") but " + Describe(peers[i]) + " is at collective " +
-            std::to_string(seen[peers[i]]) + ": the workers diverged");
+            std::to_string(their_sequence) + ": the workers diverged");
+      }
+      if (their_fingerprint != fingerprint) {
+        return FailedPreconditionError(
+            "the workers diverged at collective " + std::to_string(sequence) + ": " +
+            Describe(rank_) + " runs " + what + " at step " + std::to_string(CurrentStep()) +
+            " (fingerprint " + HexFingerprint(fingerprint) + ") but " + Describe(peers[i]) +
+            "'s has fingerprint " + HexFingerprint(their_fingerprint) +
+            " (a collective skipped or added, another step, or other shapes); `tower doctor` "
+            "on the flight recorder's files names the rank that went astray");
       }
     }
     if (count == peers.size() && sent_count == peers.size()) break;
@@ -301,24 +370,36 @@ Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& wh
 
 Status MpiWorld::AllReduceSum(float* data, int64_t count, std::chrono::milliseconds timeout,
                               const std::string& what) {
+  return AllReduceSum(data, count, /*layout=*/0, timeout, what);
+}
+
+Status MpiWorld::AllReduceSum(float* data, int64_t count, uint64_t layout,
+                              std::chrono::milliseconds timeout, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
-  if (size_ == 1 || count == 0) return OkStatus();
-  MPI_Request request;
-  TOWER_MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT,
-                                           MPI_SUM, MPI_COMM_WORLD, &request));
-  return Wait(&request, timeout, what);
+  const uint64_t fingerprint = BeginCollective(
+      "all-reduce", "float32", count, layout, count * static_cast<int64_t>(sizeof(float)), what);
+  return EndCollective([&]() -> Status {
+    TOWER_RETURN_IF_ERROR(Arrive(timeout, what, fingerprint));
+    if (size_ == 1 || count == 0) return OkStatus();
+    MPI_Request request;
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                                             MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+    return Wait(&request, timeout, what);
+  }());
 }
 
 Status MpiWorld::Broadcast(void* data, int64_t bytes, int root, std::chrono::milliseconds timeout,
                            const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
-  if (size_ == 1 || bytes == 0) return OkStatus();
-  MPI_Request request;
-  TOWER_MPI_RETURN_IF_ERROR(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root,
-                                       MPI_COMM_WORLD, &request));
-  return Wait(&request, timeout, what);
+  const uint64_t fingerprint = BeginCollective("broadcast", "bytes", bytes, root, bytes, what);
+  return EndCollective([&]() -> Status {
+    TOWER_RETURN_IF_ERROR(Arrive(timeout, what, fingerprint));
+    if (size_ == 1 || bytes == 0) return OkStatus();
+    MPI_Request request;
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root,
+                                         MPI_COMM_WORLD, &request));
+    return Wait(&request, timeout, what);
+  }());
 }
 
 Status MpiWorld::AllToAllOf(const void* send, const std::vector<int>& send_counts,
@@ -328,13 +409,21 @@ Status MpiWorld::AllToAllOf(const void* send, const std::vector<int>& send_count
                             std::chrono::milliseconds timeout, const std::string& what) {
   const MPI_Datatype type = element == Element::kFloat ? MPI_FLOAT : MPI_UINT16_T;
   std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
-  MPI_Request request;
-  TOWER_MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, send_counts.data(), send_offsets.data(), type,
-                                           receive, receive_counts.data(),
-                                           receive_offsets.data(), type, MPI_COMM_WORLD,
-                                           &request));
-  return Wait(&request, timeout, what);
+  int64_t sent = 0;
+  for (int count : send_counts) sent += count;
+  // Workers send different counts (uneven ranges): the fingerprint leaves counts out.
+  const uint64_t fingerprint = BeginCollective(
+      "all-to-all", element == Element::kFloat ? "float32" : "16-bit", /*elements=*/0,
+      /*layout=*/0, sent * (element == Element::kFloat ? 4 : 2), what);
+  return EndCollective([&]() -> Status {
+    TOWER_RETURN_IF_ERROR(Arrive(timeout, what, fingerprint));
+    MPI_Request request;
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Ialltoallv(send, send_counts.data(), send_offsets.data(),
+                                             type, receive, receive_counts.data(),
+                                             receive_offsets.data(), type, MPI_COMM_WORLD,
+                                             &request));
+    return Wait(&request, timeout, what);
+  }());
 }
 
 Status MpiWorld::AllGatherInPlaceOf(void* data, const std::vector<int>& counts,
@@ -342,12 +431,26 @@ Status MpiWorld::AllGatherInPlaceOf(void* data, const std::vector<int>& counts,
                                     std::chrono::milliseconds timeout, const std::string& what) {
   const MPI_Datatype type = element == Element::kFloat ? MPI_FLOAT : MPI_UINT16_T;
   std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
-  MPI_Request request;
-  TOWER_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
-                                            counts.data(), offsets.data(), type, MPI_COMM_WORLD,
-                                            &request));
-  return Wait(&request, timeout, what);
+  // Every worker passes the same counts: all of them are in the fingerprint.
+  int64_t total = 0;
+  uint64_t layout = 0;
+  for (int count : counts) {
+    total += count;
+    layout = layout * 1000003u + static_cast<uint64_t>(count);
+  }
+  const uint64_t fingerprint = BeginCollective(
+      "all-gather", element == Element::kFloat ? "float32" : "16-bit", total, layout,
+      (rank_ < static_cast<int>(counts.size()) ? counts[rank_] : 0) *
+          (element == Element::kFloat ? 4 : 2),
+      what);
+  return EndCollective([&]() -> Status {
+    TOWER_RETURN_IF_ERROR(Arrive(timeout, what, fingerprint));
+    MPI_Request request;
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
+                                              counts.data(), offsets.data(), type,
+                                              MPI_COMM_WORLD, &request));
+    return Wait(&request, timeout, what);
+  }());
 }
 
 Status MpiWorld::AllToAll(const float* send, const std::vector<int>& send_counts,
@@ -384,7 +487,19 @@ StatusOr<std::vector<std::string>> MpiWorld::AllGather(const std::string& mine,
                                                        std::chrono::milliseconds timeout,
                                                        const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
-  TOWER_RETURN_IF_ERROR(Arrive(timeout, what));
+  // Strings differ in length between workers (host names, descriptions).
+  const uint64_t fingerprint = BeginCollective("all-gather", "bytes", /*elements=*/0,
+                                               /*layout=*/0, mine.size(), what);
+  StatusOr<std::vector<std::string>> gathered = AllGatherArrived(mine, timeout, what, fingerprint);
+  TOWER_RETURN_IF_ERROR(EndCollective(gathered.status()));
+  return gathered;
+}
+
+StatusOr<std::vector<std::string>> MpiWorld::AllGatherArrived(const std::string& mine,
+                                                              std::chrono::milliseconds timeout,
+                                                              const std::string& what,
+                                                              uint64_t fingerprint) {
+  TOWER_RETURN_IF_ERROR(Arrive(timeout, what, fingerprint));
   std::vector<int> lengths(static_cast<size_t>(size_), 0);
   int length = static_cast<int>(mine.size());
   MPI_Request request;
@@ -408,6 +523,13 @@ StatusOr<std::vector<std::string>> MpiWorld::AllGather(const std::string& mine,
 }
 
 void MpiWorld::AbortJob(int exit_code) {
+  if (!dumped_failure_) {
+    // No collective failed here (another error ended this worker): the ring still shows
+    // where every collective stood.
+    const Status dumped = FlightRecorder::Get().Dump(
+        Describe(rank_) + ": the job is aborted (exit code " + std::to_string(exit_code) + ")");
+    if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
+  }
   std::vector<UnreachableWorker> report;
   for (int rank : unreachable()) {
     report.push_back({rank, rank < static_cast<int>(hosts_.size()) ? hosts_[rank] : "?"});

@@ -48,6 +48,11 @@ class MpiWorld : public World {
   // In-place sum of `count` floats over all workers.
   Status AllReduceSum(float* data, int64_t count, std::chrono::milliseconds timeout,
                       const std::string& what) override;
+  // The same, for tensors whose shapes hash to `layout`: workers whose shapes differ (or
+  // whose steps differ) are told apart before any data moves (a mismatch error naming the
+  // fingerprints), instead of summing unrelated floats.
+  Status AllReduceSum(float* data, int64_t count, uint64_t layout,
+                      std::chrono::milliseconds timeout, const std::string& what);
   // Worker q gets send_counts[q] floats from `send` + send_offsets[q]; the floats from worker
   // p land at `receive` + receive_offsets[p] (receive_counts[p] of them). MPI_Alltoallv.
   Status AllToAll(const float* send, const std::vector<int>& send_counts,
@@ -94,8 +99,17 @@ class MpiWorld : public World {
   Status AllGatherInPlaceOf(void* data, const std::vector<int>& counts,
                             const std::vector<int>& offsets, Element element,
                             std::chrono::milliseconds timeout, const std::string& what);
-  // All workers are at this collective, or DeadlineExceeded naming the missing ones.
-  Status Arrive(std::chrono::milliseconds timeout, const std::string& what);
+  // Starts collective number sequence_ + 1 of `kind`: records it in the flight recorder
+  // (util/flight_recorder.h) and returns its fingerprint (of kind, step, dtype, `elements`
+  // and `layout`; pass elements 0 where workers legitimately send different counts).
+  uint64_t BeginCollective(const char* kind, const char* dtype, int64_t elements,
+                           uint64_t layout, int64_t bytes, const std::string& what);
+  // Ends the collective BeginCollective started; on failure, writes the flight recorder's
+  // ring (the error is the reason). Returns `status`.
+  Status EndCollective(const Status& status);
+  // All workers are at this collective with the same fingerprint, or DeadlineExceeded
+  // naming the missing ones, or FailedPrecondition naming the workers that diverged.
+  Status Arrive(std::chrono::milliseconds timeout, const std::string& what, uint64_t fingerprint);
   // Waits for a non-blocking MPI request with a deadline; on a stall or an MPI error, names
   // the workers that stopped answering (Probe).
   Status Wait(void* request, std::chrono::milliseconds timeout, const std::string& what);
@@ -104,6 +118,11 @@ class MpiWorld : public World {
   // a stalled collective reach their deadlines together (they all passed its Arrive), so
   // they hear each other; a dead or cut-off worker stays silent.
   std::vector<int> Probe(std::chrono::milliseconds window);
+  // AllGather once BeginCollective has run.
+  StatusOr<std::vector<std::string>> AllGatherArrived(const std::string& mine,
+                                                      std::chrono::milliseconds timeout,
+                                                      const std::string& what,
+                                                      uint64_t fingerprint);
   void MarkUnreachable(const std::vector<int>& ranks);
 
   int rank_ = 0;
@@ -116,7 +135,16 @@ class MpiWorld : public World {
   uint64_t probe_token_ = 0;
   // What Arrive sends: a member, since a send to a peer that died is never completed (it is
   // cancelled and freed, and MPI may still read its buffer afterwards).
-  uint64_t arrive_token_ = 0;
+  // {sequence, fingerprint}.
+  uint64_t arrive_token_[2] = {0, 0};
+  // The flight recorder's ticket of the collective in progress.
+  uint64_t record_ticket_ = 0;
+  // The collective in progress, for its trace event (start 0: no trace was running).
+  const char* record_kind_ = "";
+  int64_t record_bytes_ = 0;
+  int64_t record_start_ns_ = 0;
+  // Whether a failure already wrote the flight recorder's ring (AbortJob then keeps it).
+  bool dumped_failure_ = false;
   std::vector<uint64_t> probe_received_;
   mutable std::mutex unreachable_mu_;
   std::vector<int> unreachable_;  // guarded by unreachable_mu_

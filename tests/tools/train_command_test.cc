@@ -6,13 +6,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "model/checkpoint/safetensors.h"
 #include "tests/testing/run_program.h"
+#include "util/strings.h"
 
 namespace tower {
 namespace {
@@ -267,6 +270,59 @@ TEST(TrainCommandTest, ValidationSplitIsEvaluatedEveryEpoch) {
   EXPECT_LT(val_loss(lines[3]), val_loss(lines[1]));
 }
 
+// `tower train --tensorboard=DIR`: Keras's layout (DIR/train, DIR/validation), read back by
+// the independent reader of tests/model (CRCs and every Event checked); the epoch figures
+// are the metrics file's.
+TEST(TrainCommandTest, TensorBoardEventFilesForTrainingAndValidation) {
+  const std::string csv = Path("tensorboard.csv");
+  WriteCsv(csv);
+  const std::string log = Path("tensorboard_log.csv");
+  const std::string dir = Path("tensorboard_logs/run1");  // parents created too
+  ProgramOutput out = Train("--data=" + csv + " --target=y --layers=8:tanh,1 --epochs=2 "
+                            "--global-batch=50 --lr=0.05 --validation-split=0.25 --metrics=mae "
+                            "--verbose=0 --replicas=2 --tensorboard=" + dir +
+                            " --tensorboard-update-freq=batch --metrics-out=" + log);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  // The reader's {"scalars": {tag: {step: value}}, ...} of the one event file in `sub`.
+  const auto read = [&](const std::string& sub) {
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir + "/" + sub)) {
+      if (entry.path().filename().string().find("tfevents") != std::string::npos) {
+        files.push_back(entry.path().string());
+      }
+    }
+    EXPECT_EQ(files.size(), 1u) << sub;
+    if (files.size() != 1) return nlohmann::json::object();
+    ProgramOutput events = testing::RunCommand(
+        "/usr/bin/python3 " + testing::Runfile("tests/model/read_tensorboard_events.py") + " " +
+        files[0]);
+    EXPECT_EQ(events.exit_code, 0) << events.text;
+    return events.exit_code == 0 ? nlohmann::json::parse(events.text) : nlohmann::json::object();
+  };
+  ASSERT_TRUE(Exists(dir + "/train") && Exists(dir + "/validation"));
+  const nlohmann::json train = read("train");
+  const nlohmann::json validation = read("validation");
+  EXPECT_EQ(train["file_version"], "brain.Event:2");
+  // 300 training rows in batches of 50: 6 steps an epoch, 12 in all.
+  for (const char* tag : {"batch_loss", "batch_mae", "learning_rate", "gradient_global_norm",
+                          "step_time_ms", "all_reduce_time_ms"}) {
+    EXPECT_EQ(train["scalars"][tag].size(), 12u) << tag;
+    EXPECT_TRUE(train["scalars"][tag].contains("12")) << tag;
+  }
+  EXPECT_FALSE(train["scalars"].contains("loss_scale"));
+  EXPECT_EQ(train["scalars"]["learning_rate"]["7"], 0.05f);
+  // The metrics file's last epoch (epoch,loss,mae,val_loss,val_mae), as float32.
+  const std::vector<std::string> lines = Lines(log);
+  ASSERT_EQ(lines.size(), 3u);
+  std::vector<double> last;
+  for (const std::string& field : Split(lines[2], ',')) last.push_back(std::stod(field));
+  EXPECT_EQ(train["scalars"]["epoch_loss"]["1"], static_cast<float>(last[1]));
+  EXPECT_EQ(train["scalars"]["epoch_mae"]["1"], static_cast<float>(last[2]));
+  EXPECT_EQ(validation["scalars"]["epoch_loss"]["1"], static_cast<float>(last[3]));
+  EXPECT_EQ(validation["scalars"]["epoch_mae"]["1"], static_cast<float>(last[4]));
+  EXPECT_EQ(validation["scalars"].size(), 2u);  // epoch_loss, epoch_mae
+}
+
 // Training on y = x and validating on y = −x: the better the model fits, the worse the
 // validation loss, so early stopping with patience 0 ends the run at epoch 2, and the best
 // checkpoint holds epoch 1's weights.
@@ -427,6 +483,10 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {"--data=synthetic:linreg --steps=3 --validation-split=0.5", "--validation-split needs data with a known number of rows"},
       {base + layers + epochs + "--early-stopping=-2", "--early-stopping is a number of epochs"},
       {base + layers + epochs + "--save-best=/nonexistent/dir/b.safetensors", "--save-best=/nonexistent/dir/b.safetensors: the directory"},
+      {base + layers + epochs + "--tensorboard-update-freq=batch", "--tensorboard-update-freq needs --tensorboard=DIR"},
+      {base + layers + epochs + "--tensorboard=" + Path("tb") + " --tensorboard-update-freq=sometimes",
+       "--tensorboard-update-freq: TensorBoard update frequency 'sometimes'"},
+      {base + layers + epochs + "--tensorboard=" + csv + "/logs/run", "--tensorboard=" + csv + "/logs/run: " + csv + " is not a directory"},
   };
   EXPECT_GE(std::size(cases), 60u) << "the table of bad inputs shrank";
   for (const Case& c : cases) {

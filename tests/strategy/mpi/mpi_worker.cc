@@ -7,6 +7,10 @@
 //              "rank R: allreduce OK"
 //   die        rank 1 kills itself (SIGKILL) before the 3rd all-reduce; the others must fail
 //   stall      rank 1 sleeps past the deadline before the 3rd all-reduce
+//   skip       8 steps of one all-reduce each; rank 1 skips step 5's (its next one is step
+//              6's): every rank must stop at once, each writing its flight recorder file
+//              ($TOWER_FLIGHT_RECORDER_DIR) for `tower doctor`
+//   shape      as skip, but at step 5 rank 2 sends one tensor with one element more
 //   mismatch   rank 1 builds a different model; every rank must report it
 //   replicas-mismatch  rank 1 has one local replica more; every rank must refuse to start
 //   buckets-mismatch   rank 1 sums gradients in other buckets; every rank must report it
@@ -38,6 +42,7 @@
 #include "model/sequential.h"
 #include "strategy/strategy_from_environment.h"
 #include "tests/testing/inject_nonfinite_layer.h"
+#include "util/flight_recorder.h"
 
 namespace tower {
 namespace {
@@ -50,17 +55,24 @@ Status AllReduceRounds(MirroredStrategy& strategy, int rounds, const std::string
   const std::vector<int64_t> sizes = {0, 1, 7, 1000, 100000};
   const int world = strategy.num_replicas_in_sync();
   const float factor = world * (world + 1) / 2.0f;
+  const int rank = strategy.world().rank();
   for (int round = 0; round < rounds; ++round) {
-    if (round == 2 && strategy.world().rank() == 1) {
+    // A custom loop's step, as Fit sets it: collectives carry it in their fingerprints.
+    SetCurrentStep(round + 1);
+    if (round == 2 && rank == 1) {
       if (fault == "die") raise(SIGKILL);
       if (fault == "stall") std::this_thread::sleep_for(std::chrono::seconds(30));
     }
+    if (round == 4 && rank == 1 && fault == "skip") continue;
+    // Step 5 on rank 2 of the shape fault: tensor 3 has one element more.
+    const bool longer = round == 4 && rank == 2 && fault == "shape";
     TOWER_RETURN_IF_ERROR(strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
       std::vector<Tensor> tensors;
       for (size_t t = 0; t < sizes.size(); ++t) {
-        std::vector<float> values(static_cast<size_t>(sizes[t]));
-        for (int64_t i = 0; i < sizes[t]; ++i) values[i] = Value(ctx.global_replica_id(), t, i);
-        TOWER_ASSIGN_OR_RETURN(Tensor tensor, Tensor::FromHost(ctx.device(), Shape{sizes[t]}, values));
+        const int64_t size = sizes[t] + (longer && t == 3 ? 1 : 0);
+        std::vector<float> values(static_cast<size_t>(size));
+        for (int64_t i = 0; i < size; ++i) values[i] = Value(ctx.global_replica_id(), t, i);
+        TOWER_ASSIGN_OR_RETURN(Tensor tensor, Tensor::FromHost(ctx.device(), Shape{size}, values));
         tensors.push_back(std::move(tensor));
       }
       std::vector<Tensor*> pointers;
@@ -265,7 +277,8 @@ int Main(int argc, char** argv) {
   } else if (scenario == "loss-scale") {
     status = LossScale(**strategy);
   } else {
-    status = AllReduceRounds(**strategy, 5, scenario);
+    status = AllReduceRounds(**strategy, scenario == "skip" || scenario == "shape" ? 8 : 5,
+                             scenario);
   }
   if (!status.ok()) {
     std::fprintf(stderr, "rank %d error: %s\n", rank, status.ToString().c_str());

@@ -1,0 +1,249 @@
+// Seeing inside a multi-worker run, under mpirun: the flight recorder and `tower doctor` on
+// injected faults (a rank that skips an all-reduce, a rank that sends another shape, a rank
+// that stalls), and a 2-process × 2-replica trace of `tower train` merged into one file.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/testing/run_program.h"
+
+namespace tower {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ProgramOutput;
+using testing::Runfile;
+
+std::string FreshDirectory(const std::string& name) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  testing::RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
+  return dir;
+}
+
+// 3 workers of 2 replicas each, `scenario` with a collective deadline of `deadline_ms`,
+// flight recorder files into `dir`. Returns the output and how long the job took.
+std::pair<ProgramOutput, double> RunFault(const std::string& scenario, int deadline_ms,
+                                          const std::string& dir) {
+  const auto start = std::chrono::steady_clock::now();
+  ProgramOutput out = testing::RunCommand(
+      "timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 "
+      "-x TOWER_FLIGHT_RECORDER_DIR=" + dir + " " + Runfile("tests/strategy/mpi/mpi_worker") +
+      " " + scenario + " 2 " + std::to_string(deadline_ms));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {out, seconds};
+}
+
+bool Exists(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0;
+}
+
+// The fingerprints a worker's divergence error names: its own, then the peer's.
+std::pair<std::string, std::string> FingerprintsInError(const std::string& text, int rank) {
+  const std::regex pattern("rank " + std::to_string(rank) +
+                           " error: [^\\n]*fingerprint (0x[0-9a-f]{16})\\) but [^\\n]*"
+                           "has fingerprint (0x[0-9a-f]{16})");
+  std::smatch match;
+  if (!std::regex_search(text, match, pattern)) return {"", ""};
+  return {match[1], match[2]};
+}
+
+// The sequence number of the collective the workers' errors name.
+std::string DivergedAt(const std::string& text) {
+  std::smatch match;
+  if (!std::regex_search(text, match, std::regex("the workers diverged at collective ([0-9]+)"))) {
+    return "";
+  }
+  return match[1];
+}
+
+TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSkippedAnAllReduce) {
+  const std::string dir = FreshDirectory("skip");
+  const int deadline_ms = 5000;
+  auto [out, seconds] = RunFault("skip", deadline_ms, dir);
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
+  // The whole job, start-up included, within the deadline plus 2 s: the fingerprints differ
+  // at once, so nobody waits for the deadline.
+  EXPECT_LT(seconds, deadline_ms / 1000.0 + 2) << out.text;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(Exists(dir + "/flight_recorder.rank" + std::to_string(r) + ".json")) << r;
+  }
+  // Rank 0 names its own (expected) fingerprint and rank 1's (actual).
+  const auto [expected, actual] = FingerprintsInError(out.text, 0);
+  ASSERT_FALSE(expected.empty()) << out.text;
+  const std::string sequence = DivergedAt(out.text);
+  ASSERT_FALSE(sequence.empty()) << out.text;
+
+  ProgramOutput doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
+  EXPECT_EQ(doctor.exit_code, 1) << doctor.text;
+  EXPECT_THAT(doctor.text, HasSubstr("rank 1 (host "));
+  EXPECT_THAT(doctor.text, HasSubstr(") diverged at collective " + sequence + ": it ran "));
+  EXPECT_THAT(doctor.text, HasSubstr("step 6"));
+  EXPECT_THAT(doctor.text, HasSubstr("(expected " + expected + ", actual " + actual + ")"));
+  EXPECT_THAT(doctor.text, HasSubstr("it skipped a collective of step 5"));
+  // ... and what every rank was doing.
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(doctor.text, HasSubstr("rank " + std::to_string(r) + " (host "));
+  }
+  EXPECT_THAT(doctor.text, HasSubstr("still waiting: replica 0 in its all-reduce of step 5"));
+}
+
+TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSentAnotherShape) {
+  const std::string dir = FreshDirectory("shape");
+  const int deadline_ms = 5000;
+  auto [out, seconds] = RunFault("shape", deadline_ms, dir);
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
+  EXPECT_LT(seconds, deadline_ms / 1000.0 + 2) << out.text;
+  // Rank 0 compares with rank 1 (equal) and rank 2 (other): its error names rank 2's.
+  const auto [expected, actual] = FingerprintsInError(out.text, 0);
+  ASSERT_FALSE(expected.empty()) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("but rank 2 (host "));
+  const std::string sequence = DivergedAt(out.text);
+
+  ProgramOutput doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
+  EXPECT_EQ(doctor.exit_code, 1) << doctor.text;
+  EXPECT_THAT(doctor.text, HasSubstr(") diverged at collective " + sequence + ": it ran "));
+  EXPECT_EQ(doctor.text.find("rank 2 (host "), 0u) << doctor.text;  // named first
+  EXPECT_THAT(doctor.text, HasSubstr("(expected " + expected + ", actual " + actual + ")"));
+  // 101009 floats where the others sum 101008.
+  EXPECT_THAT(doctor.text, HasSubstr("it sends 404036 bytes where the others send 404032"));
+}
+
+TEST(SeeInsideTest, TowerDoctorNamesTheRankThatNeverArrived) {
+  const std::string dir = FreshDirectory("stall");
+  const int deadline_ms = 1500;
+  auto [out, seconds] = RunFault("stall", deadline_ms, dir);
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
+  // Rank 1 sleeps 30 s; the others give up at the deadline (plus the probe's second).
+  EXPECT_LT(seconds, 15) << out.text;
+  // The stalled rank wrote its file too, when mpirun ended it (SIGTERM).
+  ASSERT_TRUE(Exists(dir + "/flight_recorder.rank1.json")) << out.text;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(out.text, match,
+                                std::regex("never reached collective ([0-9]+)")))
+      << out.text;
+  const std::string sequence = match[1];
+  ProgramOutput doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
+  EXPECT_EQ(doctor.exit_code, 1) << doctor.text;
+  EXPECT_EQ(doctor.text.find("rank 1 (host "), 0u) << doctor.text;
+  EXPECT_THAT(doctor.text, HasSubstr(") never reached collective " + sequence + " ("));
+  EXPECT_THAT(doctor.text, HasSubstr("step 3"));
+  EXPECT_THAT(doctor.text, HasSubstr("SIGTERM"));
+}
+
+// Every complete event of one lane either contains the next or ends before it starts.
+void ExpectNested(const std::vector<const nlohmann::json*>& lane, const std::string& where) {
+  std::vector<const nlohmann::json*> events = lane;
+  std::sort(events.begin(), events.end(), [](const nlohmann::json* a, const nlohmann::json* b) {
+    const double ta = a->at("ts"), tb = b->at("ts");
+    if (ta != tb) return ta < tb;
+    return a->at("dur").get<double>() > b->at("dur").get<double>();  // parents first
+  });
+  std::vector<double> open_ends;  // the ends of the enclosing events
+  const double slack = 0.002;     // µs: the printed times' rounding
+  for (const nlohmann::json* event : events) {
+    const double start = event->at("ts"), end = start + event->at("dur").get<double>();
+    while (!open_ends.empty() && open_ends.back() <= start + slack) open_ends.pop_back();
+    if (!open_ends.empty()) {
+      EXPECT_LE(end, open_ends.back() + slack)
+          << where << ": " << event->dump() << " overlaps its enclosing event";
+    }
+    open_ends.push_back(end);
+  }
+}
+
+TEST(SeeInsideTest, ATwoProcessTimesTwoReplicaTraceHasEveryLaneAndEveryBucket) {
+  const std::string dir = FreshDirectory("trace");
+  const std::string path = dir + "/trace.json";
+  // 3 dense layers = 6 gradients; buckets of 1 byte: one bucket each.
+  ProgramOutput out = testing::RunCommand(
+      "timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 " +
+      Runfile("tools/tower") +
+      " train --data=synthetic:mlp --layers=16:relu,16:relu,1 --replicas=2 --global-batch=32 "
+      "--steps=6 --verbose=0 --bucket-mb=0.000001 --trace=" + path + " --trace-steps=3:5");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  std::ifstream file(path);
+  ASSERT_TRUE(file.good()) << out.text;
+  nlohmann::json trace;
+  ASSERT_NO_THROW(trace = nlohmann::json::parse(file));
+  const nlohmann::json& events = trace.at("traceEvents");
+  // (pid, tid) -> complete events; the named lanes.
+  std::map<std::pair<int, int>, std::vector<const nlohmann::json*>> lanes;
+  std::map<std::pair<int, int>, std::string> lane_names;
+  for (const nlohmann::json& event : events) {
+    const std::string phase = event.at("ph");
+    const int pid = event.at("pid");
+    const int tid = event.value("tid", -100);
+    if (phase == "M" && event.at("name") == "thread_name") {
+      lane_names[{pid, tid}] = event.at("args").at("name");
+    } else if (phase == "X") {
+      lanes[{pid, tid}].push_back(&event);
+    }
+  }
+  // 4 replica lanes (2 workers × 2 replicas), each named after its replica and device.
+  for (int pid = 0; pid < 2; ++pid) {
+    for (int tid = 0; tid < 2; ++tid) {
+      ASSERT_TRUE(lanes.count({pid, tid})) << "no events of worker " << pid << " replica " << tid;
+      EXPECT_THAT(lane_names[std::make_pair(pid, tid)],
+                  HasSubstr("replica " + std::to_string(tid) + " (/job:worker/replica:0/task:" +
+                            std::to_string(pid)));
+    }
+  }
+  int replica_lanes = 0;
+  for (const auto& [lane, list] : lanes) {
+    replica_lanes += lane.second >= 0 && lane.second < 1000;
+    ExpectNested(list, "worker " + std::to_string(lane.first) + " lane " +
+                           std::to_string(lane.second));
+  }
+  EXPECT_EQ(replica_lanes, 4);
+  // On every replica lane, steps 3, 4 and 5, each with one all-reduce per bucket (0..5),
+  // inside the step, and a forward and a backward per layer.
+  for (int pid = 0; pid < 2; ++pid) {
+    for (int tid = 0; tid < 2; ++tid) {
+      const auto& list = lanes[{pid, tid}];
+      std::map<int, std::pair<double, double>> steps;  // step -> [start, end]
+      for (const nlohmann::json* event : list) {
+        if (event->at("cat") == "step") {
+          const double ts = event->at("ts");
+          steps[event->at("args").at("step")] = {ts, ts + event->at("dur").get<double>()};
+        }
+      }
+      ASSERT_EQ(steps.size(), 3u) << "worker " << pid << " replica " << tid;
+      EXPECT_EQ(steps.begin()->first, 3);
+      for (const auto& [step, span] : steps) {
+        std::multiset<int> buckets;
+        int forwards = 0, backwards = 0;
+        for (const nlohmann::json* event : list) {
+          const double ts = event->at("ts");
+          if (ts < span.first || ts > span.second) continue;
+          if (event->at("cat") == "all-reduce") buckets.insert(event->at("args").at("bucket").get<int>());
+          forwards += event->at("cat") == "forward";
+          backwards += event->at("cat") == "backward";
+        }
+        EXPECT_EQ(buckets, (std::multiset<int>{0, 1, 2, 3, 4, 5}))
+            << "worker " << pid << " replica " << tid << " step " << step;
+        EXPECT_EQ(forwards, 3);
+        EXPECT_EQ(backwards, 3);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tower
