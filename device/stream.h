@@ -41,6 +41,13 @@ class DeviceStream {
 
   // The platform's own handle (cudaStream_t for CUDA; nullptr for host streams).
   virtual void* native_handle() const = 0;
+
+  // Traces (util/trace.h): the work queued between BeginTracedWork and EndTracedWork goes
+  // on the trace as `name` (a string that outlives the trace), timed on the device, on the
+  // calling replica's stream lane. Host streams run their work synchronously on the
+  // replica's own lane already: nothing to do.
+  virtual void BeginTracedWork() {}
+  virtual void EndTracedWork(const char* name) {}
 };
 
 // A stream over host memory: everything happens synchronously on the calling thread.

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "util/trace.h"
+
 namespace tower {
 
 const OpKernels& KernelsOf(std::string_view op) { return KernelRegistry::Global().Op(op); }
@@ -92,7 +94,12 @@ Status RunOp(const OpKernels& op, Span<const Tensor* const> inputs,
   }
   const KernelContext kernel_context{device, Span<const Tensor* const>(placed, inputs.size()),
                                      Span<Tensor* const>(result_ptrs, specs.size()), attrs};
+  // While a trace records, a GPU's work is timed on its stream (device/stream.h).
+  DeviceStream* const traced_stream =
+      trace::Recording() && !device->stream().host_addressable() ? &device->stream() : nullptr;
+  if (traced_stream != nullptr) traced_stream->BeginTracedWork();
   Status status = kernel(kernel_context);
+  if (traced_stream != nullptr) traced_stream->EndTracedWork(op.name().c_str());
   if (!status.ok()) return status.WithContext(op.name() + " on " + device->full_name());
   for (size_t i = 0; i < specs.size(); ++i) *outputs[i] = std::move(results[i]);
   return OkStatus();

@@ -7,6 +7,7 @@
 //
 // The legacy default stream (handle 0) of each device orders with the device's blocking
 // streams (created without cudaStreamNonBlocking), as CUDA's does.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -112,6 +113,11 @@ struct EventImpl {
   int device = 0;
   std::shared_ptr<StreamImpl> stream;  // null until recorded
   uint64_t position = 0;
+  bool timing = true;  // not cudaEventDisableTiming
+  // Timing: each record enqueues a stamp that, run in stream order, writes the time the
+  // stream reached it (steady clock, ns) if no later record has superseded it.
+  std::atomic<uint64_t> generation{0};
+  std::atomic<int64_t> stamp_ns{0};  // 0: not reached yet
 };
 
 struct Registry {
@@ -316,6 +322,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (error != cudaSuccess) return Record(error);
   auto impl = std::make_shared<EventImpl>();
   impl->device = device;
+  impl->timing = (flags & cudaEventDisableTiming) == 0;
   Registry& registry = GetRegistry();
   std::lock_guard<std::mutex> lock(registry.mu);
   *event = reinterpret_cast<cudaEvent_t>(impl.get());
@@ -344,10 +351,41 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   // another device's stream is invalid.
   if (found->device != impl->device()) return Record(cudaErrorInvalidResourceHandle);
   auto stream_impl = std::static_pointer_cast<StreamImpl>(impl);
+  if (found->timing) {
+    // Outside the registry's lock: the stamp runs on the stream's worker.
+    const uint64_t generation = found->generation.fetch_add(1) + 1;
+    found->stamp_ns.store(0);
+    stream_impl->Enqueue("cudaEventRecord", [found, generation] {
+      if (found->generation.load() == generation) {
+        found->stamp_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now().time_since_epoch())
+                                  .count());
+      }
+      return cudaSuccess;
+    });
+  }
   Registry& registry = GetRegistry();
   std::lock_guard<std::mutex> lock(registry.mu);
   found->stream = stream_impl;
   found->position = stream_impl->Tail();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr) return Record(cudaErrorInvalidValue);
+  const std::shared_ptr<EventImpl> first = FindEvent(start);
+  const std::shared_ptr<EventImpl> last = FindEvent(end);
+  if (first == nullptr || last == nullptr) return Record(cudaErrorInvalidResourceHandle);
+  // CUDA's rules: both recorded with timing, and both reached.
+  if (!first->timing || !last->timing) return Record(cudaErrorInvalidResourceHandle);
+  const Recorded a = RecordedAt(*first);
+  const Recorded b = RecordedAt(*last);
+  if (a.stream == nullptr || b.stream == nullptr) return Record(cudaErrorInvalidResourceHandle);
+  if (!a.stream->Reached(a.position) || !b.stream->Reached(b.position)) {
+    return Record(cudaErrorNotReady);
+  }
+  *ms = static_cast<float>(static_cast<double>(last->stamp_ns.load() - first->stamp_ns.load()) /
+                           1e6);
   return cudaSuccess;
 }
 

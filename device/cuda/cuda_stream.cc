@@ -1,5 +1,7 @@
 #include "device/cuda/cuda_stream.h"
 
+#include "util/trace.h"
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -106,6 +108,7 @@ Status CudaStream::CopyToHost(void* host_dst, const void* device_src, size_t byt
   TOWER_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_), Where());
   TOWER_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), Where());
+  if (trace::Recording()) tracer_.Flush(/*all=*/true);
   return OkStatus();
 }
 
@@ -144,7 +147,18 @@ Status CudaStream::Zero(void* dst, size_t bytes) {
 Status CudaStream::Synchronize() {
   ScopedCudaDevice device(ordinal_);
   TOWER_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), Where());
+  if (trace::Recording()) tracer_.Flush(/*all=*/true);
   return OkStatus();
+}
+
+void CudaStream::BeginTracedWork() {
+  ScopedCudaDevice device(ordinal_);
+  if (device.status().ok()) tracer_.Begin(stream_);
+}
+
+void CudaStream::EndTracedWork(const char* name) {
+  ScopedCudaDevice device(ordinal_);
+  if (device.status().ok()) tracer_.End(stream_, name);
 }
 
 }  // namespace tower

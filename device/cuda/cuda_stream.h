@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "device/cuda/stream_tracer.h"
 #include "device/stream.h"
 #include "util/statusor.h"
 
@@ -31,6 +32,8 @@ class CudaStream : public DeviceStream {
   Status Zero(void* dst, size_t bytes) override;
   Status Synchronize() override;
   void* native_handle() const override { return stream_; }
+  void BeginTracedWork() override;
+  void EndTracedWork(const char* name) override;
 
   int ordinal() const { return ordinal_; }
   cudaStream_t stream() const { return stream_; }
@@ -54,6 +57,7 @@ class CudaStream : public DeviceStream {
   char* staging_ = nullptr;
   cudaEvent_t staging_free_[2] = {nullptr, nullptr};
   int next_half_ = 0;
+  StreamTracer tracer_;  // only used while a trace records
 };
 
 }  // namespace tower

@@ -136,6 +136,42 @@ TEST_F(RuntimeTest, AnEventNeverRecordedIsComplete) {
   EXPECT_EQ(cudaEventDestroy(event), cudaSuccess);
 }
 
+TEST_F(RuntimeTest, ElapsedTimeIsWhenTheStreamReachedEachEvent) {
+  cudaEvent_t start, end, untimed;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming), cudaSuccess);
+  float ms = -1;
+  // Never recorded: no time.
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+  auto gate = Gate(stream_);
+  ASSERT_EQ(cudaEventRecord(start, stream_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(untimed, stream_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(end, stream_), cudaSuccess);
+  // Recorded but not reached.
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorNotReady);
+  cudaGetLastError();
+  // The stream reaches `start` when the gate opens, then `end` 30 ms later.
+  auto between = Gate(stream_);
+  cudaEvent_t after;
+  ASSERT_EQ(cudaEventCreate(&after), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(after, stream_), cudaSuccess);
+  gate->set_value();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  between->set_value();
+  ASSERT_EQ(cudaEventSynchronize(after), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GE(ms, 0);
+  EXPECT_LT(ms, 25);  // both reached right after the first gate
+  ASSERT_EQ(cudaEventElapsedTime(&ms, end, after), cudaSuccess);
+  EXPECT_GE(ms, 25);  // the second gate held the stream for 30 ms
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, untimed), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaEventElapsedTime(nullptr, start, end), cudaErrorInvalidValue);
+  cudaGetLastError();
+  for (cudaEvent_t event : {start, end, untimed, after}) EXPECT_EQ(cudaEventDestroy(event), cudaSuccess);
+}
+
 TEST_F(RuntimeTest, MemGetInfoCountsAllocationsAndTheContext) {
   size_t free_before = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);

@@ -1,0 +1,101 @@
+// A trace of GPU replicas (2 virtual GPUs of one card): each replica's stream gets a lane of
+// its own whose events are the ops' kernels, timed with CUDA events, in stream order, inside
+// the traced steps. Runs on cudaemu here (and on a real GPU where there is one).
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "data/synthetic.h"
+#include "device/context.h"
+#include "model/dense.h"
+#include "model/sequential.h"
+#include "model/trace_callback.h"
+#include "strategy/mirrored_strategy.h"
+#include "tests/testing/gpu.h"
+#include "tests/testing/gpu_contexts.h"
+#include "util/trace.h"
+
+namespace tower {
+namespace {
+
+TEST(GpuTraceTest, EachReplicasStreamHasALaneOfTimedKernels) {
+  auto context = testing::RealGpuContext(2);
+  if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
+  ScopedDefaultContext use(*context);
+  data::SyntheticOptions mlp;
+  mlp.name = "mlp";
+  mlp.rows = 24 * 8;
+  mlp.seed = 5;
+  const data::Dataset dataset = data::Dataset::Synthetic(mlp)->Batch(24);
+  Sequential model({Dense(64, "tanh"), Dense(32, "relu"), Dense(1)}, 11);
+  MirroredStrategyOptions options;
+  options.context = context.get();
+  std::vector<Device*> gpus = *context->Devices("GPU");
+  for (int r = 0; r < 2; ++r) options.devices.push_back(gpus[r]->full_name());
+  auto strategy = std::move(MirroredStrategy::Create(options)).value();
+  {
+    auto scope = strategy->Scope();
+    TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.001f)));
+  }
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/gpu_trace.json";
+  FitOptions fit;
+  fit.epochs = 1;
+  fit.verbose = 0;
+  fit.callbacks = {std::make_shared<StepTrace>(path, 2, 3)};
+  TOWER_CHECK_OK(model.Fit(dataset, fit).status());
+
+  std::ifstream file(path);
+  const nlohmann::json trace = nlohmann::json::parse(file);
+  std::map<int, std::vector<nlohmann::json>> lanes;
+  std::map<int, std::string> names;
+  for (const nlohmann::json& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "X") lanes[event.at("tid")].push_back(event);
+    if (event.at("ph") == "M" && event.at("name") == "thread_name") {
+      names[event.at("tid")] = event.at("args").at("name");
+    }
+  }
+  // Steps 2 and 3 on the replicas' lanes: where the stream events must fall.
+  double first = 1e300, last = -1e300;
+  for (int replica = 0; replica < 2; ++replica) {
+    for (const nlohmann::json& event : lanes[replica]) {
+      if (event.at("cat") != "step") continue;
+      first = std::min(first, event.at("ts").get<double>());
+      last = std::max(last, event.at("ts").get<double>() + event.at("dur").get<double>());
+    }
+  }
+  ASSERT_LT(first, last);
+  for (int replica = 0; replica < 2; ++replica) {
+    const int lane = trace::StreamLane(replica);
+    ASSERT_TRUE(lanes.count(lane)) << "no stream events of replica " << replica;
+    EXPECT_THAT(names[lane], ::testing::HasSubstr("replica " + std::to_string(replica) + " stream"));
+    std::vector<nlohmann::json>& events = lanes[lane];
+    std::sort(events.begin(), events.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a.at("ts").get<double>() < b.at("ts").get<double>();
+    });
+    int matmuls = 0;
+    double previous_end = -1e300;
+    for (const nlohmann::json& event : events) {
+      EXPECT_EQ(event.at("cat"), "stream");
+      const double ts = event.at("ts"), dur = event.at("dur");
+      EXPECT_GE(dur, 0);
+      // A stream runs its work in order: no two of its events overlap.
+      EXPECT_GE(ts, previous_end - 0.002) << event.dump();
+      previous_end = ts + dur;
+      // On the device, inside the traced steps (1 ms of slack for the clocks' meeting).
+      EXPECT_GE(ts, first - 1000) << event.dump();
+      EXPECT_LE(ts + dur, last + 1000) << event.dump();
+      matmuls += event.at("name") == "MatMul";
+    }
+    // 3 layers forward and 2 products each backward (the first layer's input gradient is
+    // not needed), per step: at least 3 per step.
+    EXPECT_GE(matmuls, 6) << "replica " << replica;
+  }
+}
+
+}  // namespace
+}  // namespace tower
