@@ -167,6 +167,12 @@ for n in 1 2; do
     --ab-precision --precision=mixed_bfloat16
 done
 
+echo "== The trace's cost: off and on, windows alternating" >&2
+for n in 1 2; do
+  run "train_trace_mlp_$n.txt" "$BIN/train_bench" --workload=mlp --replicas=$n --ab-trace \
+    --repeats=6
+done
+
 echo "== Tower's replica counts in $ROUNDS alternating rounds" >&2
 for k in $(seq 1 "$ROUNDS"); do
   for w in linreg mlp; do

@@ -109,6 +109,11 @@ def load(d):
         for line in read_lines(path, "workload="):
             kind = "tower_precision_" + line.get("precision", "float32")
             train[(kind, line["workload"], int(line["replicas"]))] = line
+    # --ab-trace: the step with the trace off and on, windows alternating.
+    for path in glob.glob(f"{d}/train_trace_*.txt"):
+        line = first(path, "trace_overhead")
+        if line:
+            train[("tower_trace", line["workload"], int(line["replicas"]))] = line
     for w in ("linreg", "mlp"):
         best = first(f"{d}/train_torch_{w}.txt", "torch_single_best")
         if best:
@@ -269,6 +274,17 @@ def main():
                          f"{f(bf)} · {f(fp)} (loss {get('tower_precision_mixed_bfloat16', 'mlp', n, 'loss_last'):.4g}"
                          f" · {get('tower_precision_float32', 'mlp', n, 'loss_last'):.4g})",
                          "≥ 1.5×", x, x >= 1.5))
+    # The trace: on against off (windows alternating), and a span's cost when off.
+    for n in (1, 2):
+        on = get("tower_trace", "mlp", n, "on_steps_per_s")
+        off = get("tower_trace", "mlp", n, "off_steps_per_s")
+        x = ratio(on, off)
+        if x is not None:
+            rows.append((f"`mlp`, {n} replica{'s' if n > 1 else ''}, trace on vs off, steps/s "
+                         "(windows alternating)",
+                         f"{f(on)} · {f(off)} ({get('tower_trace', 'mlp', n, 'events_per_step'):.0f} "
+                         f"events/step; off: {get('tower_trace', 'mlp', n, 'off_span_ns'):.2f} ns/span)",
+                         "≥ 0.97×", x, x >= 0.97))
     m1 = get("tower", "mlp", 1, "samples_per_s")
     x = ratio(m1, ms)
     rows.append(("`mlp`, 1 replica (intra-op threads) vs PyTorch single (best threads)",

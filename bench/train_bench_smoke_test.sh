@@ -43,11 +43,17 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
     grep -q ' shared_variables=0 ' <<<"$out"
   fi
 done
+# The trace's cost: one line with both rates and the events each traced step recorded.
+out="$("$bench" --workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1 --hidden=64 \
+        --ab-trace --repeats=2 --warmup-s=0.01)"
+echo "$out"
+grep -q '^trace_overhead workload=mlp replicas=2 .*off_steps_per_s=.* on_steps_per_s=.* events_per_step=[1-9]' <<<"$out"
 # Bad flags: one error line, a non-zero exit, nothing on stdout.
 err="${TEST_TMPDIR:-/tmp}/train_bench_err.$$"
 for args in "--workload=cnn" "--bucket-mb=0" "--replicas=x" "--window-s=0" \
             "--replicas=4 --deterministic --virtual-shards=2" "--deterministic --ab-deterministic" \
-            "--ab-deterministic --ab-share-variables" "--precision=mixed_float32"; do
+            "--ab-deterministic --ab-share-variables" "--precision=mixed_float32" \
+            "--ab-trace --ab-precision"; do
   if out="$("$bench" $args 2>"$err")"; then
     echo "train_bench $args should have failed"; exit 1
   fi

@@ -1,13 +1,16 @@
 // `tower train` end to end: CSV and synthetic data, train → save → reload → continue,
 // replicas, metrics logs, and a table of bad inputs that must each give one line and a
 // non-zero exit, without crashing or leaving output behind.
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -326,6 +329,61 @@ TEST(TrainCommandTest, TensorBoardEventFilesForTrainingAndValidation) {
 // Training on y = x and validating on y = −x: the better the model fits, the worse the
 // validation loss, so early stopping with patience 0 ends the run at epoch 2, and the best
 // checkpoint holds epoch 1's weights.
+// `--trace=FILE --trace-steps=A:B`: the steps traced, one lane per replica, in a file Chrome
+// and Perfetto open (the trace's own tests check the lanes, buckets and nesting).
+TEST(TrainCommandTest, TraceOfChosenStepsIsWritten) {
+  const std::string path = Path("steps.trace.json");
+  ProgramOutput out = Train("--data=synthetic:linreg --steps=6 --verbose=0 --replicas=2 "
+                            "--trace=" + path + " --trace-steps=2:3");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  std::ifstream file(path);
+  nlohmann::json trace;
+  ASSERT_NO_THROW(trace = nlohmann::json::parse(file));
+  std::set<int> steps, lanes;
+  for (const nlohmann::json& event : trace.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    lanes.insert(event.at("tid").get<int>());
+    if (event.at("cat") == "step" && event.at("tid") == 0) steps.insert(event.at("args").at("step").get<int>());
+  }
+  EXPECT_EQ(steps, (std::set<int>{2, 3}));
+  EXPECT_TRUE(lanes.count(0) && lanes.count(1) && lanes.count(-1)) << trace.dump().substr(0, 500);
+}
+
+// SIGUSR1 to a running `tower train --flight-recorder=DIR` writes what its collectives did
+// and training goes on; SIGTERM then ends it.
+TEST(TrainCommandTest, Sigusr1WritesTheFlightRecorderAndTrainingGoesOn) {
+  const std::string dir = Path("flight_sigusr1/nested");  // made by --flight-recorder
+  const std::string file = dir + "/flight_recorder.rank0.json";
+  testing::BackgroundProgram train(
+      "tools/tower",
+      "train --data=synthetic:linreg --steps=100000000 --verbose=0 --replicas=2 "
+      "--flight-recorder=" + dir,
+      Path("flight_sigusr1.log"));
+  ASSERT_TRUE(train.started());
+  // Until its collectives run (the directory exists once flags are read).
+  for (int i = 0; i < 200 && !Exists(dir); ++i) usleep(50000);
+  usleep(500000);
+  ASSERT_TRUE(train.Running());
+  train.Kill(SIGUSR1);
+  for (int i = 0; i < 200 && !Exists(file); ++i) usleep(50000);
+  ASSERT_TRUE(Exists(file));
+  usleep(200000);
+  EXPECT_TRUE(train.Running()) << "SIGUSR1 must not end training";
+  std::ifstream in(file);
+  const nlohmann::json dump = nlohmann::json::parse(in);
+  EXPECT_THAT(dump.at("reason").get<std::string>(), HasSubstr("SIGUSR1"));
+  EXPECT_GT(dump.at("current_step").get<int64_t>(), 0);
+  ASSERT_FALSE(dump.at("records").empty());
+  // The replicas' bucket sums, each with its replica, step and fingerprint.
+  std::set<int> replicas;
+  for (const nlohmann::json& record : dump.at("records")) {
+    if (record.at("scope") == "replicas") replicas.insert(record.at("replica").get<int>());
+  }
+  EXPECT_EQ(replicas, (std::set<int>{0, 1}));
+  train.Kill(SIGTERM);
+  EXPECT_EQ(train.Wait(), -SIGTERM);
+}
+
 TEST(TrainCommandTest, EarlyStoppingAndTheBestCheckpointFollowValLoss) {
   const std::string train = Path("up.csv");
   const std::string flipped = Path("down.csv");
@@ -484,6 +542,10 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {base + layers + epochs + "--early-stopping=-2", "--early-stopping is a number of epochs"},
       {base + layers + epochs + "--save-best=/nonexistent/dir/b.safetensors", "--save-best=/nonexistent/dir/b.safetensors: the directory"},
       {base + layers + epochs + "--tensorboard-update-freq=batch", "--tensorboard-update-freq needs --tensorboard=DIR"},
+      {base + layers + epochs + "--trace-steps=2:6", "--trace-steps needs --trace=FILE"},
+      {base + layers + epochs + "--trace=" + Path("t.json") + " --trace-steps=5:3", "--trace-steps='5:3': give the first and last step"},
+      {base + layers + epochs + "--trace=/nonexistent/dir/t.json", "trace file /nonexistent/dir/t.json: the folder '/nonexistent/dir' does not exist"},
+      {base + layers + epochs + "--flight-recorder=" + csv + "/records", "--flight-recorder: creating the directory " + csv + "/records"},
       {base + layers + epochs + "--tensorboard=" + Path("tb") + " --tensorboard-update-freq=sometimes",
        "--tensorboard-update-freq: TensorBoard update frequency 'sometimes'"},
       {base + layers + epochs + "--tensorboard=" + csv + "/logs/run", "--tensorboard=" + csv + "/logs/run: " + csv + " is not a directory"},
