@@ -18,6 +18,7 @@
 #include "strategy/gpu_collectives.h"
 #include "strategy/in_process_all_reduce.h"
 #include "strategy/reduction_to_one_device.h"
+#include "util/flight_recorder.h"
 #include "util/logging.h"
 #include "util/strings.h"
 #include "util/trace.h"
@@ -316,10 +317,17 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
   }
   if (!status.ok()) {
     const Status named = status.WithContext(names_[replica]);
+    bool first = false;
     {
       std::lock_guard<std::mutex> lock(failure_mu_);
       // The first replica to fail is the cause; the others fail because it aborted them.
-      if (first_failure_.ok()) first_failure_ = named;
+      first = first_failure_.ok();
+      if (first) first_failure_ = named;
+    }
+    if (first) {
+      // What every collective of this process was doing when the step was aborted.
+      const Status dumped = FlightRecorder::Get().Dump(named.message());
+      if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
     }
     cross_device_ops_->Abort(named);
     return named;

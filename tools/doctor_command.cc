@@ -79,9 +79,17 @@ std::string Doing(const std::map<int, const RankDump*>& dumps, const RankDump& d
   } else {
     text += "; it had no collective with the other workers recorded";
   }
-  std::vector<std::string> waiting;
+  std::vector<const RecordedCollectiveView*> in_flight;
   for (const RecordedCollectiveView& record : dump.records) {
-    if (record.scope != "replicas" || record.state != "in flight") continue;
+    if (record.scope == "replicas" && record.state == "in flight") in_flight.push_back(&record);
+  }
+  std::stable_sort(in_flight.begin(), in_flight.end(),
+                   [](const RecordedCollectiveView* a, const RecordedCollectiveView* b) {
+                     return a->replica < b->replica;
+                   });
+  std::vector<std::string> waiting;
+  for (const RecordedCollectiveView* in : in_flight) {
+    const RecordedCollectiveView& record = *in;
     waiting.push_back("replica " + std::to_string(record.replica) + " in its " + record.kind +
                       (record.bucket >= 0 ? " of bucket " + std::to_string(record.bucket) : "") +
                       " of step " + std::to_string(record.step) + " for " +
@@ -268,7 +276,36 @@ Diagnosis Diagnose(const std::vector<RankDump>& all) {
     return diagnosis;
   }
 
-  // 3. Nothing diverged in what the files hold.
+  // 3. A rank without a file while the others' last collective never completed: it never
+  // arrived there (a rank that stalls is often killed before it can write its file).
+  if (!without_file.empty() && !sequences.empty()) {
+    const uint64_t last = *sequences.rbegin();
+    std::vector<int> stuck;
+    const RecordedCollectiveView* record = nullptr;
+    for (const auto& [rank, records] : by_rank) {
+      auto it = records.find(last);
+      if (it != records.end() && it->second->state != "done") {
+        stuck.push_back(rank);
+        record = it->second;
+      }
+    }
+    if (record != nullptr) {
+      diagnosis.problem = true;
+      diagnosis.faulty_rank = without_file.front();
+      diagnosis.sequence = last;
+      diagnosis.expected_fingerprint = record->fingerprint;
+      paragraph << RankList(dumps, without_file) << " wrote no file, and "
+                << RankList(dumps, stuck) << " never saw collective " << last << " ("
+                << DescribeRecord(*record) << ", fingerprint " << record->fingerprint
+                << ") complete: " << RankList(dumps, without_file)
+                << " most likely never reached it (stalled, or died, before it could write its "
+                   "file).";
+      diagnosis.paragraph = paragraph.str() + doing();
+      return diagnosis;
+    }
+  }
+
+  // 4. Nothing diverged in what the files hold.
   if (!without_file.empty()) {
     diagnosis.problem = true;
     diagnosis.faulty_rank = without_file.front();

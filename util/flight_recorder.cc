@@ -92,7 +92,11 @@ FlightRecorder& FlightRecorder::Get() {
   return *recorder;
 }
 
-FlightRecorder::FlightRecorder() : ring_(kCapacity) {
+void FlightRecorder::Slot::Lock() {
+  while (busy.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+}
+
+FlightRecorder::FlightRecorder() : ring_(new Slot[kCapacity]) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   host_ = host;
@@ -111,20 +115,25 @@ uint64_t FlightRecorder::Begin(CollectiveRecord record, const std::string& what)
   record.start_unix_ns = UnixNs();
   record.end_unix_ns = 0;
   record.state = CollectiveState::kInFlight;
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t ticket = next_ticket_++;
-  ring_[ticket % kCapacity] = record;
+  const uint64_t ticket = next_ticket_.fetch_add(1, std::memory_order_relaxed);
+  Slot& slot = ring_[ticket % kCapacity];
+  slot.Lock();
+  slot.ticket = ticket;
+  slot.record = record;
+  slot.Unlock();
   return ticket;
 }
 
 void FlightRecorder::End(uint64_t ticket, CollectiveState state) {
   const int64_t now = UnixNs();
-  std::lock_guard<std::mutex> lock(mu_);
-  // A record already overwritten by newer ones (the ring went round) is gone.
-  if (next_ticket_ - ticket > kCapacity) return;
-  CollectiveRecord& record = ring_[ticket % kCapacity];
-  record.end_unix_ns = now;
-  record.state = state;
+  Slot& slot = ring_[ticket % kCapacity];
+  slot.Lock();
+  // A record already overwritten by a newer one (the ring went round) is gone.
+  if (slot.ticket == ticket) {
+    slot.record.end_unix_ns = now;
+    slot.record.state = state;
+  }
+  slot.Unlock();
 }
 
 void FlightRecorder::SetProcess(int rank, int size, const std::string& host) {
@@ -155,18 +164,26 @@ std::string FlightRecorder::DumpPath() const {
 }
 
 std::vector<CollectiveRecord> FlightRecorder::Records() const {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<CollectiveRecord> records;
-  const uint64_t first = next_ticket_ > kCapacity ? next_ticket_ - kCapacity : 0;
-  for (uint64_t ticket = first; ticket < next_ticket_; ++ticket) {
-    records.push_back(ring_[ticket % kCapacity]);
+  const uint64_t next = next_ticket_.load(std::memory_order_relaxed);
+  const uint64_t first = next > kCapacity ? next - kCapacity : 0;
+  for (uint64_t ticket = first; ticket < next; ++ticket) {
+    Slot& slot = ring_[ticket % kCapacity];
+    slot.Lock();
+    // A ticket taken but not written yet, or already overwritten, is left out.
+    if (slot.ticket == ticket) records.push_back(slot.record);
+    slot.Unlock();
   }
   return records;
 }
 
 void FlightRecorder::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
-  next_ticket_ = 0;
+  for (size_t i = 0; i < kCapacity; ++i) {
+    ring_[i].Lock();
+    ring_[i].ticket = ~uint64_t{0};
+    ring_[i].Unlock();
+  }
+  next_ticket_.store(0);
 }
 
 std::string FlightRecorder::ToJson(const std::string& reason) const {

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -103,9 +104,18 @@ class FlightRecorder {
   FlightRecorder();
   void InstallSignalHandlers();
 
-  mutable std::mutex mu_;
-  std::vector<CollectiveRecord> ring_;  // guarded by mu_; kCapacity records
-  uint64_t next_ticket_ = 0;            // guarded by mu_: records ever begun
+  // A record and the ticket it was begun with, behind a lock of its own: replicas record
+  // concurrently, each its own slot, and only a dump reads them all.
+  struct Slot {
+    std::atomic<bool> busy{false};
+    uint64_t ticket = ~uint64_t{0};  // none
+    CollectiveRecord record;
+    void Lock();
+    void Unlock() { busy.store(false, std::memory_order_release); }
+  };
+  std::unique_ptr<Slot[]> ring_;           // kCapacity slots
+  std::atomic<uint64_t> next_ticket_{0};   // records ever begun
+  mutable std::mutex mu_;                  // the process's identity and directory
   int rank_ = 0;
   int size_ = 1;
   std::string host_;

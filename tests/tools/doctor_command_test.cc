@@ -94,6 +94,17 @@ TEST(DoctorTest, ARingThatWentRoundIsNotANeverReached) {
   EXPECT_THAT(diagnosis.paragraph, HasSubstr("No divergence: all 2 ranks agree"));
 }
 
+TEST(DoctorTest, NamesTheRankWithoutAFileWhereTheOthersWereStuck) {
+  const Diagnosis diagnosis =
+      Diagnose({Rank(0, 3, {Collective(6, 2, "0xa"), Collective(7, 3, "0xc", 400, "failed")}),
+                Rank(2, 3, {Collective(6, 2, "0xa"), Collective(7, 3, "0xc", 400, "in flight")})});
+  EXPECT_TRUE(diagnosis.problem);
+  EXPECT_EQ(diagnosis.faulty_rank, 1);
+  EXPECT_EQ(diagnosis.sequence, 7u);
+  EXPECT_THAT(diagnosis.paragraph, HasSubstr("rank 1 wrote no file, and rank 0 (host h0) and "
+                                             "rank 2 (host h2) never saw collective 7"));
+}
+
 TEST(DoctorTest, NamesARankWithoutAFile) {
   const Diagnosis diagnosis = Diagnose({Rank(0, 2, {Collective(1, 1, "0xa")})});
   EXPECT_TRUE(diagnosis.problem);

@@ -99,7 +99,8 @@ TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSkippedAnAllReduce) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(doctor.text, HasSubstr("rank " + std::to_string(r) + " (host "));
   }
-  EXPECT_THAT(doctor.text, HasSubstr("still waiting: replica 0 in its all-reduce of step 5"));
+  EXPECT_THAT(doctor.text, HasSubstr("still waiting: replica "));
+  EXPECT_THAT(doctor.text, HasSubstr(" in its all-reduce of step 5 for "));
 }
 
 TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSentAnotherShape) {
@@ -132,8 +133,8 @@ TEST(SeeInsideTest, TowerDoctorNamesTheRankThatNeverArrived) {
   EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
   // Rank 1 sleeps 30 s; the others give up at the deadline (plus the probe's second).
   EXPECT_LT(seconds, 15) << out.text;
-  // The stalled rank wrote its file too, when mpirun ended it (SIGTERM).
-  ASSERT_TRUE(Exists(dir + "/flight_recorder.rank1.json")) << out.text;
+  ASSERT_TRUE(Exists(dir + "/flight_recorder.rank0.json")) << out.text;
+  ASSERT_TRUE(Exists(dir + "/flight_recorder.rank2.json")) << out.text;
   std::smatch match;
   ASSERT_TRUE(std::regex_search(out.text, match,
                                 std::regex("never reached collective ([0-9]+)")))
@@ -141,10 +142,17 @@ TEST(SeeInsideTest, TowerDoctorNamesTheRankThatNeverArrived) {
   const std::string sequence = match[1];
   ProgramOutput doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
   EXPECT_EQ(doctor.exit_code, 1) << doctor.text;
-  EXPECT_EQ(doctor.text.find("rank 1 (host "), 0u) << doctor.text;
-  EXPECT_THAT(doctor.text, HasSubstr(") never reached collective " + sequence + " ("));
+  EXPECT_EQ(doctor.text.find("rank 1"), 0u) << doctor.text;
   EXPECT_THAT(doctor.text, HasSubstr("step 3"));
-  EXPECT_THAT(doctor.text, HasSubstr("SIGTERM"));
+  // The stalled rank writes its file when mpirun ends it (SIGTERM), unless mpirun's SIGKILL
+  // comes first (seen once under CI's load): the doctor names it either way.
+  if (Exists(dir + "/flight_recorder.rank1.json")) {
+    EXPECT_THAT(doctor.text, HasSubstr(") never reached collective " + sequence + " ("));
+    EXPECT_THAT(doctor.text, HasSubstr("SIGTERM"));
+  } else {
+    EXPECT_THAT(doctor.text, HasSubstr("rank 1 wrote no file, and "));
+    EXPECT_THAT(doctor.text, HasSubstr(" never saw collective " + sequence + " ("));
+  }
 }
 
 // Every complete event of one lane either contains the next or ends before it starts.
