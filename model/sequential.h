@@ -109,12 +109,14 @@ struct StepStats {
   // The learning rate the step used (the schedule's at `iteration`; a skipped step's is
   // the rate it would have used, which the next step uses).
   float learning_rate = 0;
-  // Wall time of the whole step (TrainStep: forward, backward, all-reduce, update), seconds.
+  // Wall time of the whole step (TrainStep: forward, backward, all-reduce, update), seconds;
+  // measured only while set_record_step_times is on, else 0.
   double step_seconds = 0;
   // Wall time replica 0 spent inside its GradientReducer's Add and Finish calls during the
   // step, seconds: the sums themselves, and the time it waited there for the other replicas
   // (and workers) to bring theirs, so a slow replica shows up here too. Under gradient
-  // accumulation it includes the local sums of the earlier micro-batches.
+  // accumulation it includes the local sums of the earlier micro-batches. Measured only
+  // while set_record_step_times is on (two clock reads per reducer call), else 0.
   double all_reduce_seconds = 0;
   // The loss scale the step's gradients were computed with; 0 when loss scaling is off.
   float loss_scale = 0;
@@ -251,6 +253,11 @@ class Sequential {
   const StepStats& last_step_stats() const { return step_stats_; }
   void set_record_gradient_norm(bool on) { record_gradient_norm_ = on; }
   bool record_gradient_norm() const { return record_gradient_norm_; }
+  // Whether StepStats::step_seconds and all_reduce_seconds are measured (the TensorBoard
+  // callback turns it on): clock reads around the step and each of replica 0's reducer
+  // calls, a cost a small step notices (linreg's takes a few microseconds).
+  void set_record_step_times(bool on) { record_step_times_ = on; }
+  bool record_step_times() const { return record_step_times_; }
 
   // Keras's model.summary(): layers, output shapes, parameter counts.
   std::string Summary() const;
@@ -311,6 +318,7 @@ class Sequential {
   bool stop_training_ = false;
   bool check_numerics_ = false;
   bool record_gradient_norm_ = false;
+  bool record_step_times_ = false;
   StepStats step_stats_;
   int micro_batches_ = 1;
   PrecisionPolicy policy_ = PrecisionPolicy::kFloat32;

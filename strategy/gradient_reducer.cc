@@ -13,8 +13,7 @@ CollectiveRecord BucketSumRecord(int replica, int bucket, Span<Tensor* const> te
   record.bucket = bucket;
   record.replica = replica;
   for (const Tensor* t : tensors) record.bytes += static_cast<int64_t>(t->bytes());
-  record.fingerprint = CollectiveFingerprint("all-reduce", record.step, record.dtype, 0,
-                                             TensorLayoutFingerprint(tensors));
+  record.layout = TensorLayoutFingerprint(tensors);  // the fingerprint: when read
   return record;
 }
 

@@ -317,17 +317,10 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
   }
   if (!status.ok()) {
     const Status named = status.WithContext(names_[replica]);
-    bool first = false;
     {
       std::lock_guard<std::mutex> lock(failure_mu_);
       // The first replica to fail is the cause; the others fail because it aborted them.
-      first = first_failure_.ok();
-      if (first) first_failure_ = named;
-    }
-    if (first) {
-      // What every collective of this process was doing when the step was aborted.
-      const Status dumped = FlightRecorder::Get().Dump(named.message());
-      if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
+      if (first_failure_.ok()) first_failure_ = named;
     }
     cross_device_ops_->Abort(named);
     return named;
@@ -355,7 +348,13 @@ Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext
     std::lock_guard<std::mutex> lock(failure_mu_);
     failure = first_failure_;
   }
-  if (!failure.ok()) cross_device_ops_->Reset();  // ready for the next run
+  if (!failure.ok()) {
+    // How every replica's collectives ended, once all have stopped (the first failure is
+    // the reason).
+    const Status dumped = FlightRecorder::Get().Dump(failure.message());
+    if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
+    cross_device_ops_->Reset();  // ready for the next run
+  }
   return failure;
 }
 

@@ -79,23 +79,25 @@ std::string Doing(const std::map<int, const RankDump*>& dumps, const RankDump& d
   } else {
     text += "; it had no collective with the other workers recorded";
   }
-  std::vector<const RecordedCollectiveView*> in_flight;
+  // Each replica's last sum, when it did not complete: where the replica stopped.
+  std::map<int, const RecordedCollectiveView*> last_sum;
   for (const RecordedCollectiveView& record : dump.records) {
-    if (record.scope == "replicas" && record.state == "in flight") in_flight.push_back(&record);
+    if (record.scope != "replicas") continue;
+    const RecordedCollectiveView*& last = last_sum[record.replica];
+    if (last == nullptr || record.start_unix_ns >= last->start_unix_ns) last = &record;
   }
-  std::stable_sort(in_flight.begin(), in_flight.end(),
-                   [](const RecordedCollectiveView* a, const RecordedCollectiveView* b) {
-                     return a->replica < b->replica;
-                   });
-  std::vector<std::string> waiting;
-  for (const RecordedCollectiveView* in : in_flight) {
-    const RecordedCollectiveView& record = *in;
-    waiting.push_back("replica " + std::to_string(record.replica) + " in its " + record.kind +
-                      (record.bucket >= 0 ? " of bucket " + std::to_string(record.bucket) : "") +
-                      " of step " + std::to_string(record.step) + " for " +
-                      Seconds(dump.dumped_unix_ns - record.start_unix_ns));
+  std::vector<std::string> unfinished;
+  for (const auto& [replica, record] : last_sum) {
+    if (record->state == "done") continue;
+    const std::string sum = "replica " + std::to_string(replica) + " in its " + record->kind +
+                            (record->bucket >= 0 ? " of bucket " + std::to_string(record->bucket)
+                                                 : "") +
+                            " of step " + std::to_string(record->step);
+    unfinished.push_back(record->state == "in flight"
+                             ? sum + " for " + Seconds(dump.dumped_unix_ns - record->start_unix_ns)
+                             : sum + ", which failed");
   }
-  if (!waiting.empty()) text += "; still waiting: " + Join(waiting, ", ");
+  if (!unfinished.empty()) text += "; replicas stopped: " + Join(unfinished, ", ");
   return text + ".";
 }
 

@@ -1,12 +1,14 @@
 #include "util/flight_recorder.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -31,12 +33,28 @@ int64_t UnixNs() {
       .count();
 }
 
-// FNV-1a over bytes, chained.
+// The Unix time at the kernel's tick (a few ms old, read in a few ns): the replicas' sums
+// run every step, and a post-mortem asks how long something has been stuck, in seconds.
+int64_t CoarseUnixNs() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+// Times of a record: precise for the workers' collectives, coarse for the replicas' sums.
+int64_t RecordTime(const CollectiveRecord& record) {
+  return record.replica >= 0 ? CoarseUnixNs() : UnixNs();
+}
+
+// FNV-1a's step on 64-bit words (the bytes' tail zero-padded), chained: the same on every
+// worker for the same bytes.
 uint64_t Mix(uint64_t hash, const void* data, size_t size) {
   const unsigned char* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= bytes[i];
-    hash *= 1099511628211ull;
+  for (size_t i = 0; i < size; i += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes + i, std::min<size_t>(8, size - i));
+    hash = (hash ^ word) * 1099511628211ull;
+    hash ^= hash >> 29;
   }
   return hash;
 }
@@ -74,8 +92,9 @@ void SetCurrentStep(int64_t step) { current_step.store(step, std::memory_order_r
 int64_t CurrentStep() { return current_step.load(std::memory_order_relaxed); }
 
 int CurrentBucket() { return BucketSlot().Get() - 1; }
-BucketScope::BucketScope(int bucket) : previous_(CurrentBucket()) { BucketSlot().Get() = bucket + 1; }
-BucketScope::~BucketScope() { BucketSlot().Get() = previous_ + 1; }
+BucketScope::BucketScope(int bucket) : slot_(&BucketSlot().Get()), previous_(*slot_) {
+  *slot_ = bucket + 1;
+}
 
 uint64_t CollectiveFingerprint(const char* kind, int64_t step, const char* dtype,
                                int64_t elements, uint64_t layout) {
@@ -96,7 +115,8 @@ void FlightRecorder::Slot::Lock() {
   while (busy.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
 }
 
-FlightRecorder::FlightRecorder() : ring_(new Slot[kCapacity]) {
+FlightRecorder::FlightRecorder() : replica_rings_(new std::atomic<Ring*>[kMaxReplicaRings]) {
+  for (int r = 0; r < kMaxReplicaRings; ++r) replica_rings_[r].store(nullptr);
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   host_ = host;
@@ -106,31 +126,52 @@ FlightRecorder::FlightRecorder() : ring_(new Slot[kCapacity]) {
   if (!directory_.empty()) InstallSignalHandlers();
 }
 
-uint64_t FlightRecorder::Begin(CollectiveRecord record, const std::string& what) {
-  if (!what.empty()) {
-    const size_t length = std::min(what.size(), sizeof(record.what) - 1);
-    std::memcpy(record.what, what.data(), length);
-    record.what[length] = '\0';
+FlightRecorder::Ring& FlightRecorder::RingFor(int replica) {
+  if (replica < 0 || replica >= kMaxReplicaRings) return process_ring_;
+  Ring* ring = replica_rings_[replica].load(std::memory_order_acquire);
+  if (ring != nullptr) return *ring;
+  std::lock_guard<std::mutex> lock(rings_mu_);
+  ring = replica_rings_[replica].load(std::memory_order_acquire);
+  if (ring == nullptr) {
+    ring = new Ring(kReplicaCapacity);  // lives as long as the process, as the recorder
+    replica_rings_[replica].store(ring, std::memory_order_release);
   }
-  record.start_unix_ns = UnixNs();
-  record.end_unix_ns = 0;
-  record.state = CollectiveState::kInFlight;
-  const uint64_t ticket = next_ticket_.fetch_add(1, std::memory_order_relaxed);
-  Slot& slot = ring_[ticket % kCapacity];
+  return *ring;
+}
+
+uint64_t FlightRecorder::Begin(const CollectiveRecord& record, const std::string& what) {
+  const int64_t now = RecordTime(record);
+  const bool own_ring = record.replica >= 0 && record.replica < kMaxReplicaRings;
+  Ring& ring = RingFor(record.replica);
+  const uint64_t count = ring.next.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t ticket =
+      (static_cast<uint64_t>(own_ring ? record.replica + 1 : 0) << kRingShift) | count;
+  Slot& slot = ring.slots[count % ring.capacity];
   slot.Lock();
   slot.ticket = ticket;
   slot.record = record;
+  if (!what.empty()) {
+    const size_t length = std::min(what.size(), sizeof(record.what) - 1);
+    std::memcpy(slot.record.what, what.data(), length);
+    slot.record.what[length] = '\0';
+  }
+  slot.record.start_unix_ns = now;
+  slot.record.end_unix_ns = 0;
+  slot.record.state = CollectiveState::kInFlight;
   slot.Unlock();
   return ticket;
 }
 
 void FlightRecorder::End(uint64_t ticket, CollectiveState state) {
-  const int64_t now = UnixNs();
-  Slot& slot = ring_[ticket % kCapacity];
+  const uint64_t ring_index = ticket >> kRingShift;
+  Ring* ring = ring_index == 0 ? &process_ring_
+                               : replica_rings_[ring_index - 1].load(std::memory_order_acquire);
+  if (ring == nullptr) return;
+  Slot& slot = ring->slots[(ticket & ((uint64_t{1} << kRingShift) - 1)) % ring->capacity];
   slot.Lock();
   // A record already overwritten by a newer one (the ring went round) is gone.
   if (slot.ticket == ticket) {
-    slot.record.end_unix_ns = now;
+    slot.record.end_unix_ns = RecordTime(slot.record);
     slot.record.state = state;
   }
   slot.Unlock();
@@ -165,25 +206,50 @@ std::string FlightRecorder::DumpPath() const {
 
 std::vector<CollectiveRecord> FlightRecorder::Records() const {
   std::vector<CollectiveRecord> records;
-  const uint64_t next = next_ticket_.load(std::memory_order_relaxed);
-  const uint64_t first = next > kCapacity ? next - kCapacity : 0;
-  for (uint64_t ticket = first; ticket < next; ++ticket) {
-    Slot& slot = ring_[ticket % kCapacity];
-    slot.Lock();
-    // A ticket taken but not written yet, or already overwritten, is left out.
-    if (slot.ticket == ticket) records.push_back(slot.record);
-    slot.Unlock();
+  auto collect = [&](const Ring& ring) {
+    const uint64_t next = ring.next.load(std::memory_order_relaxed);
+    const uint64_t first = next > ring.capacity ? next - ring.capacity : 0;
+    for (uint64_t count = first; count < next; ++count) {
+      Slot& slot = ring.slots[count % ring.capacity];
+      slot.Lock();
+      // A record begun but not written yet, or already overwritten, is left out (a slot's
+      // ticket carries its ring in the top bits).
+      if ((slot.ticket & ((uint64_t{1} << kRingShift) - 1)) == count) {
+        records.push_back(slot.record);
+      }
+      slot.Unlock();
+    }
+  };
+  collect(process_ring_);
+  for (int r = 0; r < kMaxReplicaRings; ++r) {
+    if (const Ring* ring = replica_rings_[r].load(std::memory_order_acquire)) collect(*ring);
   }
+  for (CollectiveRecord& record : records) {
+    if (record.fingerprint == 0) {
+      record.fingerprint =
+          CollectiveFingerprint(record.kind, record.step, record.dtype, 0, record.layout);
+    }
+  }
+  std::stable_sort(records.begin(), records.end(),
+                   [](const CollectiveRecord& a, const CollectiveRecord& b) {
+                     return a.start_unix_ns < b.start_unix_ns;
+                   });
   return records;
 }
 
 void FlightRecorder::Clear() {
-  for (size_t i = 0; i < kCapacity; ++i) {
-    ring_[i].Lock();
-    ring_[i].ticket = ~uint64_t{0};
-    ring_[i].Unlock();
+  auto clear = [](Ring& ring) {
+    for (size_t i = 0; i < ring.capacity; ++i) {
+      ring.slots[i].Lock();
+      ring.slots[i].ticket = ~uint64_t{0};
+      ring.slots[i].Unlock();
+    }
+    ring.next.store(0);
+  };
+  clear(process_ring_);
+  for (int r = 0; r < kMaxReplicaRings; ++r) {
+    if (Ring* ring = replica_rings_[r].load(std::memory_order_acquire)) clear(*ring);
   }
-  next_ticket_.store(0);
 }
 
 std::string FlightRecorder::ToJson(const std::string& reason) const {
@@ -200,6 +266,7 @@ std::string FlightRecorder::ToJson(const std::string& reason) const {
   out["dumped_unix_ns"] = UnixNs();
   out["current_step"] = CurrentStep();
   out["capacity"] = kCapacity;
+  out["replica_capacity"] = kReplicaCapacity;
   nlohmann::json list = nlohmann::json::array();
   for (const CollectiveRecord& record : records) {
     nlohmann::json entry;

@@ -37,11 +37,12 @@ int CurrentBucket();
 class BucketScope {
  public:
   explicit BucketScope(int bucket);
-  ~BucketScope();
+  ~BucketScope() { *slot_ = previous_; }
   BucketScope(const BucketScope&) = delete;
   BucketScope& operator=(const BucketScope&) = delete;
 
  private:
+  int* slot_;  // this fiber's or thread's bucket, stored plus one
   int previous_;
 };
 
@@ -58,7 +59,10 @@ struct CollectiveRecord {
   int32_t replica = -1;   // local replica; -1: the process
   int64_t bytes = 0;      // this process's payload
   const char* dtype = "float32";
-  uint64_t fingerprint = 0;  // of kind, step, dtype and every shape (CollectiveFingerprint)
+  // Of kind, step, dtype and every shape (CollectiveFingerprint). A replica's sum leaves it
+  // 0 and gives its shapes' hash in `layout`: Records() computes it, off the step's path.
+  uint64_t fingerprint = 0;
+  uint64_t layout = 0;
   char what[112] = {0};      // how errors describe it ("all-reduce of 6 tensors (26 floats)")
   int64_t start_unix_ns = 0;
   int64_t end_unix_ns = 0;
@@ -73,12 +77,19 @@ uint64_t CollectiveFingerprint(const char* kind, int64_t step, const char* dtype
 
 class FlightRecorder {
  public:
+  // The last kCapacity collectives of the process (the workers' collectives, and records
+  // without a replica), and the last kReplicaCapacity sums of each replica, each replica in
+  // a ring of its own (replicas record at the same moments: one shared counter would bounce
+  // between their cores every bucket). Replica rings are made at a replica's first record.
   static constexpr size_t kCapacity = 2048;
+  static constexpr size_t kReplicaCapacity = 256;
+  static constexpr int kMaxReplicaRings = 1024;
   static FlightRecorder& Get();
 
-  // Records the start of a collective (its start time is taken here; `what` is cut to fit):
-  // returns the ticket End takes.
-  uint64_t Begin(CollectiveRecord record, const std::string& what = std::string());
+  // Records the start of a collective (its start time is taken here: to the nanosecond for
+  // a process's collectives, to the kernel's tick, a few ms, for a replica's sums, which
+  // every step makes; `what` is cut to fit): returns the ticket End takes.
+  uint64_t Begin(const CollectiveRecord& record, const std::string& what = std::string());
   void End(uint64_t ticket, CollectiveState state);
 
   // Who this process is, for the file's name and contents (MpiWorld sets it).
@@ -95,7 +106,7 @@ class FlightRecorder {
   Status Dump(const std::string& reason);
   // The dump's contents (JSON).
   std::string ToJson(const std::string& reason) const;
-  // The records in the ring, oldest first.
+  // The records in the rings, oldest first (by start time; the ring's order among equals).
   std::vector<CollectiveRecord> Records() const;
   // Forgets every record (tests).
   void Clear();
@@ -104,8 +115,8 @@ class FlightRecorder {
   FlightRecorder();
   void InstallSignalHandlers();
 
-  // A record and the ticket it was begun with, behind a lock of its own: replicas record
-  // concurrently, each its own slot, and only a dump reads them all.
+  // A record and the ticket it was begun with, behind a lock of its own: only a dump reads
+  // a slot that another thread writes.
   struct Slot {
     std::atomic<bool> busy{false};
     uint64_t ticket = ~uint64_t{0};  // none
@@ -113,9 +124,21 @@ class FlightRecorder {
     void Lock();
     void Unlock() { busy.store(false, std::memory_order_release); }
   };
-  std::unique_ptr<Slot[]> ring_;           // kCapacity slots
-  std::atomic<uint64_t> next_ticket_{0};   // records ever begun
-  mutable std::mutex mu_;                  // the process's identity and directory
+  struct Ring {
+    explicit Ring(size_t capacity) : slots(new Slot[capacity]), capacity(capacity) {}
+    alignas(64) std::atomic<uint64_t> next{0};  // records ever begun here
+    std::unique_ptr<Slot[]> slots;
+    size_t capacity;
+  };
+  // Ring 0 is the process's; ring r + 1 replica r's (beyond kMaxReplicaRings, the process's).
+  Ring& RingFor(int replica);
+  // Tickets carry their ring in the top 16 bits.
+  static constexpr int kRingShift = 48;
+
+  Ring process_ring_{kCapacity};
+  std::unique_ptr<std::atomic<Ring*>[]> replica_rings_;  // kMaxReplicaRings, made lazily
+  std::mutex rings_mu_;                                  // making a replica's ring
+  mutable std::mutex mu_;                                // the process's identity and directory
   int rank_ = 0;
   int size_ = 1;
   std::string host_;

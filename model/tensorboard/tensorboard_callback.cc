@@ -52,9 +52,12 @@ Status TensorBoard::OnTrainBegin(Sequential& model) {
   }
   train_ = std::move(*train);
   if (update_every_steps_ > 0) {
-    // Costs a pass over the summed gradients per step: only while this callback logs them.
+    // Cost a pass over the summed gradients and clock reads per step: only while this
+    // callback logs them.
     restore_norm_ = model.record_gradient_norm();
+    restore_step_times_ = model.record_step_times();
     model.set_record_gradient_norm(true);
+    model.set_record_step_times(true);
   }
   return OkStatus();
 }
@@ -106,7 +109,10 @@ Status TensorBoard::OnEpochEnd(Sequential& model, int epoch, const Logs& logs) {
 Status TensorBoard::OnTrainEnd(Sequential& model, const History& history) {
   if (!active_) return OkStatus();
   active_ = false;
-  if (update_every_steps_ > 0) model.set_record_gradient_norm(restore_norm_);
+  if (update_every_steps_ > 0) {
+    model.set_record_gradient_norm(restore_norm_);
+    model.set_record_step_times(restore_step_times_);
+  }
   Status train = train_->Close();
   Status validation = validation_ != nullptr ? validation_->Close() : OkStatus();
   return train.ok() ? validation : train;

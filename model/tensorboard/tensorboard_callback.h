@@ -67,6 +67,7 @@ class TensorBoard : public Callback {
   double flush_seconds_;
   bool active_ = false;             // the chief, between OnTrainBegin and OnTrainEnd
   bool restore_norm_ = false;       // record_gradient_norm before OnTrainBegin turned it on
+  bool restore_step_times_ = false;  // record_all_reduce_time, likewise
   int64_t steps_ = 0;               // training steps so far (the per-step x axis)
   std::unique_ptr<tensorboard::EventFileWriter> train_;
   std::unique_ptr<tensorboard::EventFileWriter> validation_;

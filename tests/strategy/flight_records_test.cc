@@ -95,14 +95,15 @@ TEST(FlightRecordsTest, AFailingReplicaWritesTheRingNamingIt) {
   const nlohmann::json dump = nlohmann::json::parse(file);
   EXPECT_THAT(dump.at("reason").get<std::string>(), HasSubstr("replica 1 ("));
   EXPECT_THAT(dump.at("reason").get<std::string>(), HasSubstr("a bad shard"));
-  // Replica 0's third sum, left in flight (or failed) when replica 1 gave up.
-  int done = 0, unfinished = 0;
+  // Written once every replica stopped: 2 sums of each done, and replica 0's third sum
+  // failed (aborted when replica 1 gave up).
+  int done = 0, failed = 0;
   for (const nlohmann::json& record : dump.at("records")) {
     done += record.at("state") == "done";
-    unfinished += record.at("state") != "done" && record.at("replica") == 0;
+    failed += record.at("state") == "failed" && record.at("replica") == 0;
   }
-  EXPECT_EQ(done, 4);  // 2 sums of 2 replicas
-  EXPECT_EQ(unfinished, 1);
+  EXPECT_EQ(done, 4);
+  EXPECT_EQ(failed, 1);
 }
 
 }  // namespace
