@@ -51,14 +51,18 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &info) == 0;
 }
 
-// The fingerprints a worker's divergence error names: its own, then the peer's.
-std::pair<std::string, std::string> FingerprintsInError(const std::string& text, int rank) {
-  const std::regex pattern("rank " + std::to_string(rank) +
-                           " error: [^\\n]*fingerprint (0x[0-9a-f]{16})\\) but [^\\n]*"
-                           "has fingerprint (0x[0-9a-f]{16})");
-  std::smatch match;
-  if (!std::regex_search(text, match, pattern)) return {"", ""};
-  return {match[1], match[2]};
+// The fingerprint rank `rank` recorded for collective `sequence` (its flight recorder file),
+// or "".
+std::string FingerprintAt(const std::string& dir, int rank, const std::string& sequence) {
+  std::ifstream file(dir + "/flight_recorder.rank" + std::to_string(rank) + ".json");
+  if (!file.good() || sequence.empty()) return "";
+  const nlohmann::json dump = nlohmann::json::parse(file);
+  for (const nlohmann::json& record : dump.at("records")) {
+    if (record.at("scope") == "workers" && std::to_string(record.at("sequence").get<uint64_t>()) == sequence) {
+      return record.at("fingerprint");
+    }
+  }
+  return "";
 }
 
 // The sequence number of the collective the workers' errors name.
@@ -82,11 +86,19 @@ TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSkippedAnAllReduce) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE(Exists(dir + "/flight_recorder.rank" + std::to_string(r) + ".json")) << r;
   }
-  // Rank 0 names its own (expected) fingerprint and rank 1's (actual).
-  const auto [expected, actual] = FingerprintsInError(out.text, 0);
-  ASSERT_FALSE(expected.empty()) << out.text;
+  // Whichever rank printed its error first (MPI_Abort may end the others before they do).
   const std::string sequence = DivergedAt(out.text);
   ASSERT_FALSE(sequence.empty()) << out.text;
+  // What ranks 0 and 1 recorded for that collective: the expected and the actual.
+  const std::string expected = FingerprintAt(dir, 0, sequence);
+  const std::string actual = FingerprintAt(dir, 1, sequence);
+  ASSERT_FALSE(expected.empty());
+  ASSERT_FALSE(actual.empty());
+  EXPECT_NE(expected, actual);
+  EXPECT_EQ(FingerprintAt(dir, 2, sequence), expected);
+  // The error a rank printed names both.
+  EXPECT_THAT(out.text, HasSubstr(expected));
+  EXPECT_THAT(out.text, HasSubstr(actual));
 
   ProgramOutput doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
   EXPECT_EQ(doctor.exit_code, 1) << doctor.text;
@@ -109,11 +121,15 @@ TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSentAnotherShape) {
   EXPECT_NE(out.exit_code, 0);
   EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
   EXPECT_LT(seconds, deadline_ms / 1000.0 + 2) << out.text;
-  // Rank 0 compares with rank 1 (equal) and rank 2 (other): its error names rank 2's.
-  const auto [expected, actual] = FingerprintsInError(out.text, 0);
-  ASSERT_FALSE(expected.empty()) << out.text;
-  EXPECT_THAT(out.text, HasSubstr("but rank 2 (host "));
   const std::string sequence = DivergedAt(out.text);
+  ASSERT_FALSE(sequence.empty()) << out.text;
+  const std::string expected = FingerprintAt(dir, 0, sequence);
+  const std::string actual = FingerprintAt(dir, 2, sequence);
+  ASSERT_FALSE(expected.empty());
+  ASSERT_FALSE(actual.empty());
+  EXPECT_NE(expected, actual);
+  EXPECT_EQ(FingerprintAt(dir, 1, sequence), expected);
+  EXPECT_THAT(out.text, HasSubstr(actual));
 
   ProgramOutput doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
   EXPECT_EQ(doctor.exit_code, 1) << doctor.text;
