@@ -74,10 +74,19 @@ std::string DivergedAt(const std::string& text) {
   return match[1];
 }
 
-TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSkippedAnAllReduce) {
-  const std::string dir = FreshDirectory("skip");
+// A divergence fault (`scenario`, rank `faulty` astray) under mpirun -np 3 with a 5 s
+// deadline: the job ends at once, every rank writes its file, and the fingerprints the
+// ranks recorded for the collective the errors name differ on `faulty` only. Returns that
+// collective, the expected fingerprint and `faulty`'s, and tower doctor's output.
+struct Divergence {
+  std::string sequence, expected, actual;
+  ProgramOutput doctor;
+};
+
+Divergence RunDivergence(const std::string& scenario, int faulty) {
+  const std::string dir = FreshDirectory(scenario);
   const int deadline_ms = 5000;
-  auto [out, seconds] = RunFault("skip", deadline_ms, dir);
+  auto [out, seconds] = RunFault(scenario, deadline_ms, dir);
   EXPECT_NE(out.exit_code, 0);
   EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
   // The whole job, start-up included, within the deadline plus 2 s: the fingerprints differ
@@ -86,58 +95,46 @@ TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSkippedAnAllReduce) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE(Exists(dir + "/flight_recorder.rank" + std::to_string(r) + ".json")) << r;
   }
+  Divergence divergence;
   // Whichever rank printed its error first (MPI_Abort may end the others before they do).
-  const std::string sequence = DivergedAt(out.text);
-  ASSERT_FALSE(sequence.empty()) << out.text;
-  // What ranks 0 and 1 recorded for that collective: the expected and the actual.
-  const std::string expected = FingerprintAt(dir, 0, sequence);
-  const std::string actual = FingerprintAt(dir, 1, sequence);
-  ASSERT_FALSE(expected.empty());
-  ASSERT_FALSE(actual.empty());
-  EXPECT_NE(expected, actual);
-  EXPECT_EQ(FingerprintAt(dir, 2, sequence), expected);
-  // The error a rank printed names both.
-  EXPECT_THAT(out.text, HasSubstr(expected));
-  EXPECT_THAT(out.text, HasSubstr(actual));
-
-  ProgramOutput doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
-  EXPECT_EQ(doctor.exit_code, 1) << doctor.text;
-  EXPECT_THAT(doctor.text, HasSubstr("rank 1 (host "));
-  EXPECT_THAT(doctor.text, HasSubstr(") diverged at collective " + sequence + ": it ran "));
-  EXPECT_THAT(doctor.text, HasSubstr("step 6"));
-  EXPECT_THAT(doctor.text, HasSubstr("(expected " + expected + ", actual " + actual + ")"));
-  EXPECT_THAT(doctor.text, HasSubstr("it skipped a collective of step 5"));
-  // ... and what every rank was doing.
+  divergence.sequence = DivergedAt(out.text);
+  EXPECT_FALSE(divergence.sequence.empty()) << out.text;
+  const int good = faulty == 0 ? 1 : 0;
+  divergence.expected = FingerprintAt(dir, good, divergence.sequence);
+  divergence.actual = FingerprintAt(dir, faulty, divergence.sequence);
+  EXPECT_FALSE(divergence.expected.empty());
+  EXPECT_FALSE(divergence.actual.empty());
+  EXPECT_NE(divergence.expected, divergence.actual);
   for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(doctor.text, HasSubstr("rank " + std::to_string(r) + " (host "));
+    if (r != faulty) EXPECT_EQ(FingerprintAt(dir, r, divergence.sequence), divergence.expected) << r;
   }
-  EXPECT_THAT(doctor.text, HasSubstr("replicas stopped: replica 0 in its all-reduce of step 5"));
+  // The error a rank printed names the odd fingerprint.
+  EXPECT_THAT(out.text, HasSubstr(divergence.actual));
+  divergence.doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
+  EXPECT_EQ(divergence.doctor.exit_code, 1) << divergence.doctor.text;
+  const std::string& text = divergence.doctor.text;
+  EXPECT_EQ(text.find("rank " + std::to_string(faulty) + " (host "), 0u) << text;  // named first
+  EXPECT_THAT(text, HasSubstr(") diverged at collective " + divergence.sequence + ": it ran "));
+  EXPECT_THAT(text, HasSubstr("(expected " + divergence.expected + ", actual " +
+                              divergence.actual + ")"));
+  return divergence;
+}
+
+TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSkippedAnAllReduce) {
+  const Divergence divergence = RunDivergence("skip", 1);
+  const std::string& text = divergence.doctor.text;
+  EXPECT_THAT(text, HasSubstr("step 6"));
+  EXPECT_THAT(text, HasSubstr("it skipped a collective of step 5"));
+  // ... and what every rank was doing.
+  for (int r = 0; r < 3; ++r) EXPECT_THAT(text, HasSubstr("rank " + std::to_string(r) + " (host "));
+  EXPECT_THAT(text, HasSubstr("replicas stopped: replica 0 in its all-reduce of step 5"));
 }
 
 TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSentAnotherShape) {
-  const std::string dir = FreshDirectory("shape");
-  const int deadline_ms = 5000;
-  auto [out, seconds] = RunFault("shape", deadline_ms, dir);
-  EXPECT_NE(out.exit_code, 0);
-  EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
-  EXPECT_LT(seconds, deadline_ms / 1000.0 + 2) << out.text;
-  const std::string sequence = DivergedAt(out.text);
-  ASSERT_FALSE(sequence.empty()) << out.text;
-  const std::string expected = FingerprintAt(dir, 0, sequence);
-  const std::string actual = FingerprintAt(dir, 2, sequence);
-  ASSERT_FALSE(expected.empty());
-  ASSERT_FALSE(actual.empty());
-  EXPECT_NE(expected, actual);
-  EXPECT_EQ(FingerprintAt(dir, 1, sequence), expected);
-  EXPECT_THAT(out.text, HasSubstr(actual));
-
-  ProgramOutput doctor = testing::RunCommand(Runfile("tools/tower") + " doctor " + dir);
-  EXPECT_EQ(doctor.exit_code, 1) << doctor.text;
-  EXPECT_THAT(doctor.text, HasSubstr(") diverged at collective " + sequence + ": it ran "));
-  EXPECT_EQ(doctor.text.find("rank 2 (host "), 0u) << doctor.text;  // named first
-  EXPECT_THAT(doctor.text, HasSubstr("(expected " + expected + ", actual " + actual + ")"));
+  const Divergence divergence = RunDivergence("shape", 2);
   // 101009 floats where the others sum 101008.
-  EXPECT_THAT(doctor.text, HasSubstr("it sends 404036 bytes where the others send 404032"));
+  EXPECT_THAT(divergence.doctor.text,
+              HasSubstr("it sends 404036 bytes where the others send 404032"));
 }
 
 TEST(SeeInsideTest, TowerDoctorNamesTheRankThatNeverArrived) {
