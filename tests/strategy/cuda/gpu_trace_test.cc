@@ -1,6 +1,6 @@
 // A trace of GPU replicas (2 virtual GPUs of one card): each replica's stream gets a lane of
 // its own whose events are the ops' kernels, timed with CUDA events, in stream order, inside
-// the traced steps. Runs on cudaemu here (and on a real GPU where there is one).
+// the traced window. Runs on cudaemu here (and on a real GPU where there is one).
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +12,7 @@
 
 #include "data/synthetic.h"
 #include "device/context.h"
+#include "model/callback.h"
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "model/trace_callback.h"
@@ -22,6 +23,24 @@
 
 namespace tower {
 namespace {
+
+// Notes when the trace stopped: it runs after StepTrace, whose OnBatchEnd of the last traced
+// step stops the trace. Every event in the file was recorded before that, so every stream
+// event had ended by then. In µs on the trace's clock (one worker: the file's origin is this
+// process's start).
+class NoteTraceStop : public Callback {
+ public:
+  explicit NoteTraceStop(int64_t last_step) : last_step_(last_step) {}
+  Status OnBatchEnd(Sequential& model, int64_t step, const Logs& logs) override {
+    if (step == last_step_) stopped_us_ = (trace::NowNs() - trace::StartSteadyNs()) / 1e3;
+    return OkStatus();
+  }
+  double stopped_us() const { return stopped_us_; }
+
+ private:
+  const int64_t last_step_;
+  double stopped_us_ = -1;
+};
 
 TEST(GpuTraceTest, EachReplicasStreamHasALaneOfTimedKernels) {
   auto context = testing::RealGpuContext(2);
@@ -46,7 +65,8 @@ TEST(GpuTraceTest, EachReplicasStreamHasALaneOfTimedKernels) {
   FitOptions fit;
   fit.epochs = 1;
   fit.verbose = 0;
-  fit.callbacks = {std::make_shared<StepTrace>(path, 2, 3)};
+  auto stop = std::make_shared<NoteTraceStop>(3);
+  fit.callbacks = {std::make_shared<StepTrace>(path, 2, 3), stop};
   TOWER_CHECK_OK(model.Fit(dataset, fit).status());
 
   std::ifstream file(path);
@@ -59,7 +79,11 @@ TEST(GpuTraceTest, EachReplicasStreamHasALaneOfTimedKernels) {
       names[event.at("tid")] = event.at("args").at("name");
     }
   }
-  // Steps 2 and 3 on the replicas' lanes: where the stream events must fall.
+  // Steps 2 and 3 on the replicas' lanes: the stream's work starts after the first of them
+  // began (nothing runs before it is enqueued) and ends before the trace stopped (only work
+  // the host had seen finish was recorded). Not inside the steps' host spans: a
+  // step's last kernels (the update) may still run after its host span ended, which is the
+  // point of an asynchronous stream.
   double first = 1e300, last = -1e300;
   for (int replica = 0; replica < 2; ++replica) {
     for (const nlohmann::json& event : lanes[replica]) {
@@ -69,6 +93,7 @@ TEST(GpuTraceTest, EachReplicasStreamHasALaneOfTimedKernels) {
     }
   }
   ASSERT_LT(first, last);
+  ASSERT_LT(last, stop->stopped_us());
   for (int replica = 0; replica < 2; ++replica) {
     const int lane = trace::StreamLane(replica);
     ASSERT_TRUE(lanes.count(lane)) << "no stream events of replica " << replica;
@@ -86,9 +111,10 @@ TEST(GpuTraceTest, EachReplicasStreamHasALaneOfTimedKernels) {
       // A stream runs its work in order: no two of its events overlap.
       EXPECT_GE(ts, previous_end - 0.002) << event.dump();
       previous_end = ts + dur;
-      // On the device, inside the traced steps (1 ms of slack for the clocks' meeting).
+      // Inside [first traced step began, trace stopped], with 1 ms of slack for the meeting
+      // of the stream's clock and the host's.
       EXPECT_GE(ts, first - 1000) << event.dump();
-      EXPECT_LE(ts + dur, last + 1000) << event.dump();
+      EXPECT_LE(ts + dur, stop->stopped_us() + 1000) << event.dump();
       matmuls += event.at("name") == "MatMul";
     }
     // 3 layers forward and 2 products each backward (the first layer's input gradient is
