@@ -254,7 +254,6 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       names_(std::move(setup.names)),
       choice_(std::move(setup.choice)),
       cross_device_ops_(std::move(setup.ops)),
-      spin_(setup.spin),
       bucket_bytes_(setup.bucket_bytes),
       virtual_shards_(setup.virtual_shards),
       cross_process_dtype_(setup.cross_process_dtype),

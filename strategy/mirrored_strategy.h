@@ -190,7 +190,6 @@ class MirroredStrategy : public Distribution {
   std::vector<std::string> names_;
   const CrossDeviceOpsChoice choice_;
   const std::unique_ptr<CrossDeviceOps> cross_device_ops_;
-  const bool spin_;
   const int64_t bucket_bytes_;
   const int virtual_shards_;
   const DType cross_process_dtype_;

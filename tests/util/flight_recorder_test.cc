@@ -22,7 +22,8 @@ namespace {
 
 std::string TempDir(const std::string& name) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  const int status = std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  EXPECT_EQ(status, 0) << "making the empty directory " << dir;
   return dir;
 }
 
