@@ -135,7 +135,7 @@ run gemm_tower.txt "$BIN/gemm_roofline"
 # The mlp's products at the rows one replica gets with 4 and 8 replicas: what bounds
 # those replica counts on this machine.
 for b in 64 32; do
-  run "gemm_tower_b$b.txt" "$BIN/gemm_roofline" --batch=$b
+  run "gemm_tower_b$b.txt" "$BIN/gemm_roofline" --batch=$b --replica_products=false
 done
 for t in 1 2; do
   run "gemm_torch_t$t.txt" env OPENBLAS_NUM_THREADS=$t "$PY" bench/peers/torch_gemm.py --threads=$t

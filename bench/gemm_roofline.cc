@@ -8,15 +8,25 @@
 //   T threads, each its own 1024³ product at once (what T data-parallel replicas do);
 //   T threads splitting one 1024³ product by columns;
 //   the mlp workload's own products at 128 rows (its per-replica batch with 2 replicas),
-//   one thread — what a replica's forward and backward are made of.
+//   one thread — what a replica's forward and backward are made of;
+//   the products of one mlp training step of R = 2, 4, 8 replicas on T threads (R/T replica
+//   turns per thread, every turn its own rows of the global batch of 256, the weights shared
+//   as Tower's logical CPU replicas share them), in steps/s and as a ratio to R = 2: the
+//   bound the products alone put on "R replicas keep the throughput of T". Twice: as Tower's
+//   MatMul computes them (Eigen, which packs the weights in every product), and with oneDNN
+//   on weights packed once per step for all replicas (its blocked layout).
 // Eigen is built with EIGEN_DONT_PARALLELIZE (Tower's threads are its replicas), so the
 // T-thread figures use T std::threads. Each figure is the median of --repeats windows.
 // (OpenBLAS's rate, through PyTorch, is printed by bench/peers/torch_gemm.py.)
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <dnnl.hpp>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -52,16 +62,178 @@ double Rate(int threads, int64_t iters, int repeats, double flops_per_call,
   return Median(rates);
 }
 
+// ---- One mlp training step's products, R replicas on T threads.
+// The 256 -> 1024 -> 1024 -> 1 mlp: per replica of b rows, forward x·W1 [b,256]x[256,1024]
+// and h1·W2 [b,1024]x[1024,1024]; backward the weight gradients h1ᵀ·dh2 and xᵀ·dh1 and the
+// input gradient dh2·W2ᵀ (the 1-wide last layer is left out: < 0.1 % of the flops).
+
+extern "C" void omp_set_num_threads(int threads);
+
+// A replica's own activations and gradients (its rows of the global batch).
+struct ReplicaBuffers {
+  explicit ReplicaBuffers(int64_t rows)
+      : x(Matrix::Random(rows, 256)), h1(rows, 1024), h2(rows, 1024),
+        dh2(Matrix::Random(rows, 1024)), dh1(rows, 1024), dw1(256, 1024), dw2(1024, 1024) {}
+  Matrix x, h1, h2, dh2, dh1, dw1, dw2;
+};
+
+// out = op(a) · op(b) as Tower's MatMul computes it on one thread (ops/cpu/math_kernels.cc):
+// zeroed with memset, then Eigen accumulates.
+void TowerProduct(Matrix& out, const Matrix& a, const Matrix& b, bool transpose_a,
+                  bool transpose_b) {
+  std::memset(out.data(), 0, static_cast<size_t>(out.size()) * sizeof(float));
+  if (transpose_a) {
+    out.noalias() += a.transpose() * b;
+  } else if (transpose_b) {
+    out.noalias() += a * b.transpose();
+  } else {
+    out.noalias() += a * b;
+  }
+}
+
+// The products of one replica turn with oneDNN, the weights (W1, W2 and W2ᵀ) in the blocked
+// layouts its primitives chose, packed once per step and shared by every replica.
+class PackedProducts {
+ public:
+  PackedProducts(int64_t rows, float* w1, float* w2) : engine_(dnnl::engine::kind::cpu, 0) {
+    using dnnl::memory;
+    const auto f32 = memory::data_type::f32;
+    const auto plain = memory::format_tag::ab, transposed = memory::format_tag::ba,
+               any = memory::format_tag::any;
+    x_ = memory::desc({rows, 256}, f32, plain);
+    h_ = memory::desc({rows, 1024}, f32, plain);
+    xt_ = memory::desc({256, rows}, f32, transposed);
+    ht_ = memory::desc({1024, rows}, f32, transposed);
+    dw1_ = memory::desc({256, 1024}, f32, plain);
+    dw2_ = memory::desc({1024, 1024}, f32, plain);
+    auto desc = [&](const memory::desc& a, const memory::desc& b, const memory::desc& c) {
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine_);
+    };
+    const auto forward1 = desc(x_, memory::desc({256, 1024}, f32, any), h_);
+    const auto forward2 = desc(h_, memory::desc({1024, 1024}, f32, any), h_);
+    const auto input_grad = desc(h_, memory::desc({1024, 1024}, f32, any), h_);
+    forward1_ = dnnl::matmul(forward1);
+    forward2_ = dnnl::matmul(forward2);
+    input_grad_ = dnnl::matmul(input_grad);
+    weight_grad1_ = dnnl::matmul(desc(xt_, h_, dw1_));
+    weight_grad2_ = dnnl::matmul(desc(ht_, h_, dw2_));
+    w1_ = memory(dw1_, engine_, w1);
+    w2_ = memory(dw2_, engine_, w2);
+    w2t_ = memory(memory::desc({1024, 1024}, f32, transposed), engine_, w2);
+    packed_w1_ = memory(forward1.weights_desc(), engine_);
+    packed_w2_ = memory(forward2.weights_desc(), engine_);
+    packed_w2t_ = memory(input_grad.weights_desc(), engine_);
+  }
+  // Packing `which` (0: W1, 1: W2, 2: W2ᵀ) for this step.
+  void Pack(int which) {
+    dnnl::stream stream(engine_);
+    dnnl::memory& from = which == 0 ? w1_ : which == 1 ? w2_ : w2t_;
+    dnnl::memory& to = which == 0 ? packed_w1_ : which == 1 ? packed_w2_ : packed_w2t_;
+    dnnl::reorder(from, to).execute(stream, from, to);
+  }
+  void Turn(ReplicaBuffers& r) {
+    using dnnl::memory;
+    dnnl::stream stream(engine_);
+    memory x(x_, engine_, r.x.data()), h1(h_, engine_, r.h1.data()), h2(h_, engine_, r.h2.data()),
+        dh2(h_, engine_, r.dh2.data()), dh1(h_, engine_, r.dh1.data()),
+        dw1(dw1_, engine_, r.dw1.data()), dw2(dw2_, engine_, r.dw2.data()),
+        xt(xt_, engine_, r.x.data()), h1t(ht_, engine_, r.h1.data());
+    forward1_.execute(stream, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, packed_w1_}, {DNNL_ARG_DST, h1}});
+    forward2_.execute(stream, {{DNNL_ARG_SRC, h1}, {DNNL_ARG_WEIGHTS, packed_w2_}, {DNNL_ARG_DST, h2}});
+    weight_grad2_.execute(stream, {{DNNL_ARG_SRC, h1t}, {DNNL_ARG_WEIGHTS, dh2}, {DNNL_ARG_DST, dw2}});
+    input_grad_.execute(stream, {{DNNL_ARG_SRC, dh2}, {DNNL_ARG_WEIGHTS, packed_w2t_}, {DNNL_ARG_DST, dh1}});
+    weight_grad1_.execute(stream, {{DNNL_ARG_SRC, xt}, {DNNL_ARG_WEIGHTS, dh1}, {DNNL_ARG_DST, dw1}});
+  }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::memory::desc x_, h_, xt_, ht_, dw1_, dw2_;
+  dnnl::matmul forward1_, forward2_, input_grad_, weight_grad1_, weight_grad2_;
+  dnnl::memory w1_, w2_, w2t_, packed_w1_, packed_w2_, packed_w2t_;
+};
+
+// A barrier of T threads that spin (a step is milliseconds; the wait is short).
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int threads) : threads_(threads) {}
+  void Wait() {
+    const int phase = phase_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      phase_.store(phase + 1, std::memory_order_release);
+    } else {
+      while (phase_.load(std::memory_order_acquire) == phase) std::this_thread::yield();
+    }
+  }
+
+ private:
+  const int threads_;
+  std::atomic<int> arrived_{0};
+  std::atomic<int> phase_{0};
+};
+
+// Steps/s of the products of `replicas` replicas on `threads` threads (thread t runs
+// replicas t, t + threads, ...), median of `repeats` windows of `steps` steps. Packed: each
+// step first packs the three weights (spread over the threads), then a barrier, then the
+// turns; Eigen: the turns only (each product packs for itself).
+double ReplicaProductsRate(int replicas, int threads, bool packed, int64_t steps, int repeats) {
+  const int64_t rows = 256 / replicas;
+  Matrix w1 = Matrix::Random(256, 1024), w2 = Matrix::Random(1024, 1024);
+  std::vector<std::unique_ptr<ReplicaBuffers>> buffers;
+  for (int r = 0; r < replicas; ++r) buffers.push_back(std::make_unique<ReplicaBuffers>(rows));
+  PackedProducts dnnl_products(rows, w1.data(), w2.data());
+  auto run = [&](int64_t n) {
+    SpinBarrier barrier(threads);
+    auto body = [&](int t) {
+      omp_set_num_threads(1);  // one thread per replica thread, as in Tower's half_matmul
+      for (int64_t step = 0; step < n; ++step) {
+        if (packed) {
+          for (int which = t; which < 3; which += threads) dnnl_products.Pack(which);
+          barrier.Wait();
+        }
+        for (int r = t; r < replicas; r += threads) {
+          ReplicaBuffers& b = *buffers[r];
+          if (packed) {
+            dnnl_products.Turn(b);
+          } else {
+            TowerProduct(b.h1, b.x, w1, false, false);
+            TowerProduct(b.h2, b.h1, w2, false, false);
+            TowerProduct(b.dw2, b.h1, b.dh2, true, false);
+            TowerProduct(b.dh1, b.dh2, w2, false, true);
+            TowerProduct(b.dw1, b.x, b.dh1, true, false);
+          }
+        }
+        if (packed) barrier.Wait();  // the next step's packing waits for every turn
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);
+    body(0);
+    for (std::thread& thread : pool) thread.join();
+  };
+  run(2);  // warm-up: oneDNN compiles its kernels, the buffers are touched
+  std::vector<double> rates;
+  for (int rep = 0; rep < repeats; ++rep) {
+    const auto start = Clock::now();
+    run(steps);
+    rates.push_back(steps / std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return Median(rates);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t size = 1024, threads = 2, repeats = 3, iters = 20, batch = 128;
+  bool replica_products = true;
   tower::FlagParser parser("gemm_roofline");
   parser.AddInt("size", &size, "m = n = k of the square product");
   parser.AddInt("threads", &threads, "threads of the multi-thread figures");
   parser.AddInt("repeats", &repeats, "timed windows; the median is printed");
   parser.AddInt("iters", &iters, "products per thread per window (square)");
   parser.AddInt("batch", &batch, "rows of the mlp-shaped products");
+  parser.AddBool("replica_products", &replica_products,
+                 "also time one mlp step's products of 2, 4 and 8 replicas on --threads threads");
   tower::Status status = parser.Parse(argc, argv, 1);
   if (!status.ok() || parser.help_requested()) {
     if (!status.ok()) std::fprintf(stderr, "error: %s\n", status.message().c_str());
@@ -104,5 +276,30 @@ int main(int argc, char** argv) {
   std::printf("eigen_sgemm mlp_shapes batch=%lld threads=1 forward=%.1f weight_grad=%.1f "
               "input_grad=%.1f gflops\n",
               static_cast<long long>(batch), fwd, wgrad, xgrad);
+
+  if (!replica_products) return 0;
+  // The products of one mlp step of R replicas on T threads, R = 2, 4, 8; each kind's
+  // figures interleaved in rounds so that the host's phases fall on all of them alike.
+  const int kinds = 2;
+  const int replica_counts[] = {2, 4, 8};
+  std::vector<double> step_rates[kinds][3];
+  for (int round = 0; round < R; ++round) {
+    for (int kind = 0; kind < kinds; ++kind) {
+      for (int i = 0; i < 3; ++i) {
+        step_rates[kind][i].push_back(
+            ReplicaProductsRate(replica_counts[i], T, kind == 1, std::max<int64_t>(iters, 4), 1));
+      }
+    }
+  }
+  for (int kind = 0; kind < kinds; ++kind) {
+    const double two = Median(step_rates[kind][0]);
+    for (int i = 0; i < 3; ++i) {
+      const double rate = Median(step_rates[kind][i]);
+      std::printf("mlp_replica_products kind=%s replicas=%d threads=%d rows=%d steps_per_s=%.1f "
+                  "vs_2_replicas=%.3f\n",
+                  kind == 0 ? "eigen" : "onednn_packed_once", replica_counts[i], T,
+                  256 / replica_counts[i], rate, rate / two);
+    }
+  }
   return 0;
 }
