@@ -361,6 +361,8 @@ def main():
     out.append("|---|---|---|---|---|---|---|---|")
     for key in sorted(T, key=lambda k: (k[1], k[0], k[2])):
         kind, w, n = key
+        if kind == "tower_trace":
+            continue  # the trace's A/B has its own rows above: on and off, not one rate
         line = T[key]
         label = kind
         if kind == "torch_single":
