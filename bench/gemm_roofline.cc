@@ -12,8 +12,8 @@
 //   the products of one mlp training step of R = 2, 4, 8 replicas on T threads (R/T replica
 //   turns per thread, every turn its own rows of the global batch of 256, the weights shared
 //   as Tower's logical CPU replicas share them), in steps/s and as a ratio to R = 2: the
-//   bound the products alone put on "R replicas keep the throughput of T". Twice: as Tower's
-//   MatMul computes them (Eigen, which packs the weights in every product), and with oneDNN
+//   bound the products alone put on "R replicas keep the throughput of T". Twice: through
+//   Tower's MatMul op (Eigen, which packs the weights in every product), and with oneDNN
 //   on weights packed once per step for all replicas (its blocked layout).
 // Eigen is built with EIGEN_DONT_PARALLELIZE (Tower's threads are its replicas), so the
 // T-thread figures use T std::threads. Each figure is the median of --repeats windows.
@@ -23,14 +23,19 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <dnnl.hpp>
 #include <functional>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "device/context.h"
+#include "device/intra_op.h"
+#include "ops/math_ops.h"
+#include "ops/tensor.h"
+#include "util/check.h"
 #include "util/flags.h"
 
 namespace {
@@ -77,19 +82,28 @@ struct ReplicaBuffers {
   Matrix x, h1, h2, dh2, dh1, dw1, dw2;
 };
 
-// out = op(a) · op(b) as Tower's MatMul computes it on one thread (ops/cpu/math_kernels.cc):
-// zeroed with memset, then Eigen accumulates.
-void TowerProduct(Matrix& out, const Matrix& a, const Matrix& b, bool transpose_a,
-                  bool transpose_b) {
-  std::memset(out.data(), 0, static_cast<size_t>(out.size()) * sizeof(float));
-  if (transpose_a) {
-    out.noalias() += a.transpose() * b;
-  } else if (transpose_b) {
-    out.noalias() += a * b.transpose();
-  } else {
-    out.noalias() += a * b;
+// One replica turn's products through Tower's own MatMul op (ops/cpu/math_kernels.cc) on
+// one intra-op thread, as a replica running beside others gets; each output is a new
+// tensor from the device's allocator, as in a training step. x [rows, 256], dh2 [rows, 1024].
+struct TowerTurn {
+  TowerTurn(tower::Device* device, const ReplicaBuffers& b, const tower::Tensor& w1,
+            const tower::Tensor& w2)
+      : x(Upload(device, b.x)), dh2(Upload(device, b.dh2)), w1(w1), w2(w2) {}
+  static tower::Tensor Upload(tower::Device* device, const Matrix& m) {
+    return tower::Tensor::FromHostBytes(device, tower::Shape({m.rows(), m.cols()}),
+                                        tower::DType::kFloat32, m.data())
+        .value();
   }
-}
+  tower::Status Run() const {
+    TOWER_ASSIGN_OR_RETURN(tower::Tensor h1, tower::ops::MatMul(x, w1));
+    TOWER_ASSIGN_OR_RETURN(tower::Tensor h2, tower::ops::MatMul(h1, w2));
+    TOWER_ASSIGN_OR_RETURN(tower::Tensor dw2, tower::ops::MatMul(h1, dh2, true, false));
+    TOWER_ASSIGN_OR_RETURN(tower::Tensor dh1, tower::ops::MatMul(dh2, w2, false, true));
+    TOWER_ASSIGN_OR_RETURN(tower::Tensor dw1, tower::ops::MatMul(x, dh1, true, false));
+    return tower::OkStatus();
+  }
+  tower::Tensor x, dh2, w1, w2;
+};
 
 // The products of one replica turn with oneDNN, the weights (W1, W2 and W2ᵀ) in the blocked
 // layouts its primitives chose, packed once per step and shared by every replica.
@@ -117,19 +131,18 @@ class PackedProducts {
     input_grad_ = dnnl::matmul(input_grad);
     weight_grad1_ = dnnl::matmul(desc(xt_, h_, dw1_));
     weight_grad2_ = dnnl::matmul(desc(ht_, h_, dw2_));
-    w1_ = memory(dw1_, engine_, w1);
-    w2_ = memory(dw2_, engine_, w2);
-    w2t_ = memory(memory::desc({1024, 1024}, f32, transposed), engine_, w2);
-    packed_w1_ = memory(forward1.weights_desc(), engine_);
-    packed_w2_ = memory(forward2.weights_desc(), engine_);
-    packed_w2t_ = memory(input_grad.weights_desc(), engine_);
+    weights_[kW1] = memory(dw1_, engine_, w1);
+    weights_[kW2] = memory(dw2_, engine_, w2);
+    weights_[kW2Transposed] = memory(memory::desc({1024, 1024}, f32, transposed), engine_, w2);
+    packed_[kW1] = memory(forward1.weights_desc(), engine_);
+    packed_[kW2] = memory(forward2.weights_desc(), engine_);
+    packed_[kW2Transposed] = memory(input_grad.weights_desc(), engine_);
   }
-  // Packing `which` (0: W1, 1: W2, 2: W2ᵀ) for this step.
+  static constexpr int kW1 = 0, kW2 = 1, kW2Transposed = 2, kWeights = 3;
+  // Packs weight `which` (kW1, kW2 or kW2Transposed) for this step.
   void Pack(int which) {
     dnnl::stream stream(engine_);
-    dnnl::memory& from = which == 0 ? w1_ : which == 1 ? w2_ : w2t_;
-    dnnl::memory& to = which == 0 ? packed_w1_ : which == 1 ? packed_w2_ : packed_w2t_;
-    dnnl::reorder(from, to).execute(stream, from, to);
+    dnnl::reorder(weights_[which], packed_[which]).execute(stream, weights_[which], packed_[which]);
   }
   void Turn(ReplicaBuffers& r) {
     using dnnl::memory;
@@ -138,10 +151,10 @@ class PackedProducts {
         dh2(h_, engine_, r.dh2.data()), dh1(h_, engine_, r.dh1.data()),
         dw1(dw1_, engine_, r.dw1.data()), dw2(dw2_, engine_, r.dw2.data()),
         xt(xt_, engine_, r.x.data()), h1t(ht_, engine_, r.h1.data());
-    forward1_.execute(stream, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, packed_w1_}, {DNNL_ARG_DST, h1}});
-    forward2_.execute(stream, {{DNNL_ARG_SRC, h1}, {DNNL_ARG_WEIGHTS, packed_w2_}, {DNNL_ARG_DST, h2}});
+    forward1_.execute(stream, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, packed_[kW1]}, {DNNL_ARG_DST, h1}});
+    forward2_.execute(stream, {{DNNL_ARG_SRC, h1}, {DNNL_ARG_WEIGHTS, packed_[kW2]}, {DNNL_ARG_DST, h2}});
     weight_grad2_.execute(stream, {{DNNL_ARG_SRC, h1t}, {DNNL_ARG_WEIGHTS, dh2}, {DNNL_ARG_DST, dw2}});
-    input_grad_.execute(stream, {{DNNL_ARG_SRC, dh2}, {DNNL_ARG_WEIGHTS, packed_w2t_}, {DNNL_ARG_DST, dh1}});
+    input_grad_.execute(stream, {{DNNL_ARG_SRC, dh2}, {DNNL_ARG_WEIGHTS, packed_[kW2Transposed]}, {DNNL_ARG_DST, dh1}});
     weight_grad1_.execute(stream, {{DNNL_ARG_SRC, xt}, {DNNL_ARG_WEIGHTS, dh1}, {DNNL_ARG_DST, dw1}});
   }
 
@@ -149,7 +162,8 @@ class PackedProducts {
   dnnl::engine engine_;
   dnnl::memory::desc x_, h_, xt_, ht_, dw1_, dw2_;
   dnnl::matmul forward1_, forward2_, input_grad_, weight_grad1_, weight_grad2_;
-  dnnl::memory w1_, w2_, w2t_, packed_w1_, packed_w2_, packed_w2t_;
+  dnnl::memory weights_[kWeights];  // the shared weights in place, row-major
+  dnnl::memory packed_[kWeights];   // the same, in the layouts the primitives chose
 };
 
 // A barrier of T threads that spin (a step is milliseconds; the wait is short).
@@ -182,25 +196,26 @@ double ReplicaProductsRate(int replicas, int threads, bool packed, int64_t steps
   std::vector<std::unique_ptr<ReplicaBuffers>> buffers;
   for (int r = 0; r < replicas; ++r) buffers.push_back(std::make_unique<ReplicaBuffers>(rows));
   PackedProducts dnnl_products(rows, w1.data(), w2.data());
+  // The CPU, also where a GPU is the default device: this program measures the host.
+  tower::Device* const cpu = tower::Context::Global().FindDevice("/CPU:0").value();
+  const tower::Tensor w1_tensor = TowerTurn::Upload(cpu, w1), w2_tensor = TowerTurn::Upload(cpu, w2);
+  std::vector<TowerTurn> tower_turns;
+  for (const auto& b : buffers) tower_turns.emplace_back(cpu, *b, w1_tensor, w2_tensor);
   auto run = [&](int64_t n) {
     SpinBarrier barrier(threads);
     auto body = [&](int t) {
       omp_set_num_threads(1);  // one thread per replica thread, as in Tower's half_matmul
+      const tower::ScopedIntraOpThreads one_thread(1);
       for (int64_t step = 0; step < n; ++step) {
         if (packed) {
-          for (int which = t; which < 3; which += threads) dnnl_products.Pack(which);
+          for (int which = t; which < PackedProducts::kWeights; which += threads) dnnl_products.Pack(which);
           barrier.Wait();
         }
         for (int r = t; r < replicas; r += threads) {
-          ReplicaBuffers& b = *buffers[r];
           if (packed) {
-            dnnl_products.Turn(b);
+            dnnl_products.Turn(*buffers[r]);
           } else {
-            TowerProduct(b.h1, b.x, w1, false, false);
-            TowerProduct(b.h2, b.h1, w2, false, false);
-            TowerProduct(b.dw2, b.h1, b.dh2, true, false);
-            TowerProduct(b.dh1, b.dh2, w2, false, true);
-            TowerProduct(b.dw1, b.x, b.dh1, true, false);
+            TOWER_CHECK_OK(tower_turns[r].Run());
           }
         }
         if (packed) barrier.Wait();  // the next step's packing waits for every turn
@@ -239,6 +254,17 @@ int main(int argc, char** argv) {
     if (!status.ok()) std::fprintf(stderr, "error: %s\n", status.message().c_str());
     std::printf("%s", parser.Usage().c_str());
     return status.ok() ? 0 : 2;
+  }
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"size", size},
+                                    {"threads", threads},
+                                    {"repeats", repeats},
+                                    {"iters", iters},
+                                    {"batch", batch}}) {
+    if (value < 1) {
+      std::fprintf(stderr, "error: --%s=%lld: must be at least 1\n", name,
+                   static_cast<long long>(value));
+      return 2;
+    }
   }
   const int T = static_cast<int>(threads);
   const int R = static_cast<int>(repeats);
