@@ -47,7 +47,7 @@ StatusOr<std::unique_ptr<BfcAllocator>> BfcAllocator::Create(
   if (!options.allow_growth) {
     // Reserve the whole limit now (rounded down to whole chunks).
     const size_t bytes = options.limit_bytes / kMinAllocationSize * kMinAllocationSize;
-    std::lock_guard<std::mutex> lock(allocator->mu_);
+    std::lock_guard<SpinLock> lock(allocator->mu_);
     Status status = allocator->AddRegion(bytes);
     if (!status.ok()) {
       return ResourceExhaustedError("could not reserve " + BytesWithExact(bytes) + " for " +
@@ -201,7 +201,7 @@ BfcAllocator::ChunkHandle BfcAllocator::Merge(ChunkHandle left, ChunkHandle righ
 
 StatusOr<void*> BfcAllocator::Allocate(size_t bytes) {
   if (bytes == 0) return static_cast<void*>(nullptr);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (bytes > options_.limit_bytes) {
     return OutOfMemory(bytes, "the request is larger than the whole limit", false);
   }
@@ -231,7 +231,7 @@ StatusOr<void*> BfcAllocator::Allocate(size_t bytes) {
 
 void BfcAllocator::Deallocate(void* ptr) {
   if (ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   auto it = in_use_.find(ptr);
   TOWER_CHECK(it != in_use_.end())
       << device_name_ << ": Deallocate(" << ptr
@@ -259,24 +259,24 @@ void BfcAllocator::Deallocate(void* ptr) {
 }
 
 void* BfcAllocator::AllocateNode(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return node_pool_.AllocateNode(bytes);
 }
 
 void BfcAllocator::DeallocateNode(void* node, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   node_pool_.DeallocateNode(node, bytes);
 }
 
 size_t BfcAllocator::AllocatedSize(const void* ptr) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   auto it = in_use_.find(ptr);
   TOWER_CHECK(it != in_use_.end()) << device_name_ << ": AllocatedSize of unknown " << ptr;
   return chunks_[it->second].size;
 }
 
 bool BfcAllocator::Owns(const void* ptr) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return in_use_.count(ptr) != 0;
 }
 
@@ -300,12 +300,12 @@ AllocatorStats BfcAllocator::StatsLocked() const {
 }
 
 AllocatorStats BfcAllocator::GetStats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return StatsLocked();
 }
 
 void BfcAllocator::ResetPeakStats() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
   stats_.peak_bytes_reserved = stats_.bytes_reserved;
 }
@@ -328,7 +328,7 @@ Status BfcAllocator::OutOfMemory(size_t bytes, const std::string& why, bool sour
 }
 
 Status BfcAllocator::CheckInvariants() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   auto breach = [this](const std::string& what) {
     return InternalError(device_name_ + " allocator invariant broken: " + what);
   };

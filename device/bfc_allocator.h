@@ -16,7 +16,7 @@
 // device, the request, the limit, what is in use and the largest free block; the allocator
 // stays fully usable afterwards.
 //
-// Thread-safe: one mutex; every call is O(log n) in the number of chunks.
+// Thread-safe: one lock (a spin lock: util/spin_lock.h); every call is O(log n) in the number of chunks.
 #ifndef TOWER_DEVICE_BFC_ALLOCATOR_H_
 #define TOWER_DEVICE_BFC_ALLOCATOR_H_
 
@@ -31,6 +31,7 @@
 
 #include "device/memory_source.h"
 #include "util/node_pool.h"
+#include "util/spin_lock.h"
 #include "util/statusor.h"
 
 namespace tower {
@@ -161,8 +162,10 @@ class BfcAllocator {
   const std::unique_ptr<MemorySource> source_;
   const AllocatorOptions options_;
 
-  mutable std::mutex mu_;
-  NodePool node_pool_;  // before the containers that use it (destroyed after them)
+  // A spin lock, not std::mutex: every tensor takes it four times (its buffer and its
+  // record, allocated and freed), and the sections under it never block.
+  alignas(64) mutable SpinLock mu_;
+  alignas(64) NodePool node_pool_;  // before the containers that use it (destroyed after them)
   std::vector<Chunk> chunks_;
   std::vector<ChunkHandle> free_handles_;
   std::vector<Region> regions_;
