@@ -70,8 +70,15 @@ ScopedDefaultContext::ScopedDefaultContext(Context& context)
 
 ScopedDefaultContext::~ScopedDefaultContext() { DefaultContextSlot() = previous_; }
 
+namespace {
+uint64_t NextContextId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 Context::Context(std::vector<std::unique_ptr<Platform>> platforms, ContextOptions options)
-    : platforms_(std::move(platforms)), options_(std::move(options)) {
+    : id_(NextContextId()), platforms_(std::move(platforms)), options_(std::move(options)) {
   int cpus = 0;
   for (size_t i = 0; i < platforms_.size(); ++i) {
     if (platforms_[i]->device_type() == kDeviceTypeCpu) ++cpus;
@@ -515,7 +522,12 @@ StatusOr<Device*> Context::FindDevice(const DeviceName& spec) {
   return FindDeviceImpl(spec, GetSoftDevicePlacement());
 }
 
-StatusOr<Device*> Context::FindDeviceImpl(const DeviceName& spec, bool soft) {
+StatusOr<Device*> Context::FindDevice(const DeviceName& spec, bool* exact) {
+  return FindDeviceImpl(spec, GetSoftDevicePlacement(), exact);
+}
+
+StatusOr<Device*> Context::FindDeviceImpl(const DeviceName& spec, bool soft, bool* exact) {
+  if (exact != nullptr) *exact = false;
   if (spec.physical) {
     return InvalidArgumentError("'" + spec.ToString() +
                                 "' names a physical device; ops and tensors run on logical "
@@ -526,11 +538,17 @@ StatusOr<Device*> Context::FindDeviceImpl(const DeviceName& spec, bool soft) {
   // Without a device component, prefer a GPU of the named task, as DefaultDevice does.
   if (!spec.has_device()) {
     for (const auto& device : devices_) {
-      if (device->is_gpu() && full.Matches(device->name())) return device.get();
+      if (device->is_gpu() && full.Matches(device->name())) {
+        if (exact != nullptr) *exact = true;
+        return device.get();
+      }
     }
   }
   for (const auto& device : devices_) {
-    if (full.Matches(device->name())) return device.get();
+    if (full.Matches(device->name())) {
+      if (exact != nullptr) *exact = true;
+      return device.get();
+    }
   }
   if (soft) {
     if (spec.type) {

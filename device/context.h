@@ -150,6 +150,13 @@ class Context {
   // unless soft placement is on: then the first device of the same type, else CPU:0.
   StatusOr<Device*> FindDevice(std::string_view spec);
   StatusOr<Device*> FindDevice(const DeviceName& spec);
+  // The same; `*exact` says whether the device is the one `spec` names (not soft
+  // placement's fallback): such an answer holds for as long as this context lives, since
+  // its devices and names are fixed once it is initialised.
+  StatusOr<Device*> FindDevice(const DeviceName& spec, bool* exact);
+  // Unique among this process's contexts, never reused (unlike an address): keys what
+  // callers remember about this context (DeviceScope's resolved device).
+  uint64_t id() const { return id_; }
   // The device ops go to when nothing asks for one: the first GPU, else CPU:0.
   StatusOr<Device*> DefaultDevice();
 
@@ -181,8 +188,9 @@ class Context {
   Status RefuseAfterInit(const char* message) const;
   Status SetThreads(std::atomic<int>& setting, int num_threads, const char* what,
                     const char* initialized_error);
-  StatusOr<Device*> FindDeviceImpl(const DeviceName& spec, bool soft);
+  StatusOr<Device*> FindDeviceImpl(const DeviceName& spec, bool soft, bool* exact = nullptr);
 
+  const uint64_t id_;
   const std::vector<std::unique_ptr<Platform>> platforms_;
   ContextOptions options_;  // fixed once initialised
   std::atomic<bool> soft_placement_{false};

@@ -15,6 +15,13 @@ struct ScopeEntry {
   // not merge names on every call), or the parse error of the innermost malformed scope.
   StatusOr<DeviceName> merged;
   bool requests_something;
+  // The device `merged` resolved to in the context with id `resolved_in` (0: none yet):
+  // every op of a replica's step runs under its device's scope, and finding the device by
+  // name (canonicalising, comparing the names of every device) cost 4 % of a `linreg`
+  // step of 8 replicas. Only exact answers are kept (Context::FindDevice's `exact`), which
+  // hold as long as the context lives; an id, unlike an address, is never reused.
+  uint64_t resolved_in = 0;
+  Device* resolved = nullptr;
 };
 
 // Each thread has its own stack, and each replica fiber when replicas share a thread
@@ -72,26 +79,31 @@ StatusOr<DeviceName> DeviceScope::Current() {
   return stack.back().merged;
 }
 
-Status DeviceScope::CurrentRequest(const DeviceName** request) {
-  *request = nullptr;
-  const std::vector<ScopeEntry>& stack = ScopeStack();
-  if (stack.empty()) return OkStatus();
-  const ScopeEntry& top = stack.back();
+StatusOr<Device*> DeviceScope::CurrentDevice(Context& context) {
+  std::vector<ScopeEntry>& stack = ScopeStack();
+  if (stack.empty()) return static_cast<Device*>(nullptr);
+  ScopeEntry& top = stack.back();
   if (!top.merged.ok()) return top.merged.status();
-  if (top.requests_something) *request = &*top.merged;
-  return OkStatus();
+  if (!top.requests_something) return static_cast<Device*>(nullptr);
+  if (top.resolved_in == context.id()) return top.resolved;
+  bool exact = false;
+  TOWER_ASSIGN_OR_RETURN(Device * device, context.FindDevice(*top.merged, &exact));
+  if (exact) {
+    top.resolved_in = context.id();
+    top.resolved = device;
+  }
+  return device;
 }
 
 StatusOr<Device*> PlaceOp(Context& context, std::string_view op, const KernelSupport& kernels,
                           Device* input_device) {
-  Device* device = nullptr;
-  const DeviceName* requested = nullptr;
-  TOWER_RETURN_IF_ERROR(DeviceScope::CurrentRequest(&requested));
-  if (requested != nullptr) {
-    TOWER_ASSIGN_OR_RETURN(device, context.FindDevice(*requested));
-  } else if (input_device != nullptr && !input_device->is_cpu()) {
+  // The scopes' device, else the inputs' GPU, else the default device (the inputs' logical
+  // CPU where the default is a CPU).
+  TOWER_ASSIGN_OR_RETURN(Device * device, DeviceScope::CurrentDevice(context));
+  if (device == nullptr && input_device != nullptr && !input_device->is_cpu()) {
     device = input_device;
-  } else {
+  }
+  if (device == nullptr) {
     TOWER_ASSIGN_OR_RETURN(device, context.DefaultDevice());
     if (device->is_cpu() && input_device != nullptr) device = input_device;
   }

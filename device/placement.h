@@ -46,9 +46,11 @@ class DeviceScope {
   // The merged request of this thread's scopes (an empty spec when there are none), or the
   // parse error of a malformed scope.
   static StatusOr<DeviceName> Current();
-  // The same without copying: `*request` points at the merged request, or is nullptr when
-  // the scopes request nothing. Valid until the innermost scope ends.
-  static Status CurrentRequest(const DeviceName** request);
+  // The device of `context` the scopes request (nullptr when they request nothing), as
+  // Context::FindDevice finds it, soft placement included. Remembered in the innermost
+  // scope after its first exact answer: the ops of a replica's step, each under its
+  // device's scope, do not look the device up by name again.
+  static StatusOr<Device*> CurrentDevice(Context& context);
 
  private:
   void Enter(const StatusOr<DeviceName>& name);

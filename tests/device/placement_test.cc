@@ -158,6 +158,53 @@ TEST(PlaceOpTest, UnknownDeviceIsNotFoundAndSoftPlacementFallsBack) {
   EXPECT_EQ(Place(*context, kCpuAndGpu), "GPU:0");
 }
 
+// A scope remembers the device it resolved to, per context: the same scope over another
+// context (even one made where a destroyed one was) finds that context's own device.
+TEST(PlaceOpTest, AScopeFindsEachContextsOwnDevice) {
+  auto a = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
+  auto b = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
+  const Device* a_gpu1 = *a->FindDevice("/GPU:1");
+  const Device* b_gpu1 = *b->FindDevice("/GPU:1");
+  ASSERT_NE(a_gpu1, b_gpu1);
+  DeviceScope scope("/GPU:1");
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(*PlaceOp(*a, "MatMul", kCpuAndGpu, nullptr), a_gpu1);
+    EXPECT_EQ(*PlaceOp(*b, "MatMul", kCpuAndGpu, nullptr), b_gpu1);
+  }
+  a.reset();
+  auto c = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
+  EXPECT_EQ(*PlaceOp(*c, "MatMul", kCpuAndGpu, nullptr), *c->FindDevice("/GPU:1"));
+}
+
+// Soft placement's fallback is not remembered: turned off, the same scope is NotFound again.
+TEST(PlaceOpTest, SoftPlacementsFallbackIsNotRemembered) {
+  auto context = OneGpu();
+  DeviceScope scope("/GPU:2");
+  context->SetSoftDevicePlacement(true);
+  EXPECT_EQ(Place(*context, kCpuAndGpu), "GPU:0");
+  EXPECT_EQ(Place(*context, kCpuAndGpu), "GPU:0");
+  context->SetSoftDevicePlacement(false);
+  EXPECT_TRUE(IsNotFound(PlaceOp(*context, "MatMul", kCpuAndGpu, nullptr).status()));
+}
+
+// Each scope remembers its own device: an inner one's does not outlive it.
+TEST(PlaceOpTest, NestedScopesEachPlaceOnTheirOwnDevice) {
+  auto context = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
+  DeviceScope outer("/GPU:1");
+  EXPECT_EQ(Place(*context, kCpuAndGpu), "GPU:1");
+  {
+    DeviceScope inner("/CPU:0");
+    EXPECT_EQ(Place(*context, kCpuAndGpu), "CPU:0");
+    EXPECT_EQ(Place(*context, kCpuAndGpu), "CPU:0");
+  }
+  EXPECT_EQ(Place(*context, kCpuAndGpu), "GPU:1");
+  {
+    DeviceScope inner("/GPU:0");
+    EXPECT_EQ(Place(*context, kCpuAndGpu), "GPU:0");
+  }
+  EXPECT_EQ(Place(*context, kCpuAndGpu), "GPU:1");
+}
+
 TEST(PlaceOpTest, OpWithoutAnyUsableKernel) {
   auto context = OneGpu();
   DeviceScope scope("/CPU:0");
