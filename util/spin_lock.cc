@@ -1,5 +1,6 @@
 #include "util/spin_lock.h"
 
+#include <chrono>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -21,7 +22,12 @@ void SpinLock::LockSlow() {
   // Spins this many reads before each yield: a critical section here is well under the
   // ~100 pauses (a few µs) this allows, unless its holder lost its core.
   constexpr int kSpinsBeforeYield = 128;
-  for (;;) {
+  // A holder that keeps the lock for long (the allocator taking a region from cudaMalloc:
+  // milliseconds) would have its waiters yield in a loop; after this many yields they
+  // sleep between tries instead, leaving the cores to others.
+  constexpr int kYieldsBeforeSleep = 64;
+  constexpr auto kSleep = std::chrono::microseconds(50);
+  for (int yields = 0;; ++yields) {
     for (int i = 0; i < kSpinsBeforeYield; ++i) {
       if (!locked_.load(std::memory_order_relaxed) &&
           !locked_.exchange(true, std::memory_order_acquire)) {
@@ -29,7 +35,11 @@ void SpinLock::LockSlow() {
       }
       CpuRelax();
     }
-    std::this_thread::yield();
+    if (yields < kYieldsBeforeSleep) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kSleep);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -79,6 +80,27 @@ TEST(SpinLockTest, WaiterGetsTheLockOnceReleased) {
   lock.unlock();
   waiter.join();
   EXPECT_TRUE(acquired.load());
+}
+
+// A holder that keeps the lock for long (milliseconds: the allocator growing through
+// cudaMalloc) sends its waiters past their yields into sleeping between tries; they still
+// take the lock once it is free.
+TEST(SpinLockTest, WaitersOfALongHoldSleepAndStillGetTheLock) {
+  SpinLock lock;
+  lock.lock();
+  std::atomic<int> acquired{0};
+  std::vector<std::thread> waiters;
+  for (int t = 0; t < 3; ++t) {
+    waiters.emplace_back([&] {
+      std::lock_guard<SpinLock> hold(lock);
+      acquired.fetch_add(1);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(acquired.load(), 0);
+  lock.unlock();
+  for (std::thread& waiter : waiters) waiter.join();
+  EXPECT_EQ(acquired.load(), 3);
 }
 
 }  // namespace
