@@ -16,7 +16,8 @@
 // device, the request, the limit, what is in use and the largest free block; the allocator
 // stays fully usable afterwards.
 //
-// Thread-safe: one lock (a spin lock: util/spin_lock.h); every call is O(log n) in the number of chunks.
+// Thread-safe: one lock (a spin lock: util/spin_lock.h); every call is O(log n) in the
+// number of chunks.
 #ifndef TOWER_DEVICE_BFC_ALLOCATOR_H_
 #define TOWER_DEVICE_BFC_ALLOCATOR_H_
 

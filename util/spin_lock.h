@@ -3,8 +3,9 @@
 //
 // std::mutex (pthread) costs two atomic read-modify-writes and two calls per lock and
 // unlock; this costs one exchange to lock and a plain release store to unlock. On this
-// project's 2-core VM that was 11 % of a `linreg` step of 8 replicas, which allocate and
-// free about 15 tensors each per step (docs/BENCHMARKS.md).
+// project's 2-core VM pthread's lock and unlock were 11 % of a `linreg` step of 8
+// replicas, which allocate and free about 15 tensors each per step; with this lock that
+// step ran 3.4 % faster (docs/BENCHMARKS.md).
 //
 // A waiter spins on a read (no cache-line traffic while the holder works) with `pause`,
 // then yields its thread to the OS, so a holder that was preempted (more threads than
