@@ -9,9 +9,9 @@
 #   bench/compare.sh --report-only --out=/tmp/run1 --plots=docs   # re-analyse a run
 #   bench/compare.sh --rounds=5           # alternating rounds of Tower's replica counts (default 5)
 #
-# The ratios between replica counts are also taken from ROUNDS alternating rounds (every
-# replica count once per round, windows of 1 s; the median over rounds of each round's
-# ratio): this 2-core guest runs two busy threads at two speeds about 2x apart, switching
+# The ratios between replica counts, and against PyTorch single, are also taken from
+# ROUNDS alternating rounds (every replica count and PyTorch once per round, windows of 1 s;
+# the median over rounds of each round's ratio): this 2-core guest runs two busy threads at two speeds about 2x apart, switching
 # every few minutes, and figures taken minutes apart can fall in different phases.
 #
 # Each program takes the median of 3 timed windows after warm-up. Before each measurement
@@ -173,13 +173,26 @@ for n in 1 2; do
     --repeats=6
 done
 
-echo "== Tower's replica counts in $ROUNDS alternating rounds" >&2
+# PyTorch single process at the thread setting that won above, once per round beside
+# Tower's replica counts: the ratios against it then share the host's phase as well (its
+# figure above is taken minutes away from Tower's, and moved 2x between runs).
+torch_best_setting() {  # <workload> -> "--threads=T --blas-threads=B", or nothing
+  sed -n 's/^torch_single_best .* threads=\([0-9]*\) blas_threads=\([0-9]*\).*/--threads=\1 --blas-threads=\2/p' \
+    "$OUT/train_torch_$1.txt" 2>/dev/null | head -1
+}
+echo "== Tower's replica counts and PyTorch single in $ROUNDS alternating rounds" >&2
 for k in $(seq 1 "$ROUNDS"); do
   for w in linreg mlp; do
     for n in $REPLICAS; do
       run "train_rounds_${w}_${n}_r$k.txt" "$BIN/train_bench" --workload=$w --replicas=$n \
         --window-s=1
     done
+    setting="$(torch_best_setting $w)"
+    if [[ -n "$setting" ]]; then
+      # shellcheck disable=SC2086  # two flags
+      run "torch_rounds_${w}_r$k.txt" "$PY" bench/peers/torch_train.py --workload=$w $setting \
+        --window-s=1
+    fi
   done
 done
 

@@ -95,7 +95,15 @@ def load(d):
         line = first(path, "workload=")
         if m and line:
             rounds.setdefault((line["workload"], int(line["replicas"])), {})[int(m.group(1))] = line
+    # PyTorch single in the same rounds: torch_rounds[workload][round] = its line.
+    torch_rounds = {}
+    for path in glob.glob(f"{d}/torch_rounds_*_r*.txt"):
+        m = re.search(r"_r(\d+)\.txt$", path)
+        line = first(path, "torch_single ")  # one setting: no "_best" line
+        if m and line:
+            torch_rounds.setdefault(line["workload"], {})[int(m.group(1))] = line
     r["rounds"] = rounds
+    r["torch_rounds"] = torch_rounds
     # --ab-deterministic: today's path and deterministic mode, windows alternating.
     for path in glob.glob(f"{d}/train_ab*_*.txt"):
         lines = read_lines(path, "workload=")
@@ -262,6 +270,21 @@ def main():
         if x is not None:
             rows.append((f"`{w}`, {a_n} vs {b_n} replicas, {key.replace('_per_s', '/s')}, median of "
                          "alternating rounds", text, f"≥ {target}×", x, x >= target))
+    # Tower against PyTorch single, each round's pair, then the median.
+    torch_rounds = r.get("torch_rounds", {})
+    for w, n, key, target in (("linreg", 1, "steps_per_s", 2.0),
+                              ("linreg", 2, "steps_per_s", 1.0),
+                              ("mlp", 1, "samples_per_s", 1.0),
+                              ("mlp", 2, "samples_per_s", 1.2)):
+        tower, torch = R.get((w, n), {}), torch_rounds.get(w, {})
+        per_round = sorted(float(tower[k][key]) / float(torch[k][key])
+                           for k in tower if k in torch and float(torch[k][key]) > 0)
+        if per_round:
+            x = statistics.median(per_round)
+            values = ", ".join(f"{v:.2f}" for v in per_round)
+            rows.append((f"`{w}`, {n} replica{'s' if n > 1 else ''} vs PyTorch single (best threads), "
+                         f"{key.replace('_per_s', '/s')}, median of alternating rounds",
+                         f"{len(per_round)} rounds: {values}", f"≥ {target}×", x, x >= target))
     # Mixed precision: mixed_bfloat16 against float32, same process, windows alternating;
     # and each one's loss after its windows.
     for n in (1, 2):
