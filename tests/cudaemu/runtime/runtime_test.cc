@@ -152,12 +152,16 @@ TEST_F(RuntimeTest, ElapsedTimeIsWhenTheStreamReachedEachEvent) {
   // Recorded but not reached.
   EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorNotReady);
   cudaGetLastError();
-  // The stream reaches `start` when the gate opens, then `end` 30 ms later.
+  // The stream reaches `start` and `end` when the gate opens, then `after` once the second
+  // gate has held it for 30 ms. The hold starts only once the stream has reached `end`: on a
+  // loaded machine the stream's thread may run late after the first gate, and a hold
+  // timed from the gate alone could then end less than 25 ms after `end`.
   auto between = Gate(stream_);
   cudaEvent_t after;
   ASSERT_EQ(cudaEventCreate(&after), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(after, stream_), cudaSuccess);
   gate->set_value();
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   between->set_value();
   ASSERT_EQ(cudaEventSynchronize(after), cudaSuccess);
