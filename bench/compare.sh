@@ -11,8 +11,9 @@
 #
 # The ratios between replica counts, and against PyTorch single, are also taken from
 # ROUNDS alternating rounds (every replica count and PyTorch once per round, windows of 1 s;
-# the median over rounds of each round's ratio): this 2-core guest runs two busy threads at two speeds about 2x apart, switching
-# every few minutes, and figures taken minutes apart can fall in different phases.
+# the median over rounds of each round's ratio): this 2-core guest runs two busy threads at
+# two speeds about 2x apart, switching every few minutes, and figures taken minutes apart
+# can fall in different phases.
 #
 # Each program takes the median of 3 timed windows after warm-up. Before each measurement
 # the script waits (up to WAIT_MAX seconds, default 600) until the other processes on the

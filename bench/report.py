@@ -252,8 +252,8 @@ def main():
     # round takes under a minute, so both figures of a ratio share the host's phase).
     R = r.get("rounds", {})
 
-    def round_ratio(w, a_n, b_n, key):
-        a_rounds, b_rounds = R.get((w, a_n), {}), R.get((w, b_n), {})
+    def round_ratio(a_rounds, b_rounds, key):
+        """Median over the rounds both ran of a's figure / b's: {round: line} each."""
         per_round = sorted(float(a_rounds[k][key]) / float(b_rounds[k][key])
                            for k in a_rounds if k in b_rounds and float(b_rounds[k][key]) > 0)
         if not per_round:
@@ -266,7 +266,7 @@ def main():
                                      ("linreg", 2, 1, "steps_per_s", 0.8),
                                      ("mlp", 4, 2, "samples_per_s", 0.95),
                                      ("mlp", 8, 2, "samples_per_s", 0.95)):
-        x, text = round_ratio(w, a_n, b_n, key)
+        x, text = round_ratio(R.get((w, a_n), {}), R.get((w, b_n), {}), key)
         if x is not None:
             rows.append((f"`{w}`, {a_n} vs {b_n} replicas, {key.replace('_per_s', '/s')}, median of "
                          "alternating rounds", text, f"≥ {target}×", x, x >= target))
@@ -276,15 +276,11 @@ def main():
                               ("linreg", 2, "steps_per_s", 1.0),
                               ("mlp", 1, "samples_per_s", 1.0),
                               ("mlp", 2, "samples_per_s", 1.2)):
-        tower, torch = R.get((w, n), {}), torch_rounds.get(w, {})
-        per_round = sorted(float(tower[k][key]) / float(torch[k][key])
-                           for k in tower if k in torch and float(torch[k][key]) > 0)
-        if per_round:
-            x = statistics.median(per_round)
-            values = ", ".join(f"{v:.2f}" for v in per_round)
+        x, text = round_ratio(R.get((w, n), {}), torch_rounds.get(w, {}), key)
+        if x is not None:
             rows.append((f"`{w}`, {n} replica{'s' if n > 1 else ''} vs PyTorch single (best threads), "
                          f"{key.replace('_per_s', '/s')}, median of alternating rounds",
-                         f"{len(per_round)} rounds: {values}", f"≥ {target}×", x, x >= target))
+                         text, f"≥ {target}×", x, x >= target))
     # Mixed precision: mixed_bfloat16 against float32, same process, windows alternating;
     # and each one's loss after its windows.
     for n in (1, 2):

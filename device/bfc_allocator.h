@@ -164,7 +164,8 @@ class BfcAllocator {
   const AllocatorOptions options_;
 
   // A spin lock, not std::mutex: every tensor takes it four times (its buffer and its
-  // record, allocated and freed), and the sections under it never block.
+  // record, allocated and freed), and the sections under it never block. On a cache line
+  // of its own (the alignas on the next member too): nothing else written shares its line.
   alignas(64) mutable SpinLock mu_;
   alignas(64) NodePool node_pool_;  // before the containers that use it (destroyed after them)
   std::vector<Chunk> chunks_;

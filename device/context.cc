@@ -518,10 +518,6 @@ StatusOr<Device*> Context::FindDevice(std::string_view spec) {
   return FindDeviceImpl(name, GetSoftDevicePlacement());
 }
 
-StatusOr<Device*> Context::FindDevice(const DeviceName& spec) {
-  return FindDeviceImpl(spec, GetSoftDevicePlacement());
-}
-
 StatusOr<Device*> Context::FindDevice(const DeviceName& spec, bool* exact) {
   return FindDeviceImpl(spec, GetSoftDevicePlacement(), exact);
 }

@@ -149,11 +149,10 @@ class Context {
   // device is NotFound("/job:localhost/replica:0/task:0/device:GPU:2 unknown device ..."),
   // unless soft placement is on: then the first device of the same type, else CPU:0.
   StatusOr<Device*> FindDevice(std::string_view spec);
-  StatusOr<Device*> FindDevice(const DeviceName& spec);
-  // The same; `*exact` says whether the device is the one `spec` names (not soft
+  // `*exact`, when given, says whether the device is the one `spec` names (not soft
   // placement's fallback): such an answer holds for as long as this context lives, since
   // its devices and names are fixed once it is initialised.
-  StatusOr<Device*> FindDevice(const DeviceName& spec, bool* exact);
+  StatusOr<Device*> FindDevice(const DeviceName& spec, bool* exact = nullptr);
   // Unique among this process's contexts, never reused (unlike an address): keys what
   // callers remember about this context (DeviceScope's resolved device).
   uint64_t id() const { return id_; }
