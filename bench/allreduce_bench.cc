@@ -16,8 +16,8 @@
 // The latency floor is the machine's cross-core round trip: two threads on two different CPUs
 // hand one cache line back and forth (the header line gives the median ns per round trip).
 // A small all-reduce cannot beat it: each of its two barriers, and its reads of the other
-// core's data, wait for lines to cross between cores. On this 2-vCPU guest it has measured
-// from under 100 to about 470 ns, depending on where the host places the vCPUs; the 4 KB
+// core's data, wait for lines to cross between cores. On this 2-vCPU guest it measured
+// 447-631 ns on 2026-11-25, and depends on where the host places the vCPUs; the 4 KB
 // latencies move with it.
 #include <immintrin.h>
 #include <pthread.h>
