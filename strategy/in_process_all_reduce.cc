@@ -67,6 +67,14 @@ void SumBlock(float* const* buffers, int n, int64_t begin, int64_t len, float* s
   }
 }
 
+// A sum of at most this many elements per replica is done whole by the last replica to
+// arrive, before it opens the barrier: the others wait for it instead of meeting a second
+// time. Measured with allreduce_bench on 2026-11-26 (alternating, same run): at 4 KB per
+// replica the whole sum took 1.5 / 2.5 / 4.5 µs at 2 / 4 / 8 replicas against 1.8 / 3.5 /
+// 8.3 split; at 8 KB 1.9 / 3.2 / 5.7 against 2.0 / 4.3 / 9.7; at 16 KB 2 replicas already
+// lost (2.6 against 2.1 µs).
+constexpr int64_t kSummedWholeElements = 2048;  // 8 KB of float32
+
 }  // namespace
 
 InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
@@ -154,20 +162,33 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
     return OkStatus();
   }
   Publish(replica, tensors);
-  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-  // Every replica checks the lists before touching another replica's memory, so all of
-  // them return the same error on a mismatch and none reads past a smaller tensor. They
-  // still meet once more: the lists must outlive everyone's check.
-  const Status check = CheckPublished(replica);
-  if (!check.ok()) {
-    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-    return check;
-  }
+  // The last replica to arrive checks every list, so all replicas return the same error on a
+  // mismatch and none reads past a smaller tensor, and decides for all of them how the sum
+  // is split: a small one it sums whole before it opens the barrier (one meeting), a large
+  // one every replica sums a slice of, after it (two).
+  auto decide = [&] {
+    decision_ = CheckPublished(replica);
+    if (!decision_.ok()) return;
+    int64_t total = 0;
+    for (const Tensor* t : tensors) total += t->num_elements();
+    summed_whole_ = total <= kSummedWholeElements;
+    if (summed_whole_) SumSlice(tensors, 0, total, handed, first_gradient, sink);
+  };
+  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica, decide));
+  if (!decision_.ok()) return decision_;
+  if (summed_whole_) return OkStatus();
   // This replica's share of the elements of all tensors laid end to end.
   int64_t total = 0;
   for (const Tensor* t : tensors) total += t->num_elements();
-  const int64_t begin = total * replica / n;
-  const int64_t end = total * (replica + 1) / n;
+  SumSlice(tensors, total * replica / n, total * (replica + 1) / n, handed, first_gradient,
+           sink);
+  return barrier_.Wait(replica);
+}
+
+void InProcessAllReduce::SumSlice(Span<Tensor* const> tensors, int64_t begin, int64_t end,
+                                  size_t handed, size_t first_gradient,
+                                  SummedGradientSink* sink) {
+  const int n = static_cast<int>(names_.size());
   float* buffers[64];
   std::vector<float*> heap;
   float** ptrs = buffers;
@@ -195,7 +216,6 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
     }
     offset += count;
   }
-  return barrier_.Wait(replica);
 }
 
 Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,

@@ -37,13 +37,17 @@ class BlockedWaiter {
 
 }  // namespace
 
-Status ReplicaBarrier::Wait(int replica) {
+Status ReplicaBarrier::Wait(int replica) { return WaitRunning(replica, nullptr, nullptr); }
+
+Status ReplicaBarrier::WaitRunning(int replica, void (*last)(void*), void* context) {
   if (aborted()) return AbortStatus();
   const int n = size();
   const uint64_t generation = generation_.load(std::memory_order_acquire);
   arrival_[replica].generation.store(generation + 1, std::memory_order_relaxed);
   if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
-    // Last to arrive: open the barrier for everyone.
+    // Last to arrive (the acquire sees every earlier arrival's writes: the fetch_adds form
+    // one release sequence): run the caller's work, then open the barrier for everyone.
+    if (last != nullptr) last(context);
     arrived_.store(0, std::memory_order_relaxed);
     generation_.store(generation + 1, std::memory_order_seq_cst);
     if (blocked_.load(std::memory_order_seq_cst) > 0) {

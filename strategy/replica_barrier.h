@@ -30,6 +30,14 @@ class ReplicaBarrier {
   // or DeadlineExceeded naming the replicas that did not arrive within the timeout. At half
   // the timeout, one waiter logs a warning naming the replicas not arrived yet.
   Status Wait(int replica);
+  // As Wait, but the last replica to arrive first calls `on_last()`, and opens the barrier
+  // only when it returns: one replica's work on what every replica left before arriving (the
+  // writes of all of them are visible to it), finished before any replica leaves. `on_last`
+  // is not called when the wait fails. No allocation: `on_last` is passed by reference.
+  template <typename OnLast>
+  Status Wait(int replica, OnLast& on_last) {
+    return WaitRunning(replica, [](void* f) { (*static_cast<OnLast*>(f))(); }, &on_last);
+  }
 
   // Releases all current and future waiters with `reason` until Reset().
   void Abort(const Status& reason);
@@ -41,6 +49,8 @@ class ReplicaBarrier {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
+  // Both Waits: `last(context)`, where `last` is not null, runs as Wait(replica, on_last) says.
+  Status WaitRunning(int replica, void (*last)(void*), void* context);
   Status AbortStatus();
   // A replica fiber's wait (strategy/replica_scheduler.h): yields to the other fibers of
   // its thread instead of blocking it.

@@ -124,15 +124,15 @@ class RecordingSink : public SummedGradientSink {
   std::mutex mu_;
 };
 
-TEST(InProcessAllReduceTest, HandsEachSumOverOnceAndSumsTheRestInPlace) {
+// Tensors 0 and 1 are gradients 5 and 6 of the step (handed over), tensor 2 (the loss, say)
+// is summed in place. 5000 elements span several blocks of the hand-over and are summed in
+// slices by every replica; 1500 are summed whole by the last replica to arrive.
+void CheckHandOver(const std::vector<int64_t>& sizes) {
   for (int n : {1, 2, 3, 4, 9}) {
     auto context = Cpus(n);
     std::vector<Device*> devices = *context->Devices("CPU");
     InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), false);
     ASSERT_TRUE(ops.CanHandOverSums());
-    // Tensors 0 and 1 are gradients 5 and 6 of the step (handed over), tensor 2 (the loss,
-    // say) is summed in place. 5000 elements span several blocks of the hand-over.
-    const std::vector<int64_t> sizes = {5000, 3, 7};
     std::vector<std::vector<Tensor>> tensors = ReplicaTensors(devices, sizes);
     RecordingSink sink({0, 0, 0, 0, 0, sizes[0], sizes[1]});
     std::vector<Status> results = OnThreads(n, [&](int r) {
@@ -159,6 +159,11 @@ TEST(InProcessAllReduceTest, HandsEachSumOverOnceAndSumsTheRestInPlace) {
   }
 }
 
+TEST(InProcessAllReduceTest, HandsEachSumOverOnceAndSumsTheRestInPlace) {
+  CheckHandOver({5000, 3, 7});
+  CheckHandOver({1500, 3, 7});
+}
+
 TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
   auto context = Cpus(2);
   std::vector<Device*> devices = *context->Devices("CPU");
@@ -179,8 +184,38 @@ TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
   CheckAllReduce(ops, devices, {3});
 }
 
-// Lists of one layout are checked by each replica against replica 0's alone (their layout
-// fingerprints agree); what every list gets wrong alike is still every replica's error, and
+// A small list on one replica and a large one on another (summed whole by the last to arrive
+// and in slices by all, were they alike): whoever arrives last, every replica returns the
+// mismatch, none waits for a second meeting that the others skip.
+TEST(InProcessAllReduceTest, ASmallAndALargeListAreAMismatchOnEveryReplica) {
+  for (int n : {2, 3}) {
+    auto context = Cpus(n);
+    std::vector<Device*> devices = *context->Devices("CPU");
+    InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), n <= 2);
+    for (int large : {0, n - 1}) {  // replica 0's list is the odd one, then the last one's
+      std::vector<Tensor> tensors;
+      for (int r = 0; r < n; ++r) {
+        tensors.push_back(*Tensor::Zeros(devices[r], Shape{r == large ? 100000 : 4}));
+      }
+      for (int round = 0; round < 20; ++round) {  // each first in turn, the others 0.2 ms later
+        std::vector<Status> results = OnThreads(n, [&](int r) {
+          if (r != round % n) std::this_thread::sleep_for(std::chrono::microseconds(200));
+          return ops.AllReduceSum(r, {&tensors[r]});
+        });
+        for (const Status& s : results) {
+          ASSERT_TRUE(IsInvalidArgument(s)) << s;
+          EXPECT_THAT(s.message(), HasSubstr("mismatch at tensor 0"));
+          EXPECT_THAT(s.message(), HasSubstr("float32[100000]"));
+        }
+      }
+    }
+    CheckAllReduce(ops, devices, {3});  // usable afterwards
+    CheckAllReduce(ops, devices, {5000});
+  }
+}
+
+// Lists of one layout are checked against replica 0's alone (their layout fingerprints
+// agree); what every list gets wrong alike is still every replica's error, and
 // a list that differs from the others in its dtype alone is still found by all of them.
 TEST(InProcessAllReduceTest, ListsOfOneLayoutAndListsThatDifferAreReportedByEveryReplica) {
   for (int n : {2, 3, 5}) {
