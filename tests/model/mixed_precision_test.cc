@@ -30,10 +30,13 @@ data::Dataset Mlp(uint64_t seed) {
   return *data::Dataset::Synthetic(options);
 }
 
-// The benchmark's mlp, 300 steps of SGD 0.001 on 16 global batches of 256: its loss over
-// the data afterwards, evaluated under the policy it trained with.
+// The benchmark's mlp at a quarter of its width (hidden layers of 256, not 1024: a sixteenth
+// of the work; at 1024 this was the slowest test under ASan, 184 s, and the policies' losses
+// differed from float32's as little, under 0.2 %), 300 steps of SGD 0.001 on 16 global
+// batches of 256: its loss over the data afterwards, evaluated under the policy it trained
+// with.
 double LossAfter300Steps(PrecisionPolicy policy, uint64_t seed) {
-  Sequential model({Dense(1024, "relu"), Dense(1024, "relu"), Dense(1)}, seed);
+  Sequential model({Dense(256, "relu"), Dense(256, "relu"), Dense(1)}, seed);
   TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.001f)));
   TOWER_CHECK_OK(model.SetPrecisionPolicy(policy));
   FitOptions fit;
@@ -50,7 +53,8 @@ double LossAfter300Steps(PrecisionPolicy policy, uint64_t seed) {
 TEST(MixedPrecisionTest, BothPoliciesTrainTheMlpToWithinTwoPercentOfFloat32) {
   for (uint64_t seed : {1}) {
     const double reference = LossAfter300Steps(PrecisionPolicy::kFloat32, seed);
-    ASSERT_LT(reference, 2.0) << "float32 did not train (seed " << seed << ")";
+    // From about 180 after 100 steps to 2.7 after 300 (seeds 1 to 3).
+    ASSERT_LT(reference, 3.0) << "float32 did not train (seed " << seed << ")";
     for (PrecisionPolicy policy : {PrecisionPolicy::kMixedBFloat16,
                                    PrecisionPolicy::kMixedFloat16}) {
       const double loss = LossAfter300Steps(policy, seed);
