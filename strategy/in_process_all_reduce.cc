@@ -67,13 +67,20 @@ void SumBlock(float* const* buffers, int n, int64_t begin, int64_t len, float* s
   }
 }
 
-// A sum of at most this many elements per replica is done whole by the last replica to
-// arrive, before it opens the barrier: the others wait for it instead of meeting a second
-// time. Measured with allreduce_bench on 2026-11-26 (alternating, same run): at 4 KB per
-// replica the whole sum took 1.5 / 2.5 / 4.5 µs at 2 / 4 / 8 replicas against 1.8 / 3.5 /
-// 8.3 split; at 8 KB 1.9 / 3.2 / 5.7 against 2.0 / 4.3 / 9.7; at 16 KB 2 replicas already
-// lost (2.6 against 2.1 µs).
-constexpr int64_t kSummedWholeElements = 2048;  // 8 KB of float32
+// A sum of at most this many elements per replica, times the replica count, is done whole
+// by the last replica to arrive, before it opens the barrier: the others wait for it
+// instead of meeting a second time. What a meeting costs grows with the replicas (each
+// arrival is a line from another core; with more replicas than cores, a fiber switch), what
+// one replica's whole sum costs more per element does not. Measured with allreduce_bench on
+// 2026-11-26, split against whole in alternating runs: whole won at 2 replicas up to 4 KB
+// each (8 KB lost, 2.0 against 1.7 µs), at 4 up to 8 KB (3.3 against 4.2 µs), at 8 up to
+// 16 KB (7.9 against 10.4 µs; 32 KB lost).
+constexpr int64_t kSummedWholeElementsPerReplica = 512;
+// What the last replica to arrive decided (ReplicaBarrier's word): every replica sums a
+// slice; it summed the lists whole; it found them mismatched (InProcessAllReduce::decision_).
+constexpr uint64_t kSplit = 0;
+constexpr uint64_t kSummedWhole = 1;
+constexpr uint64_t kRefused = 2;
 
 }  // namespace
 
@@ -161,25 +168,34 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
     }
     return OkStatus();
   }
-  Publish(replica, tensors);
-  // The last replica to arrive checks every list, so all replicas return the same error on a
-  // mismatch and none reads past a smaller tensor, and decides for all of them how the sum
-  // is split: a small one it sums whole before it opens the barrier (one meeting), a large
-  // one every replica sums a slice of, after it (two).
-  auto decide = [&] {
-    decision_ = CheckPublished(replica);
-    if (!decision_.ok()) return;
-    int64_t total = 0;
-    for (const Tensor* t : tensors) total += t->num_elements();
-    summed_whole_ = total <= kSummedWholeElements;
-    if (summed_whole_) SumSlice(tensors, 0, total, handed, first_gradient, sink);
-  };
-  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica, decide));
-  if (!decision_.ok()) return decision_;
-  if (summed_whole_) return OkStatus();
-  // This replica's share of the elements of all tensors laid end to end.
   int64_t total = 0;
   for (const Tensor* t : tensors) total += t->num_elements();
+  Publish(replica, tensors);
+  // The last replica to arrive decides for all how the sum is split: its own list small, it
+  // checks every list and sums them whole before it opens the barrier (one meeting); else
+  // every replica checks and sums a slice after it (two). One replica's decision, so a
+  // small list on one replica and a large one on another is the same mismatch on all, never
+  // a hang; and one that reads no other core's data when it splits.
+  auto decide = [&]() -> uint64_t {
+    if (total > kSummedWholeElementsPerReplica * n) return kSplit;
+    decision_ = CheckPublished(replica);
+    if (!decision_.ok()) return kRefused;
+    SumSlice(tensors, 0, total, handed, first_gradient, sink);
+    return kSummedWhole;
+  };
+  uint64_t decided = kSplit;
+  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica, decide, &decided));
+  if (decided == kSummedWhole) return OkStatus();
+  if (decided == kRefused) return decision_;
+  // Every replica checks the lists before touching another replica's memory, so all of
+  // them return the same error on a mismatch and none reads past a smaller tensor. They
+  // still meet once more: the lists must outlive everyone's check.
+  const Status check = CheckPublished(replica);
+  if (!check.ok()) {
+    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    return check;
+  }
+  // This replica's share of the elements of all tensors laid end to end.
   SumSlice(tensors, total * replica / n, total * (replica + 1) / n, handed, first_gradient,
            sink);
   return barrier_.Wait(replica);

@@ -1,17 +1,17 @@
 // The all-reduce of replicas whose tensors live in host memory (logical CPU devices): shared
 // memory, no copies through a central device.
 //
-// Every replica publishes its tensors and meets the others at a barrier, where the last to
-// arrive checks every list. Then replica r sums its slice of the tensors — laid end to end as
-// one virtual bucket, split evenly by elements — over all replicas (in replica order, so every
-// run gives the same bits) and writes the sum into every replica's tensor; a second barrier
-// ends the call. A small sum (at most 8 KB per replica) is done whole by the last replica to
-// arrive, before it opens the barrier: one meeting instead of two, the same bits.
-// AllReduceTree (deterministic mode) works the same way, each replica evaluating the
-// summation tree over its slice. Memory traffic: each element is read and written once per
-// replica, spread over all replica threads. Handing the sums over (replicas that share their
-// variables) writes none back: each block of a slice is summed into a buffer in L1 and given
-// to the optimizer, which updates the shared variable there.
+// Every replica publishes its tensors; after a barrier, replica r sums its slice of the
+// tensors — laid end to end as one virtual bucket, split evenly by elements — over all
+// replicas (in replica order, so every run gives the same bits) and writes the sum into
+// every replica's tensor; a second barrier ends the call. A small sum (at most 2 KB per
+// replica times the replica count) is checked and done whole by the last replica to arrive,
+// before it opens the barrier: one meeting instead of two, the same bits. AllReduceTree
+// (deterministic mode) works the same way, each replica evaluating the summation tree over
+// its slice. Memory traffic: each element is read and written once per replica, spread over
+// all replica threads. Handing the sums over (replicas that share their variables) writes
+// none back: each block of a slice is summed into a buffer in L1 and given to the
+// optimizer, which updates the shared variable there.
 #ifndef TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
 #define TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
 
@@ -49,13 +49,12 @@ class InProcessAllReduce : public CrossDeviceOps {
                 size_t first_gradient, SummedGradientSink* sink);
   // Publishes `tensors` as replica `replica`'s list, with its layout's fingerprint.
   void Publish(int replica, Span<Tensor* const> tensors);
-  // Once every replica has published: the lists agree, or the error every replica returns.
-  // When every fingerprint is replica 0's (the usual case) only `replica`'s list is checked
-  // exactly, O(tensors), not every list, O(replicas · tensors): what made the checks 8 % of
-  // an 8-replica step. Lists that differ in their fingerprints are all checked.
-  // (Two layouts with one 64-bit fingerprint would let a mismatch through: a chance of 2⁻⁶⁴
-  // per mismatch, and a mismatch is a bug of the caller.) Sum's last arriver checks for all;
-  // Broadcast's replicas each check, after the first barrier.
+  // After the barrier: the lists agree, or the same error on every replica. When every
+  // fingerprint is replica 0's (the usual case) each replica checks its own list exactly,
+  // O(tensors), instead of every list, O(replicas · tensors): what made the checks 8 % of
+  // an 8-replica step. Lists that differ in their fingerprints are all checked by everyone.
+  // (Two layouts with one 64-bit fingerprint would let a mismatch through on the other
+  // replicas: a chance of 2⁻⁶⁴ per mismatch, and a mismatch is a bug of the caller.)
   Status CheckPublished(int replica) const;
   // Checks replica `replica`'s published list against replica 0's; CheckAll: every one.
   Status CheckAgainstFirst(int replica) const;
@@ -66,10 +65,9 @@ class InProcessAllReduce : public CrossDeviceOps {
   // Published per replica for the current call; read by all after the first barrier.
   std::vector<Span<Tensor* const>> published_;
   std::vector<uint64_t> fingerprints_;  // of each published list's layout
-  // Sum's decision, made by the last replica to arrive and read by all once the barrier
-  // opens: the lists' check, and whether it summed them whole (no second meeting).
+  // Sum's check of lists the last replica to arrive found mismatched (when it would have
+  // summed them whole): read by all once the barrier opens.
   Status decision_;
-  bool summed_whole_ = false;
   // AllReduceTree: each replica's partial sums, and a plan per replica thread.
   std::vector<const PartialSums*> published_parts_;
   std::vector<TreePlanCache> plans_;

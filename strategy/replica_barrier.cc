@@ -37,9 +37,12 @@ class BlockedWaiter {
 
 }  // namespace
 
-Status ReplicaBarrier::Wait(int replica) { return WaitRunning(replica, nullptr, nullptr); }
+Status ReplicaBarrier::Wait(int replica) {
+  return WaitRunning(replica, nullptr, nullptr, nullptr);
+}
 
-Status ReplicaBarrier::WaitRunning(int replica, void (*last)(void*), void* context) {
+Status ReplicaBarrier::WaitRunning(int replica, uint64_t (*last)(void*), void* context,
+                                   uint64_t* word) {
   if (aborted()) return AbortStatus();
   const int n = size();
   const uint64_t generation = generation_.load(std::memory_order_acquire);
@@ -47,7 +50,10 @@ Status ReplicaBarrier::WaitRunning(int replica, void (*last)(void*), void* conte
   if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
     // Last to arrive (the acquire sees every earlier arrival's writes: the fetch_adds form
     // one release sequence): run the caller's work, then open the barrier for everyone.
-    if (last != nullptr) last(context);
+    if (last != nullptr) {
+      *word = last(context);
+      word_.store(*word, std::memory_order_relaxed);  // published by the generation's store
+    }
     arrived_.store(0, std::memory_order_relaxed);
     generation_.store(generation + 1, std::memory_order_seq_cst);
     if (blocked_.load(std::memory_order_seq_cst) > 0) {
@@ -57,6 +63,14 @@ Status ReplicaBarrier::WaitRunning(int replica, void (*last)(void*), void* conte
     }
     return OkStatus();
   }
+  const Status opened = AwaitOpen(replica, generation);
+  // Seen open, so the word is this generation's: the next one's last arrival, which could
+  // overwrite it, waits for this replica.
+  if (opened.ok() && word != nullptr) *word = word_.load(std::memory_order_relaxed);
+  return opened;
+}
+
+Status ReplicaBarrier::AwaitOpen(int replica, uint64_t generation) {
   trace::Span waiting("wait for replicas", trace::Category::kWait);
   if (ReplicaScheduler::OnReplicaFiber()) return WaitOnFiber(replica, generation);
   if (spin_) {

@@ -73,6 +73,8 @@ void CheckAllReduce(CrossDeviceOps& ops, const std::vector<Device*>& devices,
   }
 }
 
+// {0}, {1} and {1023} are summed whole by the last replica to arrive (up to 2 KB per replica
+// times the replica count), the rest in slices by every replica.
 const std::vector<std::vector<int64_t>> kSizeSets = {
     {0}, {1}, {1023}, {1, 0, 5, 4096}, {300000}, {7, 1 << 20, 3}};
 
@@ -93,8 +95,10 @@ TEST(InProcessAllReduceTest, ClosedFormSumsForNineAndSixtyFiveReplicas) {
     std::vector<Device*> devices = *context->Devices("CPU");
     ASSERT_EQ(static_cast<int>(devices.size()), n);
     InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(60), false);
+    // {40000}: past what the last replica to arrive sums whole (2 KB per replica times the
+    // replica count), so summed in slices.
     for (const auto& sizes : std::vector<std::vector<int64_t>>{{0}, {1}, {1023}, {1, 0, 5, 4096},
-                                                                {3000, 513}}) {
+                                                                {3000, 513}, {40000}}) {
       CheckAllReduce(ops, devices, sizes);
     }
   }
@@ -126,7 +130,7 @@ class RecordingSink : public SummedGradientSink {
 
 // Tensors 0 and 1 are gradients 5 and 6 of the step (handed over), tensor 2 (the loss, say)
 // is summed in place. 5000 elements span several blocks of the hand-over and are summed in
-// slices by every replica; 1500 are summed whole by the last replica to arrive.
+// slices by every replica; 900 are summed whole by the last replica to arrive.
 void CheckHandOver(const std::vector<int64_t>& sizes) {
   for (int n : {1, 2, 3, 4, 9}) {
     auto context = Cpus(n);
@@ -161,7 +165,7 @@ void CheckHandOver(const std::vector<int64_t>& sizes) {
 
 TEST(InProcessAllReduceTest, HandsEachSumOverOnceAndSumsTheRestInPlace) {
   CheckHandOver({5000, 3, 7});
-  CheckHandOver({1500, 3, 7});
+  CheckHandOver({900, 3, 7});
 }
 
 TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {

@@ -46,9 +46,10 @@ TEST(ReplicaBarrierTest, KeepsReplicasInLockstep) {
   RunLockstep(3, true);  // more threads than this machine's cores, spinning anyway
 }
 
-// Wait(replica, on_last): in every round exactly one replica runs on_last, after every
+// Wait(replica, on_last, word): in every round exactly one replica runs on_last, after every
 // replica's writes before the barrier (it sees all of them) and before any replica leaves
-// (each sees what it wrote). Plain ints: under TSan a missing happens-before is a report.
+// (each sees what it wrote), and every replica gets the word it returned. Plain ints: under
+// TSan a missing happens-before is a report.
 void RunLastArrivalWork(int n, bool spin) {
   ReplicaBarrier barrier(ReplicaNames(n), std::chrono::seconds(30), spin);
   constexpr int kRounds = 2000;
@@ -57,28 +58,35 @@ void RunLastArrivalWork(int n, bool spin) {
   int done_round = 0;
   int missed_writes = 0;
   std::vector<int> early_leaves(n, 0);
+  std::vector<int> wrong_words(n, 0);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       for (int round = 1; round <= kRounds; ++round) {
         progress[r] = round;
-        auto on_last = [&] {
+        auto on_last = [&]() -> uint64_t {
           for (int k = 0; k < n; ++k) missed_writes += progress[k] != round;
           ++runs;
           // A few µs of work: longer than the others take to see an opened barrier.
           for (volatile int i = 0; i < 5000; ++i) {
           }
           done_round = round;
+          return 1000 + round;
         };
-        ASSERT_TRUE(barrier.Wait(r, on_last).ok());
+        uint64_t word = 0;
+        ASSERT_TRUE(barrier.Wait(r, on_last, &word).ok());
         early_leaves[r] += done_round != round;
+        wrong_words[r] += word != static_cast<uint64_t>(1000 + round);
       }
     });
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(runs, kRounds) << n << " replicas";
   EXPECT_EQ(missed_writes, 0) << n << " replicas";
-  for (int r = 0; r < n; ++r) EXPECT_EQ(early_leaves[r], 0) << "replica " << r << " of " << n;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(early_leaves[r], 0) << "replica " << r << " of " << n;
+    EXPECT_EQ(wrong_words[r], 0) << "replica " << r << " of " << n;
+  }
 }
 
 TEST(ReplicaBarrierTest, TheLastToArriveRunsTheWorkOnceBeforeAnyoneLeaves) {
