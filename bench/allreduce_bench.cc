@@ -15,9 +15,10 @@
 //
 // The latency floor is the machine's cross-core round trip: two threads on two different CPUs
 // hand one cache line back and forth (the header line gives the median ns per round trip).
-// A small all-reduce cannot beat it: each of its two barriers, and its reads of the other
-// core's data, wait for lines to cross between cores. On this 2-vCPU guest it measured
-// 447-631 ns on 2026-11-25, and depends on where the host places the vCPUs; the 4 KB
+// A small all-reduce cannot beat it: its barrier (one meeting for a small sum, two for a
+// large one), and its reads of the other core's data, wait for lines to cross between
+// cores. On this 2-vCPU guest it measured 447-631 ns on 2026-11-25 and 503-759 ns on
+// 2026-11-26 (131 ns once), and depends on where the host places the vCPUs; the 4 KB
 // latencies move with it.
 #include <immintrin.h>
 #include <pthread.h>

@@ -73,8 +73,8 @@ void SumBlock(float* const* buffers, int n, int64_t begin, int64_t len, float* s
 // arrival is a line from another core; with more replicas than cores, a fiber switch), what
 // one replica's whole sum costs more per element does not. Measured with allreduce_bench on
 // 2026-11-26, split against whole in alternating runs: whole won at 2 replicas up to 4 KB
-// each (8 KB lost, 2.0 against 1.7 µs), at 4 up to 8 KB (3.3 against 4.2 µs), at 8 up to
-// 16 KB (7.9 against 10.4 µs; 32 KB lost).
+// each (8 KB lost, 2.0 against 1.7 µs), at 4 up to 8 KB (3.1-3.9 against 4.0-4.4 µs), at 8
+// up to 16 KB (7.8-8.0 against 10.8-11.5 µs; 32 KB lost).
 constexpr int64_t kSummedWholeElementsPerReplica = 512;
 // What the last replica to arrive decided (ReplicaBarrier's word): every replica sums a
 // slice; it summed the lists whole; it found them mismatched (InProcessAllReduce::decision_).
