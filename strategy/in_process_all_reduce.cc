@@ -89,21 +89,39 @@ InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
     : names_(replica_names),
       barrier_(std::move(replica_names), timeout, spin),
       published_(names_.size()),
-      fingerprints_(names_.size()),
+      flat_(names_.size()),
       published_parts_(names_.size()),
       plans_(names_.size()),
       scratch_(names_.size()) {}
 
 void InProcessAllReduce::Publish(int replica, Span<Tensor* const> tensors) {
-  published_[replica] = tensors;
-  fingerprints_[replica] = TensorLayoutFingerprint(tensors);
+  // Each field is written only when it changes: a step's tensors usually come back at the
+  // same addresses (the allocator reuses them), and a line left unwritten stays in the
+  // summing replica's cache instead of crossing cores again.
+  if (published_[replica].data() != tensors.data() ||
+      published_[replica].size() != tensors.size()) {
+    published_[replica] = tensors;
+  }
+  FlatList& flat = flat_[replica];
+  const uint64_t fingerprint = TensorLayoutFingerprint(tensors);
+  if (flat.fingerprint != fingerprint) flat.fingerprint = fingerprint;
+  // Keeps its capacity: no allocation once sized.
+  if (flat.tensors.size() != tensors.size()) flat.tensors.resize(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const FlatTensor now{static_cast<float*>(tensors[t]->raw_data()), tensors[t]->num_elements()};
+    FlatTensor& was = flat.tensors[t];
+    if (was.data != now.data || was.count != now.count) was = now;
+  }
 }
 
 Status InProcessAllReduce::CheckPublished(int replica) const {
-  for (uint64_t fingerprint : fingerprints_) {
-    if (fingerprint != fingerprints_[0]) return CheckAll();
+  for (const FlatList& flat : flat_) {
+    if (flat.fingerprint != flat_[0].fingerprint) return CheckAll();
   }
-  return CheckAgainstFirst(replica);
+  // One layout: this replica's list stands for all of them.
+  const Span<Tensor* const>& mine = published_[replica];
+  for (size_t t = 0; t < mine.size(); ++t) TOWER_RETURN_IF_ERROR(CheckSummable(replica, t));
+  return OkStatus();
 }
 
 Status InProcessAllReduce::CheckAll() const {
@@ -130,15 +148,21 @@ Status InProcessAllReduce::CheckAgainstFirst(int replica) const {
           std::string(DTypeName(a.dtype())) + a.shape().ToString() + ", " + names_[replica] +
           " has " + std::string(DTypeName(b.dtype())) + b.shape().ToString());
     }
-    if (b.dtype() != DType::kFloat32) {
-      return InvalidArgumentError("all-reduce sums float32 tensors; tensor " +
-                                  std::to_string(t) + " is " + std::string(DTypeName(b.dtype())));
-    }
-    if (!b.device()->stream().host_addressable()) {
-      return InvalidArgumentError("the in-process all-reduce needs host memory, but " +
-                                  names_[replica] + " holds tensor " + std::to_string(t) +
-                                  " on " + b.device()->full_name());
-    }
+    TOWER_RETURN_IF_ERROR(CheckSummable(replica, t));
+  }
+  return OkStatus();
+}
+
+Status InProcessAllReduce::CheckSummable(int replica, size_t t) const {
+  const Tensor& b = *published_[replica][t];
+  if (b.dtype() != DType::kFloat32) {
+    return InvalidArgumentError("all-reduce sums float32 tensors; tensor " + std::to_string(t) +
+                                " is " + std::string(DTypeName(b.dtype())));
+  }
+  if (!b.device()->stream().host_addressable()) {
+    return InvalidArgumentError("the in-process all-reduce needs host memory, but " +
+                                names_[replica] + " holds tensor " + std::to_string(t) + " on " +
+                                b.device()->full_name());
   }
   return OkStatus();
 }
@@ -218,7 +242,7 @@ void InProcessAllReduce::SumSlice(Span<Tensor* const> tensors, int64_t begin, in
     const int64_t lo = std::max(begin, offset);
     const int64_t hi = std::min(end, offset + count);
     if (lo < hi) {
-      for (int k = 0; k < n; ++k) ptrs[k] = published_[k][t]->data<float>();
+      for (int k = 0; k < n; ++k) ptrs[k] = flat_[k].tensors[t].data;
       if (t < handed) {
         alignas(64) float sum[kHandOverBlock];
         for (int64_t i = lo - offset; i < hi - offset; i += kHandOverBlock) {

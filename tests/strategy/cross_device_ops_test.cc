@@ -87,6 +87,39 @@ TEST(InProcessAllReduceTest, ClosedFormSumsForManySizesAndReplicaCounts) {
   }
 }
 
+// Each call sums the tensors it is given, wherever they are: lists at new addresses while
+// the old ones live on (and change) are summed from the new, whole and in slices.
+TEST(InProcessAllReduceTest, ListsAtNewAddressesAreSummedNotTheOldOnes) {
+  for (int n : {2, 3}) {
+    auto context = Cpus(n);
+    std::vector<Device*> devices = *context->Devices("CPU");
+    InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), n <= 2);
+    for (int64_t size : {int64_t{5}, int64_t{20000}}) {
+      std::vector<std::vector<std::vector<Tensor>>> sets;  // [round][replica][tensor]
+      for (int round = 0; round < 3; ++round) {
+        sets.push_back(ReplicaTensors(devices, {size}));
+        // The previous round's tensors, still alive, now hold what must not be summed.
+        if (round > 0) {
+          for (std::vector<Tensor>& mine : sets[round - 1]) {
+            std::fill_n(mine[0].data<float>(), size, 1000.0f);
+          }
+        }
+        std::vector<Status> results = OnThreads(n, [&](int r) {
+          return ops.AllReduceSum(r, {&sets[round][r][0]});
+        });
+        for (const Status& s : results) ASSERT_TRUE(s.ok()) << s;
+        for (int r = 0; r < n; ++r) {
+          const std::vector<float> got = *sets[round][r][0].ToHost();
+          for (int64_t i = 0; i < size; ++i) {
+            ASSERT_EQ(got[i], Expected(n, 0, i))
+                << "n=" << n << " size " << size << " round " << round << " replica " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Past 8 replicas the sum is the general blocked loop, and past 64 its buffer table is on the
 // heap: 9 and 65 replica threads, closed forms (exact in float32 for these values).
 TEST(InProcessAllReduceTest, ClosedFormSumsForNineAndSixtyFiveReplicas) {
