@@ -50,7 +50,8 @@ class InProcessAllReduce : public CrossDeviceOps {
   // Publishes `tensors` as replica `replica`'s list: the list, and its flat form with its
   // layout's fingerprint.
   void Publish(int replica, Span<Tensor* const> tensors);
-  // After the barrier: the lists agree, or the same error on every replica. When every
+  // Once every replica has published (Sum's last arriver before it opens the barrier, or
+  // every replica after it): the lists agree, or the same error on every replica. When every
   // fingerprint is replica 0's (the usual case) the lists have one layout (shapes, dtypes,
   // host memory or not), and `replica`'s own list is checked as summable, O(tensors), not
   // every list against replica 0's, O(replicas · tensors) (what made the checks 8 % of an
