@@ -327,6 +327,12 @@ TEST_F(MultiHostTest, ALostHostIsDroppedAndTheJobEndsWithTheBytesOfAnUninterrupt
     // The cut host again as new for the next round.
     ASSERT_TRUE(hosts_->KillHost(host).ok());
     ASSERT_TRUE(hosts_->RestoreLink(host).ok());
+    // A job started at once hung at daemon start-up in 2 to 7 rounds of 10 (measured
+    // 2026-11-26; no process was left on any host), costing --start-timeout and a relaunch
+    // on the same hosts each time; with this pause, before or after the link comes back, 0 of
+    // 10 in two runs. The cause is inside Open MPI's start-up and was not found; tower
+    // launch's relaunch (launch_command_test) covers it where it happens.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     if (HasFailure()) break;
   }
 }
