@@ -2,22 +2,51 @@
 
 namespace tower {
 
-uint64_t TensorLayoutFingerprint(Span<Tensor* const> tensors) {
-  // A word at a time (FNV-1a's step on 64-bit words, then a shift to spread high bits):
-  // the step hashes every bucket of every replica, so it must cost a few nanoseconds.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](uint64_t value) {
-    h = (h ^ value) * 1099511628211ull;
-    h ^= h >> 29;
-  };
-  mix(tensors.size());
-  for (const Tensor* t : tensors) {
-    mix(static_cast<uint64_t>(t->dtype()));
-    mix(static_cast<uint64_t>(t->shape().rank()));
-    for (int d = 0; d < t->shape().rank(); ++d) mix(static_cast<uint64_t>(t->shape().dim(d)));
-    mix(t->device()->stream().host_addressable() ? 1 : 0);
+namespace {
+
+// FNV-1a's step on 64-bit words, then a shift to spread high bits: a fingerprint is taken
+// of every bucket of every replica each step, so it must cost a few nanoseconds.
+class Fingerprint {
+ public:
+  void Mix(uint64_t value) {
+    h_ = (h_ ^ value) * 1099511628211ull;
+    h_ ^= h_ >> 29;
   }
-  return h;
+  void MixLayout(Span<Tensor* const> tensors) {
+    Mix(tensors.size());
+    for (const Tensor* t : tensors) {
+      Mix(static_cast<uint64_t>(t->dtype()));
+      Mix(static_cast<uint64_t>(t->shape().rank()));
+      for (int d = 0; d < t->shape().rank(); ++d) Mix(static_cast<uint64_t>(t->shape().dim(d)));
+      Mix(t->device()->stream().host_addressable() ? 1 : 0);
+    }
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 1469598103934665603ull;
+};
+
+}  // namespace
+
+uint64_t TensorLayoutFingerprint(Span<Tensor* const> tensors) {
+  Fingerprint h;
+  h.MixLayout(tensors);
+  return h.value();
+}
+
+uint64_t TreeContributionFingerprint(const PartialSums& part, Span<Tensor* const> roots) {
+  Fingerprint h;
+  h.Mix(static_cast<uint64_t>(part.num_leaves));
+  h.Mix(part.nodes.size());
+  for (const TreeNode& node : part.nodes) {
+    h.Mix(static_cast<uint64_t>(node.first));
+    h.Mix(static_cast<uint64_t>(node.end));
+  }
+  h.Mix(part.values.size());
+  for (const std::vector<Tensor*>& values : part.values) h.MixLayout(values);
+  h.MixLayout(roots);
+  return h.value();
 }
 
 Status CheckTreeContributions(Span<const PartialSums* const> parts,

@@ -35,6 +35,10 @@ struct PartialSums {
 // in-process all-reduce compares them between replicas, the workers before each
 // cross-process all-reduce (and the flight recorder keeps them).
 uint64_t TensorLayoutFingerprint(Span<Tensor* const> tensors);
+// The same over one replica's share of a tree all-reduce: the leaf count, its nodes, and the
+// layout of each node's tensors and of its roots: all that CheckTreeContributions and the
+// sum's plan read of it. Equal for two calls, they check and plan alike.
+uint64_t TreeContributionFingerprint(const PartialSums& part, Span<Tensor* const> roots);
 
 class CrossDeviceOps {
  public:

@@ -91,6 +91,7 @@ InProcessAllReduce::InProcessAllReduce(std::vector<std::string> replica_names,
       published_(names_.size()),
       flat_(names_.size()),
       published_parts_(names_.size()),
+      tree_lists_(names_.size()),
       plans_(names_.size()),
       scratch_(names_.size()) {}
 
@@ -258,6 +259,82 @@ void InProcessAllReduce::SumSlice(Span<Tensor* const> tensors, int64_t begin, in
   }
 }
 
+void InProcessAllReduce::PublishTree(int replica, const PartialSums& mine,
+                                      Span<Tensor* const> roots) {
+  // As Publish: each field written only when it changes.
+  if (published_parts_[replica] != &mine) published_parts_[replica] = &mine;
+  if (published_[replica].data() != roots.data() || published_[replica].size() != roots.size()) {
+    published_[replica] = roots;
+  }
+  TreeList& list = tree_lists_[replica];
+  const uint64_t fingerprint = TreeContributionFingerprint(mine, roots);
+  if (list.fingerprint != fingerprint) list.fingerprint = fingerprint;
+  const size_t tensors = roots.size();
+  const size_t nodes = mine.values.size();
+  if (list.nodes != nodes) list.nodes = nodes;
+  // Keep their capacity: no allocation once sized.
+  if (list.inputs.size() != nodes * tensors) list.inputs.resize(nodes * tensors);
+  if (list.roots.size() != tensors) list.roots.resize(tensors);
+  for (size_t k = 0; k < nodes; ++k) {
+    const std::vector<Tensor*>& values = mine.values[k];
+    for (size_t t = 0; t < tensors; ++t) {
+      // A list of another length is a mismatch the check refuses before anyone reads it.
+      float* data = t < values.size() ? static_cast<float*>(values[t]->raw_data()) : nullptr;
+      if (list.inputs[k * tensors + t] != data) list.inputs[k * tensors + t] = data;
+    }
+  }
+  for (size_t t = 0; t < tensors; ++t) {
+    float* data = static_cast<float*>(roots[t]->raw_data());
+    if (list.roots[t] != data) list.roots[t] = data;
+  }
+}
+
+Status InProcessAllReduce::CheckTree(int replica, const SumPlan** plan) {
+  uint64_t key = 1469598103934665603ull;  // every replica's fingerprint, in replica order
+  for (const TreeList& list : tree_lists_) key = (key ^ list.fingerprint) * 1099511628211ull;
+  Scratch& scratch = scratch_[replica];
+  if (scratch.plan != nullptr && scratch.checked == key) {
+    *plan = scratch.plan;
+    return OkStatus();
+  }
+  scratch.plan = nullptr;
+  TOWER_RETURN_IF_ERROR(CheckTreeContributions(published_parts_, published_, names_,
+                                               /*need_host_memory=*/true));
+  const TreeNode root{0, published_parts_[replica]->num_leaves};
+  StatusOr<const SumPlan*> planned = plans_[replica].Get(root.end, published_parts_,
+                                                         Span<const TreeNode>(&root, 1));
+  TOWER_RETURN_IF_ERROR(planned.status());
+  scratch.checked = key;
+  scratch.plan = *planned;
+  *plan = *planned;
+  return OkStatus();
+}
+
+void InProcessAllReduce::SumTreeSlice(int replica, const SumPlan& plan, Span<Tensor* const> roots,
+                                      int64_t begin, int64_t end) {
+  const int n = static_cast<int>(names_.size());
+  const size_t tensors = roots.size();
+  std::vector<const float*>& inputs = scratch_[replica].inputs;
+  std::vector<float*>& outputs = scratch_[replica].outputs;
+  outputs.resize(n);
+  int64_t offset = 0;
+  for (size_t t = 0; t < tensors && offset < end; ++t) {
+    const int64_t count = roots[t]->num_elements();
+    const int64_t lo = std::max(begin, offset);
+    const int64_t hi = std::min(end, offset + count);
+    if (lo < hi) {
+      // Every replica's nodes in replica order: the plan's inputs.
+      inputs.clear();
+      for (const TreeList& list : tree_lists_) {
+        for (size_t k = 0; k < list.nodes; ++k) inputs.push_back(list.inputs[k * tensors + t]);
+      }
+      for (int k = 0; k < n; ++k) outputs[k] = tree_lists_[k].roots[t];
+      RunSumPlan(plan, inputs.data(), outputs.data(), n, lo - offset, hi - offset);
+    }
+    offset += count;
+  }
+}
+
 Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
                                           Span<Tensor* const> roots) {
   const int n = static_cast<int>(names_.size());
@@ -271,46 +348,30 @@ Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
     }
     return OkStatus();
   }
-  published_parts_[replica] = &mine;
-  published_[replica] = roots;
-  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-  Status check = CheckTreeContributions(published_parts_, published_, names_,
-                                        /*need_host_memory=*/true);
-  const TreeNode root{0, mine.num_leaves};
-  StatusOr<const SumPlan*> plan = check.ok()
-                                      ? plans_[replica].Get(mine.num_leaves, published_parts_,
-                                                            Span<const TreeNode>(&root, 1))
-                                      : StatusOr<const SumPlan*>(check);
-  if (!plan.ok()) {
-    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-    return plan.status();
-  }
-  // This replica's share of the elements of all tensors laid end to end; each element's
-  // root is written into every replica's tensor.
   int64_t total = 0;
   for (const Tensor* t : roots) total += t->num_elements();
-  const int64_t begin = total * replica / n;
-  const int64_t end = total * (replica + 1) / n;
-  std::vector<const float*>& inputs = scratch_[replica].inputs;
-  std::vector<float*>& outputs = scratch_[replica].outputs;
-  outputs.resize(n);
-  int64_t offset = 0;
-  for (size_t t = 0; t < roots.size() && offset < end; ++t) {
-    const int64_t count = roots[t]->num_elements();
-    const int64_t lo = std::max(begin, offset);
-    const int64_t hi = std::min(end, offset + count);
-    if (lo < hi) {
-      inputs.clear();
-      for (const PartialSums* part : published_parts_) {
-        for (const std::vector<Tensor*>& node : part->values) {
-          inputs.push_back(node[t]->data<float>());
-        }
-      }
-      for (int k = 0; k < n; ++k) outputs[k] = published_[k][t]->data<float>();
-      RunSumPlan(**plan, inputs.data(), outputs.data(), n, lo - offset, hi - offset);
-    }
-    offset += count;
+  PublishTree(replica, mine, roots);
+  // As in Sum: the last replica to arrive decides for all. A small sum it checks and
+  // evaluates whole before it opens the barrier (one meeting); else every replica checks
+  // and evaluates its slice of the elements after it (two).
+  const SumPlan* plan = nullptr;
+  auto decide = [&]() -> uint64_t {
+    if (total > kSummedWholeElementsPerReplica * n) return kSplit;
+    decision_ = CheckTree(replica, &plan);
+    if (!decision_.ok()) return kRefused;
+    SumTreeSlice(replica, *plan, roots, 0, total);
+    return kSummedWhole;
+  };
+  uint64_t decided = kSplit;
+  TOWER_RETURN_IF_ERROR(barrier_.Wait(replica, decide, &decided));
+  if (decided == kSummedWhole) return OkStatus();
+  if (decided == kRefused) return decision_;
+  const Status check = CheckTree(replica, &plan);
+  if (!check.ok()) {
+    TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
+    return check;
   }
+  SumTreeSlice(replica, *plan, roots, total * replica / n, total * (replica + 1) / n);
   return barrier_.Wait(replica);
 }
 

@@ -7,8 +7,8 @@
 // every replica's tensor; a second barrier ends the call. A small sum (at most 2 KB per
 // replica times the replica count) is checked and done whole by the last replica to arrive,
 // before it opens the barrier: one meeting instead of two, the same bits. AllReduceTree
-// (deterministic mode) works the same way, each replica evaluating the summation tree over
-// its slice. Memory traffic: each element is read and written once per replica, spread over
+// (deterministic mode) works the same way, evaluating the summation tree over each slice
+// (or the whole, when small). Memory traffic: each element is read and written once per replica, spread over
 // all replica threads. Handing the sums over (replicas that share their variables) writes
 // none back: each block of a slice is summed into a buffer in L1 and given to the
 // optimizer, which updates the shared variable there.
@@ -87,12 +87,33 @@ class InProcessAllReduce : public CrossDeviceOps {
   // Sum's check of lists the last replica to arrive found mismatched (when it would have
   // summed them whole): read by all once the barrier opens.
   Status decision_;
-  // AllReduceTree: each replica's partial sums, and a plan per replica thread.
+  // AllReduceTree: each replica's partial sums and roots, and their flat form, as for Sum:
+  // the contribution's fingerprint and the data pointers, written only when they change.
   std::vector<const PartialSums*> published_parts_;
+  struct alignas(64) TreeList {
+    uint64_t fingerprint = 0;    // TreeContributionFingerprint
+    size_t nodes = 0;            // its partial sums: nodes x roots
+    std::vector<float*> inputs;  // [node * roots + t]: node's sum of tensor t
+    std::vector<float*> roots;   // [t]
+  };
+  std::vector<TreeList> tree_lists_;
+  void PublishTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
+  // Once every replica has published: the contributions checked and the plan to sum them,
+  // or the same error on every replica. The full check (CheckTreeContributions, which
+  // reads every replica's tensors) and the plan run again only when some replica's
+  // fingerprint changed since `replica`'s thread last checked: a step reads one line per
+  // replica.
+  Status CheckTree(int replica, const SumPlan** plan);
+  // Elements [begin, end) of the roots laid end to end, each evaluated along `plan` from
+  // every replica's partial sums and written into every replica's root.
+  void SumTreeSlice(int replica, const SumPlan& plan, Span<Tensor* const> roots, int64_t begin,
+                    int64_t end);
   std::vector<TreePlanCache> plans_;
   struct Scratch {
     std::vector<const float*> inputs;
     std::vector<float*> outputs;
+    uint64_t checked = 0;             // the fingerprints of the last call checked and planned
+    const SumPlan* plan = nullptr;    // its plan (in plans_), null: none yet
   };
   std::vector<Scratch> scratch_;  // per replica thread: no allocation per call
 };

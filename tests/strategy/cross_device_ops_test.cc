@@ -400,6 +400,89 @@ TEST(InProcessAllReduceTest, TreeSumsInClosedFormForEveryReplicaCount) {
   }
 }
 
+// Each call's partial sums and roots at new addresses, one layout (what lets a replica skip
+// the full check): the sums come from the new tensors, while the old ones live on and
+// change. Small (evaluated whole by the last replica to arrive) and large (in slices).
+TEST(InProcessAllReduceTest, TreeContributionsAtNewAddressesAreSummedNotTheOldOnes) {
+  for (int n : {2, 3}) {
+    auto context = Cpus(n);
+    std::vector<Device*> devices = *context->Devices("CPU");
+    InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), n <= 2);
+    for (int64_t size : {int64_t{5}, int64_t{20000}}) {
+      // [round][replica][node]; roots [round][replica].
+      std::vector<std::vector<std::vector<Tensor>>> subtrees;
+      std::vector<std::vector<Tensor>> roots;
+      std::vector<std::vector<PartialSums>> parts;
+      for (int round = 0; round < 3; ++round) {
+        subtrees.emplace_back(n);
+        roots.emplace_back();
+        parts.emplace_back(n);
+        for (int r = 0; r < n; ++r) {
+          const RowRange leaves = ReplicaRows(kLeaves, n, r);
+          PartialSums& part = parts[round][r];
+          part.num_leaves = kLeaves;
+          part.nodes = CoverNodes(kLeaves, static_cast<int>(leaves.first),
+                                  static_cast<int>(leaves.end()));
+          for (const TreeNode& node : part.nodes) {
+            std::vector<float> values(static_cast<size_t>(size));
+            for (int64_t i = 0; i < size; ++i) values[i] = SubtreeSum(node) * Scale(i);
+            subtrees[round][r].push_back(*Tensor::FromHost(devices[r], Shape{size}, values));
+          }
+          roots[round].push_back(*Tensor::Zeros(devices[r], Shape{size}));
+        }
+        for (int r = 0; r < n; ++r) {  // pointers taken once the vectors stop growing
+          for (Tensor& t : subtrees[round][r]) parts[round][r].values.push_back({&t});
+        }
+        if (round > 0) {  // the previous round's tensors now hold what must not be summed
+          for (int r = 0; r < n; ++r) {
+            for (Tensor& t : subtrees[round - 1][r]) std::fill_n(t.data<float>(), size, 1000.0f);
+            std::fill_n(roots[round - 1][r].data<float>(), size, 1000.0f);
+          }
+        }
+        std::vector<Status> results = OnThreads(n, [&](int r) {
+          return ops.AllReduceTree(r, parts[round][r], {&roots[round][r]});
+        });
+        for (const Status& s : results) ASSERT_TRUE(s.ok()) << s;
+        for (int r = 0; r < n; ++r) {
+          const std::vector<float> got = *roots[round][r].ToHost();
+          for (int64_t i = 0; i < size; ++i) {
+            ASSERT_EQ(got[i], 16777222.0f * Scale(i))
+                << "n=" << n << " size " << size << " round " << round << " replica " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A small contribution on one replica and a large one on another: the same mismatch on
+// every replica, whichever arrives last (a decision each made alone could hang), and after
+// calls that were checked, so that a replica cannot have skipped the check.
+TEST(InProcessAllReduceTest, TreeSmallAndLargeContributionsAreAMismatchOnEveryReplica) {
+  auto context = Cpus(2);
+  std::vector<Device*> devices = *context->Devices("CPU");
+  InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), true);
+  CheckAllReduceTree(ops, devices, {4});
+  CheckAllReduceTree(ops, devices, {100000});
+  for (int large : {0, 1}) {
+    Tensor a = *Tensor::Zeros(devices[0], Shape{large == 0 ? 100000 : 4});
+    Tensor b = *Tensor::Zeros(devices[1], Shape{large == 1 ? 100000 : 4});
+    PartialSums first{kLeaves, {{0, 4}}, {{&a}}};
+    PartialSums second{kLeaves, {{4, 8}}, {{&b}}};
+    for (int round = 0; round < 10; ++round) {  // each first in turn, the other 0.2 ms later
+      std::vector<Status> results = OnThreads(2, [&](int r) {
+        if (r != round % 2) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        return ops.AllReduceTree(r, r == 0 ? first : second, {r == 0 ? &a : &b});
+      });
+      for (const Status& s : results) {
+        ASSERT_TRUE(IsInvalidArgument(s)) << s;
+        EXPECT_THAT(s.message(), HasSubstr("float32[100000]"));
+      }
+    }
+  }
+  CheckAllReduceTree(ops, devices, {3});  // usable afterwards
+}
+
 TEST(ReductionToOneDeviceTest, TreeSumsInClosedFormAcrossCpusAndGpus) {
   testing::RegisterFakeGpuKernels();
   auto context = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
@@ -417,6 +500,8 @@ TEST(InProcessAllReduceTest, TreeMismatchesAreReportedOnEveryReplica) {
   ReductionToOneDevice to_cpu(devices[0], ReplicaNames(devices), std::chrono::seconds(30), true);
   for (CrossDeviceOps* path : std::vector<CrossDeviceOps*>{&ops, &to_cpu}) {
     // Replica 1's subtree has 5 elements where replica 0's root has 4; then a leaf is missing.
+    // After a checked call of the same tensor count: a changed layout is checked again.
+    CheckAllReduceTree(*path, devices, {4});
     for (bool missing_leaf : {false, true}) {
       Tensor a = *Tensor::Zeros(devices[0], Shape{4});
       Tensor b = *Tensor::Zeros(devices[1], Shape{missing_leaf ? 4 : 5});
