@@ -8,10 +8,10 @@
 // replica times the replica count) is checked and done whole by the last replica to arrive,
 // before it opens the barrier: one meeting instead of two, the same bits. AllReduceTree
 // (deterministic mode) works the same way, evaluating the summation tree over each slice
-// (or the whole, when small). Memory traffic: each element is read and written once per replica, spread over
-// all replica threads. Handing the sums over (replicas that share their variables) writes
-// none back: each block of a slice is summed into a buffer in L1 and given to the
-// optimizer, which updates the shared variable there.
+// (or over the whole, when small). Memory traffic: each element is read and written once
+// per replica, spread over all replica threads. Handing the sums over (replicas that share
+// their variables) writes none back: each block of a slice is summed into a buffer in L1
+// and given to the optimizer, which updates the shared variable there.
 #ifndef TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
 #define TOWER_STRATEGY_IN_PROCESS_ALL_REDUCE_H_
 
@@ -65,6 +65,20 @@ class InProcessAllReduce : public CrossDeviceOps {
   Status CheckAll() const;
   // Whether tensor t of replica `replica`'s list can be summed here: float32, in host memory.
   Status CheckSummable(int replica, size_t t) const;
+  // AllReduceTree's Publish: `mine` and `roots` as replica `replica`'s contribution, and
+  // their flat form (tree_lists_).
+  void PublishTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
+  // Once every replica has published: the contributions checked and the plan to sum them,
+  // or the same error on every replica. The full check (CheckTreeContributions, which
+  // reads every replica's tensors) and the plan run again only when some replica's
+  // fingerprint changed since `replica`'s thread last checked; otherwise a call reads one
+  // line per replica. (As for Sum, two contributions with one 64-bit fingerprint would let
+  // a changed layout through unchecked: a chance of 2⁻⁶⁴ per change.)
+  Status CheckTree(int replica, const SumPlan** plan);
+  // Elements [begin, end) of the roots laid end to end, each evaluated along `plan` from
+  // every replica's partial sums and written into every replica's root.
+  void SumTreeSlice(int replica, const SumPlan& plan, Span<Tensor* const> roots, int64_t begin,
+                    int64_t end);
 
   const std::vector<std::string> names_;
   ReplicaBarrier barrier_;
@@ -97,23 +111,12 @@ class InProcessAllReduce : public CrossDeviceOps {
     std::vector<float*> roots;   // [t]
   };
   std::vector<TreeList> tree_lists_;
-  void PublishTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
-  // Once every replica has published: the contributions checked and the plan to sum them,
-  // or the same error on every replica. The full check (CheckTreeContributions, which
-  // reads every replica's tensors) and the plan run again only when some replica's
-  // fingerprint changed since `replica`'s thread last checked: a step reads one line per
-  // replica.
-  Status CheckTree(int replica, const SumPlan** plan);
-  // Elements [begin, end) of the roots laid end to end, each evaluated along `plan` from
-  // every replica's partial sums and written into every replica's root.
-  void SumTreeSlice(int replica, const SumPlan& plan, Span<Tensor* const> roots, int64_t begin,
-                    int64_t end);
   std::vector<TreePlanCache> plans_;
   struct Scratch {
     std::vector<const float*> inputs;
     std::vector<float*> outputs;
-    uint64_t checked = 0;             // the fingerprints of the last call checked and planned
-    const SumPlan* plan = nullptr;    // its plan (in plans_), null: none yet
+    uint64_t checked = 0;           // the fingerprints of the last call checked and planned
+    const SumPlan* plan = nullptr;  // its plan (in plans_); null: none yet
   };
   std::vector<Scratch> scratch_;  // per replica thread: no allocation per call
 };
