@@ -2,41 +2,24 @@
 
 namespace tower {
 
-namespace {
-
-// FNV-1a's step on 64-bit words, then a shift to spread high bits: a fingerprint is taken
-// of every bucket of every replica each step, so it must cost a few nanoseconds.
-class Fingerprint {
- public:
-  void Mix(uint64_t value) {
-    h_ = (h_ ^ value) * 1099511628211ull;
-    h_ ^= h_ >> 29;
+void Fingerprinter::MixLayout(Span<Tensor* const> tensors) {
+  Mix(tensors.size());
+  for (const Tensor* t : tensors) {
+    Mix(static_cast<uint64_t>(t->dtype()));
+    Mix(static_cast<uint64_t>(t->shape().rank()));
+    for (int d = 0; d < t->shape().rank(); ++d) Mix(static_cast<uint64_t>(t->shape().dim(d)));
+    Mix(t->device()->stream().host_addressable() ? 1 : 0);
   }
-  void MixLayout(Span<Tensor* const> tensors) {
-    Mix(tensors.size());
-    for (const Tensor* t : tensors) {
-      Mix(static_cast<uint64_t>(t->dtype()));
-      Mix(static_cast<uint64_t>(t->shape().rank()));
-      for (int d = 0; d < t->shape().rank(); ++d) Mix(static_cast<uint64_t>(t->shape().dim(d)));
-      Mix(t->device()->stream().host_addressable() ? 1 : 0);
-    }
-  }
-  uint64_t value() const { return h_; }
-
- private:
-  uint64_t h_ = 1469598103934665603ull;
-};
-
-}  // namespace
+}
 
 uint64_t TensorLayoutFingerprint(Span<Tensor* const> tensors) {
-  Fingerprint h;
+  Fingerprinter h;
   h.MixLayout(tensors);
   return h.value();
 }
 
 uint64_t TreeContributionFingerprint(const PartialSums& part, Span<Tensor* const> roots) {
-  Fingerprint h;
+  Fingerprinter h;
   h.Mix(static_cast<uint64_t>(part.num_leaves));
   h.Mix(part.nodes.size());
   for (const TreeNode& node : part.nodes) {

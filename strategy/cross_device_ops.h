@@ -30,6 +30,23 @@ struct PartialSums {
   std::vector<std::vector<Tensor*>> values;
 };
 
+// FNV-1a's step on 64-bit words, then a shift to spread high bits: the fingerprints below
+// are taken of every bucket of every replica each step, so they must cost a few
+// nanoseconds.
+class Fingerprinter {
+ public:
+  void Mix(uint64_t value) {
+    h_ = (h_ ^ value) * 1099511628211ull;
+    h_ ^= h_ >> 29;
+  }
+  // The tensors' count, and each one's dtype, shape and whether it lives in host memory.
+  void MixLayout(Span<Tensor* const> tensors);
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 1469598103934665603ull;
+};
+
 // FNV-1a over the layout of a collective's tensors: their count, and each one's dtype,
 // shape and whether it lives in host memory. Equal layouts give equal fingerprints; the
 // in-process all-reduce compares them between replicas, the workers before each

@@ -271,7 +271,6 @@ void InProcessAllReduce::PublishTree(int replica, const PartialSums& mine,
   if (list.fingerprint != fingerprint) list.fingerprint = fingerprint;
   const size_t tensors = roots.size();
   const size_t nodes = mine.values.size();
-  if (list.nodes != nodes) list.nodes = nodes;
   // Keep their capacity: no allocation once sized.
   if (list.inputs.size() != nodes * tensors) list.inputs.resize(nodes * tensors);
   if (list.roots.size() != tensors) list.roots.resize(tensors);
@@ -290,8 +289,9 @@ void InProcessAllReduce::PublishTree(int replica, const PartialSums& mine,
 }
 
 Status InProcessAllReduce::CheckTree(int replica, const SumPlan** plan) {
-  uint64_t key = 1469598103934665603ull;  // every replica's fingerprint, in replica order
-  for (const TreeList& list : tree_lists_) key = (key ^ list.fingerprint) * 1099511628211ull;
+  Fingerprinter every;  // every replica's fingerprint, in replica order
+  for (const TreeList& list : tree_lists_) every.Mix(list.fingerprint);
+  const uint64_t key = every.value();
   Scratch& scratch = scratch_[replica];
   if (scratch.plan != nullptr && scratch.checked == key) {
     *plan = scratch.plan;
@@ -300,9 +300,10 @@ Status InProcessAllReduce::CheckTree(int replica, const SumPlan** plan) {
   scratch.plan = nullptr;
   TOWER_RETURN_IF_ERROR(CheckTreeContributions(published_parts_, published_, names_,
                                                /*need_host_memory=*/true));
-  const TreeNode root{0, published_parts_[replica]->num_leaves};
-  StatusOr<const SumPlan*> planned = plans_[replica].Get(root.end, published_parts_,
-                                                         Span<const TreeNode>(&root, 1));
+  const int leaves = published_parts_[replica]->num_leaves;
+  const TreeNode root{0, leaves};
+  StatusOr<const SumPlan*> planned =
+      plans_[replica].Get(leaves, published_parts_, Span<const TreeNode>(&root, 1));
   TOWER_RETURN_IF_ERROR(planned.status());
   scratch.checked = key;
   scratch.plan = *planned;
@@ -326,7 +327,8 @@ void InProcessAllReduce::SumTreeSlice(int replica, const SumPlan& plan, Span<Ten
       // Every replica's nodes in replica order: the plan's inputs.
       inputs.clear();
       for (const TreeList& list : tree_lists_) {
-        for (size_t k = 0; k < list.nodes; ++k) inputs.push_back(list.inputs[k * tensors + t]);
+        const size_t nodes = list.inputs.size() / tensors;  // tensors > 0 in this loop
+        for (size_t k = 0; k < nodes; ++k) inputs.push_back(list.inputs[k * tensors + t]);
       }
       for (int k = 0; k < n; ++k) outputs[k] = tree_lists_[k].roots[t];
       RunSumPlan(plan, inputs.data(), outputs.data(), n, lo - offset, hi - offset);

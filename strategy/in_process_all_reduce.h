@@ -106,7 +106,6 @@ class InProcessAllReduce : public CrossDeviceOps {
   std::vector<const PartialSums*> published_parts_;
   struct alignas(64) TreeList {
     uint64_t fingerprint = 0;    // TreeContributionFingerprint
-    size_t nodes = 0;            // its partial sums: nodes x roots
     std::vector<float*> inputs;  // [node * roots + t]: node's sum of tensor t
     std::vector<float*> roots;   // [t]
   };
