@@ -1,7 +1,7 @@
 // Streams and events. A stream is an in-order queue run by a worker thread of its own, so
 // work on different streams really runs concurrently and a missing synchronisation shows up
 // as a wrong result or a TSan report; CUDAEMU_STREAM_DELAY_US=M delays every item by a
-// random 0..M µs (seeded by CUDAEMU_SEED) to shake such bugs out. Every wait — stream or
+// random 0..M µs (seeded by CUDAEMU_SEED, a number or `random`) to shake such bugs out. Every wait — stream or
 // event synchronisation, cudaStreamWaitEvent — goes through a mutex and condition variable
 // of the stream waited for: a real happens-before edge.
 //
@@ -10,9 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include "cudaemu/runtime/core.h"
@@ -134,8 +137,25 @@ Registry& GetRegistry() {
   return *registry;
 }
 
+// The process's seed: CUDAEMU_SEED, or with CUDAEMU_SEED=random one drawn per process (so
+// that repeated runs of a test shake other delays) and printed, to replay a failing run.
+uint64_t ProcessSeed() {
+  static const uint64_t seed = [] {
+    const char* text = std::getenv("CUDAEMU_SEED");
+    if (text == nullptr || std::string_view(text) != "random") {
+      return static_cast<uint64_t>(EnvInt("CUDAEMU_SEED", 1));
+    }
+    const uint64_t drawn = std::random_device()() & 0x7fffffffu;
+    std::fprintf(stderr, "cudaemu: CUDAEMU_SEED=random drew %llu (CUDAEMU_SEED=%llu replays "
+                 "this process's stream delays)\n", static_cast<unsigned long long>(drawn),
+                 static_cast<unsigned long long>(drawn));
+    return drawn;
+  }();
+  return seed;
+}
+
 uint64_t NextSeed(Registry& registry) {
-  return static_cast<uint64_t>(EnvInt("CUDAEMU_SEED", 1)) * 1000003u + ++registry.created;
+  return ProcessSeed() * 1000003u + ++registry.created;
 }
 
 std::shared_ptr<StreamImpl> NewStream(Registry& registry, int device, bool legacy,
