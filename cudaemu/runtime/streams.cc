@@ -1,9 +1,9 @@
 // Streams and events. A stream is an in-order queue run by a worker thread of its own, so
 // work on different streams really runs concurrently and a missing synchronisation shows up
 // as a wrong result or a TSan report; CUDAEMU_STREAM_DELAY_US=M delays every item by a
-// random 0..M µs (seeded by CUDAEMU_SEED, a number or `random`) to shake such bugs out. Every wait — stream or
-// event synchronisation, cudaStreamWaitEvent — goes through a mutex and condition variable
-// of the stream waited for: a real happens-before edge.
+// random 0..M µs (seeded by CUDAEMU_SEED, a number or `random`) to shake such bugs out.
+// Every wait — stream or event synchronisation, cudaStreamWaitEvent — goes through a mutex
+// and condition variable of the stream waited for: a real happens-before edge.
 //
 // The legacy default stream (handle 0) of each device orders with the device's blocking
 // streams (created without cudaStreamNonBlocking), as CUDA's does.
@@ -146,17 +146,16 @@ uint64_t ProcessSeed() {
       return static_cast<uint64_t>(EnvInt("CUDAEMU_SEED", 1));
     }
     const uint64_t drawn = std::random_device()() & 0x7fffffffu;
-    std::fprintf(stderr, "cudaemu: CUDAEMU_SEED=random drew %llu (CUDAEMU_SEED=%llu replays "
-                 "this process's stream delays)\n", static_cast<unsigned long long>(drawn),
-                 static_cast<unsigned long long>(drawn));
+    std::fprintf(stderr,
+                 "cudaemu: CUDAEMU_SEED=random drew %llu (CUDAEMU_SEED=%llu replays "
+                 "this process's stream delays)\n",
+                 static_cast<unsigned long long>(drawn), static_cast<unsigned long long>(drawn));
     return drawn;
   }();
   return seed;
 }
 
-uint64_t NextSeed(Registry& registry) {
-  return ProcessSeed() * 1000003u + ++registry.created;
-}
+uint64_t NextSeed(Registry& registry) { return ProcessSeed() * 1000003u + ++registry.created; }
 
 std::shared_ptr<StreamImpl> NewStream(Registry& registry, int device, bool legacy,
                                       bool blocking) {

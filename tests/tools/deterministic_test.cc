@@ -59,18 +59,18 @@ struct Topology {
 const std::vector<Topology>& Topologies() {
   static const std::vector<Topology> topologies = [] {
     std::vector<Topology> all = {
-      {"1 device", 0, "--replicas=1"},
-      {"2 replicas", 0, "--replicas=2"},
-      {"3 replicas", 0, "--replicas=3"},
-      {"4 replicas", 0, "--replicas=4"},
-      {"8 replicas", 0, "--replicas=8"},
-      {"4 replicas reduced to the CPU", 0, "--replicas=4 --cross-device-ops=to-cpu"},
-      {"3 replicas reduced to the CPU", 0, "--replicas=3 --cross-device-ops=to-cpu"},
-      {"3 replicas, 1 KB buckets", 0, "--replicas=3 --bucket-mb=0.0009765625"},
-      {"2 replicas, 25 MB buckets", 0, "--replicas=2 --bucket-mb=25"},
-      {"mpirun -np 2, 2 replicas each", 2, "--replicas=2"},
-      {"mpirun -np 4, 1 replica each", 4, "--replicas=1"},
-      {"mpirun -np 2, 2 replicas each, 1 KB buckets", 2, "--replicas=2 --bucket-mb=0.0009765625"},
+        {"1 device", 0, "--replicas=1"},
+        {"2 replicas", 0, "--replicas=2"},
+        {"3 replicas", 0, "--replicas=3"},
+        {"4 replicas", 0, "--replicas=4"},
+        {"8 replicas", 0, "--replicas=8"},
+        {"4 replicas reduced to the CPU", 0, "--replicas=4 --cross-device-ops=to-cpu"},
+        {"3 replicas reduced to the CPU", 0, "--replicas=3 --cross-device-ops=to-cpu"},
+        {"3 replicas, 1 KB buckets", 0, "--replicas=3 --bucket-mb=0.0009765625"},
+        {"2 replicas, 25 MB buckets", 0, "--replicas=2 --bucket-mb=25"},
+        {"mpirun -np 2, 2 replicas each", 2, "--replicas=2"},
+        {"mpirun -np 4, 1 replica each", 4, "--replicas=1"},
+        {"mpirun -np 2, 2 replicas each, 1 KB buckets", 2, "--replicas=2 --bucket-mb=0.0009765625"},
     };
     const char* subset = std::getenv("TOWER_DETERMINISTIC_TOPOLOGIES");
     if (subset == nullptr) return all;
