@@ -143,6 +143,13 @@ uint64_t ProcessSeed() {
   static const uint64_t seed = [] {
     const char* text = std::getenv("CUDAEMU_SEED");
     if (text == nullptr || std::string_view(text) != "random") {
+      char* end = nullptr;
+      if (text != nullptr && text[0] != '\0' && (std::strtoll(text, &end, 10), *end != '\0')) {
+        std::fprintf(stderr,
+                     "cudaemu: CUDAEMU_SEED='%s' is neither an integer nor `random`; using 1\n",
+                     text);
+        return uint64_t{1};
+      }
       return static_cast<uint64_t>(EnvInt("CUDAEMU_SEED", 1));
     }
     const uint64_t drawn = std::random_device()() & 0x7fffffffu;

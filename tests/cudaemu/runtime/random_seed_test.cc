@@ -32,14 +32,21 @@ long long DrawnSeed(const std::string& text) {
   return text.find(replay) == std::string::npos ? -1 : seed;
 }
 
-// What a child process (forked before this process drew its seed) prints at its first stream.
-std::string StderrOfAChild() {
+// What a child process (forked before this process drew its seed) prints at its first stream;
+// `seed`, where given, is the child's CUDAEMU_SEED.
+std::string StderrOfAChild(const char* seed = nullptr) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return "pipe failed";
   const pid_t child = fork();
+  if (child < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return "fork failed";
+  }
   if (child == 0) {
     close(pipe_fds[0]);
     dup2(pipe_fds[1], STDERR_FILENO);
+    if (seed != nullptr) setenv("CUDAEMU_SEED", seed, 1);
     cudaStream_t stream = nullptr;
     _exit(cudaStreamCreate(&stream) == cudaSuccess ? 0 : 1);
   }
@@ -65,6 +72,12 @@ TEST(RandomSeedTest, EachProcessDrawsItsOwnSeedAndNamesItOnce) {
   ASSERT_GE(second, 0) << second_child;
   // A draw of 31 bits: equal seeds in two processes have a chance of 2^-31.
   EXPECT_NE(first, second);
+
+  // A misspelling is named, with what the variable accepts.
+  const std::string misspelt = StderrOfAChild("Random");
+  EXPECT_NE(misspelt.find("CUDAEMU_SEED='Random' is neither an integer nor `random`; using 1"),
+            std::string::npos)
+      << misspelt;
 
   const std::string once = StderrOfAStreamCreation();
   EXPECT_GE(DrawnSeed(once), 0) << once;
