@@ -231,8 +231,8 @@ namespace {
 constexpr char kIdMagic[8] = {'c', 'u', 'e', 'm', 'N', 'C', 'C', 'L'};
 constexpr size_t kTokenOffset = 8;
 constexpr size_t kTokenChars = 32;
-constexpr size_t kPathOffset = kTokenOffset + kTokenChars;
-constexpr size_t kPathCapacity = NCCL_UNIQUE_ID_BYTES - kPathOffset;  // with its NUL
+constexpr size_t kNameOffset = kTokenOffset + kTokenChars;
+constexpr size_t kNameCapacity = NCCL_UNIQUE_ID_BYTES - kNameOffset;  // with its NUL
 
 std::string RandomToken() {
   unsigned char bytes[kTokenChars / 2] = {};
@@ -255,19 +255,6 @@ std::string RandomToken() {
   return token;
 }
 
-// $TMPDIR when the socket path fits there (sockaddr_un and the id both limit it), else /tmp.
-std::string SocketDirectory(size_t name_length) {
-  const char* tmpdir = std::getenv("TMPDIR");
-  if (tmpdir != nullptr && tmpdir[0] == '/') {
-    std::string dir = tmpdir;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    if (dir.size() + 1 + name_length < kPathCapacity && access(dir.c_str(), W_OK) == 0) {
-      return dir;
-    }
-  }
-  return "/tmp";
-}
-
 }  // namespace
 
 void NewRendezvous(bool across_processes, ncclUniqueId* id) {
@@ -276,17 +263,18 @@ void NewRendezvous(bool across_processes, ncclUniqueId* id) {
   const std::string token = RandomToken();
   std::memcpy(id->internal + kTokenOffset, token.data(), kTokenChars);
   if (across_processes) {
-    const std::string name = "cudaemu-nccl-" + token + ".sock";
-    const std::string path = SocketDirectory(name.size()) + "/" + name;
-    std::memcpy(id->internal + kPathOffset, path.data(), std::min(path.size(), kPathCapacity - 1));
+    // An abstract socket (wire.h): no file to leave behind when a process dies.
+    const std::string name = "cudaemu-nccl-" + token;
+    static_assert(sizeof("cudaemu-nccl-") - 1 + kTokenChars < kNameCapacity);
+    std::memcpy(id->internal + kNameOffset, name.data(), name.size());
   }
 }
 
 bool ReadRendezvous(const ncclUniqueId& id, Rendezvous* rendezvous) {
   if (std::memcmp(id.internal, kIdMagic, sizeof(kIdMagic)) != 0) return false;
   rendezvous->token.assign(id.internal + kTokenOffset, kTokenChars);
-  const char* path = id.internal + kPathOffset;
-  rendezvous->path.assign(path, strnlen(path, kPathCapacity - 1));
+  const char* name = id.internal + kNameOffset;
+  rendezvous->socket_name.assign(name, strnlen(name, kNameCapacity - 1));
   return true;
 }
 
@@ -723,8 +711,7 @@ void AcceptRanks(const std::shared_ptr<Hub>& hub, int listen_fd) {
     auto connection = std::make_shared<Connection>(fd);
     std::thread([hub, connection] { ServeRank(hub, connection); }).detach();
   }
-  ::close(listen_fd);
-  ::unlink(hub->rendezvous.path.c_str());
+  ::close(listen_fd);  // frees the abstract name
 }
 
 // The rank's side of its link, until the connection ends.
@@ -771,7 +758,7 @@ void ReadLink(const std::shared_ptr<Link>& link) {
   Cv().notify_all();
 }
 
-// A rank other than 0 looks for its hub: in this process (by token) or at the socket path,
+// A rank other than 0 looks for its hub: in this process (by token) or at the socket name,
 // until it finds it or the communicator is destroyed. Once connected, this thread reads the
 // link until it ends.
 void JoinHub(std::shared_ptr<Member>& member) {
@@ -784,9 +771,9 @@ void JoinHub(std::shared_ptr<Member>& member) {
       member.reset();
       return;
     }
-    if (!rendezvous.path.empty()) {
+    if (!rendezvous.socket_name.empty()) {
       lock.unlock();
-      const int fd = ConnectTo(rendezvous.path);
+      const int fd = ConnectTo(rendezvous.socket_name);
       lock.lock();
       if (fd >= 0) {
         // A hub of this process may have appeared meanwhile: then it is joined directly.
@@ -904,19 +891,11 @@ void StartJoin(const std::shared_ptr<Member>& member) {
       hubs[member->rendezvous.token] = hub;
       JoinLocalLocked(*member, hub);
     }
-    const std::string& path = member->rendezvous.path;
-    if (path.empty()) return;
+    const std::string& socket_name = member->rendezvous.socket_name;
+    if (socket_name.empty()) return;
+    // An abstract name is never stale: taken means a live hub already has this id.
     std::string error;
-    int listen_fd = ListenAt(path, &error);
-    if (listen_fd < 0) {
-      const int probe = ConnectTo(path);
-      if (probe >= 0) {
-        ::close(probe);  // a live hub already has this id
-      } else {           // a stale socket file: nobody listens there
-        ::unlink(path.c_str());
-        listen_fd = ListenAt(path, &error);
-      }
-    }
+    const int listen_fd = ListenAt(socket_name, &error);
     if (listen_fd < 0) {
       {
         std::lock_guard<std::mutex> lock(Mu());

@@ -4,7 +4,8 @@
 // Each communicator has one hub, in the process of its rank 0: it collects every rank's
 // contribution to collective #k (a "round"), computes the result in rank order once all are
 // there and hands each rank its part. Ranks in the hub's process talk to it directly; ranks
-// in other processes through a Unix-domain socket (a Link) whose path is in the unique id.
+// in other processes through a Unix-domain socket (a Link) whose abstract name is in the
+// unique id.
 // A rank's collectives are numbered when they are enqueued, so rounds match by number.
 //
 // All state here is guarded by one mutex, Mu(), and waited for on one condition variable,
@@ -65,11 +66,11 @@ bool ParseWhere(const char* where, Fault* fault);
 // on; nullptr goes back to the environment.
 void OverrideFault(bool stall, const Fault* fault);
 
-// A unique id: a magic, a random token and the rendezvous socket's path (empty: ranks of
-// this process only, as ncclCommInitAll makes).
+// A unique id: a magic, a random token and the rendezvous socket's abstract name (empty:
+// ranks of this process only, as ncclCommInitAll makes).
 struct Rendezvous {
   std::string token;
-  std::string path;
+  std::string socket_name;
 };
 void NewRendezvous(bool across_processes, ncclUniqueId* id);
 bool ReadRendezvous(const ncclUniqueId& id, Rendezvous* rendezvous);

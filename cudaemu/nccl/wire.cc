@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
 
 namespace cudaemu::nccl {
@@ -40,11 +41,14 @@ bool ReceiveAll(int fd, void* data, size_t bytes) {
   return true;
 }
 
-bool FillAddress(const std::string& path, sockaddr_un* address) {
+// `name` in the abstract namespace: sun_path starts with a NUL and the address's length,
+// not a terminating NUL, ends the name.
+bool FillAddress(const std::string& name, sockaddr_un* address, socklen_t* length) {
   std::memset(address, 0, sizeof(*address));
   address->sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(address->sun_path)) return false;
-  std::memcpy(address->sun_path, path.data(), path.size());
+  if (name.empty() || name.size() + 1 > sizeof(address->sun_path)) return false;
+  std::memcpy(address->sun_path + 1, name.data(), name.size());
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   return true;
 }
 
@@ -84,10 +88,11 @@ bool Connection::ReceivePayload(void* data, size_t bytes) {
 
 void Connection::Shutdown() { ::shutdown(fd_, SHUT_RDWR); }
 
-int ListenAt(const std::string& path, std::string* error) {
+int ListenAt(const std::string& name, std::string* error) {
   sockaddr_un address;
-  if (!FillAddress(path, &address)) {
-    *error = "socket path \"" + path + "\" is too long";
+  socklen_t length = 0;
+  if (!FillAddress(name, &address, &length)) {
+    *error = "socket name \"" + name + "\" is empty or too long";
     return -1;
   }
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -95,21 +100,22 @@ int ListenAt(const std::string& path, std::string* error) {
     *error = std::string("socket: ") + std::strerror(errno);
     return -1;
   }
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
       ::listen(fd, 128) != 0) {
-    *error = "bind/listen at " + path + ": " + std::strerror(errno);
+    *error = "bind/listen at abstract socket @" + name + ": " + std::strerror(errno);
     ::close(fd);
     return -1;
   }
   return fd;
 }
 
-int ConnectTo(const std::string& path) {
+int ConnectTo(const std::string& name) {
   sockaddr_un address;
-  if (!FillAddress(path, &address)) return -1;
+  socklen_t length = 0;
+  if (!FillAddress(name, &address, &length)) return -1;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  while (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+  while (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
     if (errno == EINTR) continue;
     ::close(fd);
     return -1;

@@ -57,10 +57,15 @@ class Connection {
   std::mutex send_mu_;
 };
 
-// A listening socket at `path`, or -1 with `error` set.
-int ListenAt(const std::string& path, std::string* error);
-// A socket connected to `path`, or -1 when nobody listens there (yet).
-int ConnectTo(const std::string& path);
+// Sockets are named in Linux's abstract namespace (no file: the name is gone once the last
+// descriptor on it closes, also when its process is killed; as NCCL's own IPC sockets). A
+// host is therefore one network namespace: processes in two namespaces do not meet.
+//
+// A socket listening at abstract name `name`, or -1 with `error` set (a live socket already
+// has the name: EADDRINUSE).
+int ListenAt(const std::string& name, std::string* error);
+// A socket connected to abstract name `name`, or -1 when nobody listens there (yet).
+int ConnectTo(const std::string& name);
 // Waits up to `timeout_ms` for a connection; its descriptor, or -1.
 int AcceptWithin(int listen_fd, int timeout_ms);
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -116,6 +117,28 @@ class Child {
   int code_ = 0;
 };
 
+// Files named cudaemu-nccl-* in /tmp and $TMPDIR changed at or after `since`: the rendezvous
+// sockets are abstract (no file), so a killed hub must leave none behind.
+std::vector<std::string> SocketFilesSince(std::filesystem::file_time_type since) {
+  std::vector<std::string> found;
+  std::vector<std::string> dirs = {"/tmp"};
+  if (const char* tmpdir = std::getenv("TMPDIR"); tmpdir != nullptr && dirs[0] != tmpdir) {
+    dirs.push_back(tmpdir);
+  }
+  for (const std::string& dir : dirs) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+      const std::string name = entry.path().filename().string();
+      std::error_code time_error;
+      const auto changed = entry.last_write_time(time_error);
+      if (name.rfind("cudaemu-nccl-", 0) == 0 && !time_error && changed >= since) {
+        found.push_back(entry.path().string());
+      }
+    }
+  }
+  return found;
+}
+
 std::string NewId() {
   ncclUniqueId id;
   EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
@@ -189,6 +212,8 @@ TEST_F(NcclProcessTest, AKilledPeerIsReportedWithinSeconds) {
 // The hub's process (rank 0) dies: the others learn it from the closed connection; with three
 // processes, rank 2's death reaches rank 1 through the hub.
 TEST_F(NcclProcessTest, TheHubOrAThirdProcessDying) {
+  // A second back: file times can be coarser than the clock.
+  const auto start = std::filesystem::file_time_type::clock::now() - 1s;
   {
     const std::string id = NewId();
     Child rank0(WorkerArgs(id, 2, 0, 1, "survive"), {{"CUDAEMU_NCCL_DIE", "0:collective:1"}});
@@ -213,6 +238,7 @@ TEST_F(NcclProcessTest, TheHubOrAThirdProcessDying) {
     EXPECT_THAT(rank0.Output(), HasSubstr(named));
     EXPECT_THAT(rank1.Output(), HasSubstr(named));
   }
+  EXPECT_THAT(SocketFilesSince(start), ::testing::IsEmpty());
 }
 
 // Rank 1 stalls (CUDAEMU_NCCL_STALL): rank 0's deadline passes and it aborts; rank 1 then sees

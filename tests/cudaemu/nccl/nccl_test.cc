@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -23,6 +25,20 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
+
+// Whether a socket of this network namespace is bound to abstract name `name`: the kernel's
+// table lists it as "@name" in its last column.
+bool AbstractSocketListens(const std::string& name) {
+  std::ifstream table("/proc/net/unix");
+  const std::string suffix = " @" + name;
+  for (std::string line; std::getline(table, line);) {
+    if (line.size() >= suffix.size() &&
+        line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
 
 class NcclTest : public ::testing::Test {
  protected:
@@ -610,10 +626,13 @@ TEST_F(NcclTest, NonBlockingInitWithAPeerThatNeverJoins) {
   ASSERT_EQ(ncclCommInitRankConfig(&comm, 2, id, 0, &config), ncclInProgress);
   ASSERT_NE(comm, nullptr);
   EXPECT_EQ(cudaemu::testing::NcclLiveCommunicators(), live + 1);
-  // The rendezvous socket is at the path in the id, until the communicator ends.
-  const std::string path(id.internal + 40);
+  // The rendezvous socket has the abstract name in the id until the communicator ends, and
+  // never a file.
+  const std::string name(id.internal + 40);
+  EXPECT_TRUE(Eventually([&] { return AbstractSocketListens(name); }, 1000ms)) << name;
   struct stat st;
-  EXPECT_TRUE(Eventually([&] { return stat(path.c_str(), &st) == 0; }, 1000ms)) << path;
+  EXPECT_NE(stat(name.c_str(), &st), 0);
+  EXPECT_NE(stat(("/tmp/" + name).c_str(), &st), 0);
   for (int i = 0; i < 30; ++i) {
     ncclResult_t async = ncclSuccess;
     ASSERT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
@@ -625,8 +644,8 @@ TEST_F(NcclTest, NonBlockingInitWithAPeerThatNeverJoins) {
             ncclInvalidUsage);
   EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
   EXPECT_EQ(cudaemu::testing::NcclLiveCommunicators(), live);
-  EXPECT_TRUE(Eventually([&] { return stat(path.c_str(), &st) != 0; }, 2000ms))
-      << path << " left behind";
+  EXPECT_TRUE(Eventually([&] { return !AbstractSocketListens(name); }, 2000ms))
+      << "@" << name << " left behind";
 
   // The same with a peer that stalls at init (rank 1, non-blocking too: it never joins).
   cudaemu::testing::SetNcclStall(1, "init");
