@@ -141,6 +141,13 @@ done
 for t in 1 2; do
   run "gemm_torch_t$t.txt" env OPENBLAS_NUM_THREADS=$t "$PY" bench/peers/torch_gemm.py --threads=$t
 done
+# OpenBLAS's ceiling on an mlp step: its products alone, as 2, 4 and 8 replicas would run them
+# (a process per replica, one OpenBLAS thread each), and, for comparison, the whole batch's
+# products on both cores at once (one replica's step with 2 threads).
+run gemm_torch_mlp.txt env OPENBLAS_NUM_THREADS=1 "$PY" bench/peers/torch_mlp_products.py \
+  --replicas=2,4,8
+run gemm_torch_mlp_whole.txt env OPENBLAS_NUM_THREADS=2 "$PY" bench/peers/torch_mlp_products.py \
+  --replicas=1 --blas-threads=2
 
 echo "== Training throughput" >&2
 for w in linreg mlp; do

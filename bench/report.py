@@ -82,6 +82,13 @@ def load(d):
         g = first(f"{d}/gemm_torch_t{t}.txt", "torch_sgemm")
         if g:
             gemm[f"openblas_t{t}"] = float(g["gflops"])
+    # OpenBLAS's products of one mlp step (torch_mlp_products.py): per replica count, and the
+    # whole batch on 2 threads.
+    for line in read_lines(f"{d}/gemm_torch_mlp.txt", "torch_mlp_products "):
+        gemm[f"openblas_mlp_products_r{line['replicas']}"] = line
+    whole = first(f"{d}/gemm_torch_mlp_whole.txt", "torch_mlp_products ")
+    if whole:
+        gemm["openblas_mlp_products_whole"] = whole
     r["gemm"] = gemm
     train = {}
     for path in glob.glob(f"{d}/train_tower_*.txt"):
@@ -228,6 +235,14 @@ def main():
     rows.append(("`mlp`, 2 replicas, GFLOP/s vs 2-thread SGEMM roofline",
                  f"Tower {f(mg)} · roofline {f(roof)} ({roof_name})", "≥ 90%",
                  x, x is not None and x >= 0.9))
+    # What bounds it: OpenBLAS (the roofline's own library) computing only the two replicas'
+    # products, each replica on one core; and the whole batch's products on both cores.
+    for key, label in (("openblas_mlp_products_r2", "2 replicas' products, 1 thread each"),
+                       ("openblas_mlp_products_whole", "the whole batch's products on 2 threads")):
+        g = G.get(key, {}).get("gflops")
+        x = ratio(float(g) if g else None, roof)
+        rows.append((f"bound: OpenBLAS, {label}, GFLOP/s (same convention) vs the roofline",
+                     f"{f(float(g)) if g else '—'} · {f(roof)}", "(limit)", x, None))
     # Many replicas on few cores, and one replica on every core.
     for n, target in ((4, 0.5), (8, 0.3)):
         tn = get("tower", "linreg", n, "steps_per_s")
@@ -254,6 +269,12 @@ def main():
         x = ratio(rate, base)
         rows.append((f"bound: mlp products at {b} rows ({n} replicas) vs 128 rows (2 replicas), 1 thread, GFLOP/s",
                      f"{f(rate)} · {f(base)}", "(limit)", x, None))
+    base_ob = G.get("openblas_mlp_products_r2", {}).get("steps_per_s")
+    for n in (4, 8):
+        rate = G.get(f"openblas_mlp_products_r{n}", {}).get("steps_per_s")
+        x = ratio(float(rate), float(base_ob)) if rate and base_ob else None
+        rows.append((f"bound: OpenBLAS, mlp products of {n} vs 2 replicas (1 thread each), steps/s",
+                     f"{rate or '—'} · {base_ob or '—'}", "(limit)", x, None))
     # The same ratios over alternating rounds: each round's ratio, then their median (a
     # round takes under a minute, so both figures of a ratio share the host's phase).
     R = r.get("rounds", {})
