@@ -200,7 +200,6 @@ class MirroredStrategy : public Distribution {
 
   // The run in progress: fn_ on every replica, through the scheduler.
   const std::function<Status(ReplicaContext&)>* fn_ = nullptr;
-  std::vector<Status> results_;
   std::mutex failure_mu_;
   Status first_failure_;  // guarded by failure_mu_: the root cause when replicas fail
   std::unique_ptr<ReplicaScheduler> scheduler_;
