@@ -89,8 +89,8 @@ StatusOr<std::unique_ptr<Variable>> Optimizer::MakeSlot(const Variable& variable
   std::vector<Tensor> copies;
   for (int r = 0; r < variable.num_replicas(); ++r) {
     if (variable.shared() && r > 0) {
-      copies.push_back(copies.front());
-      continue;
+      copies = Variable::SharedCopies(copies.front(), variable.num_replicas());
+      break;
     }
     TOWER_ASSIGN_OR_RETURN(Tensor zeros,
                            Tensor::Zeros(variable.value(r).device(), variable.shape()));

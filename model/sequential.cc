@@ -40,8 +40,9 @@ class Sequential::Factory : public VariableFactory {
     const Distribution& dist = *model_->distribution_;
     for (int r = 0; r < dist.num_local_replicas(); ++r) {
       if (r > 0 && dist.ReplicasShareVariables()) {
-        copies.push_back(copies.front());  // one copy, on replica 0's device
-        continue;
+        // One copy, on replica 0's device.
+        copies = Variable::SharedCopies(copies.front(), dist.num_local_replicas());
+        break;
       }
       TOWER_ASSIGN_OR_RETURN(Tensor value,
                              Initialize(initializer, shape, seed, dist.replica_device(r)));

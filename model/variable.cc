@@ -20,6 +20,12 @@ Variable::Variable(std::string name, std::vector<Tensor> copies, bool trainable)
   shared_ = num_replicas() > 1 && same == num_replicas();
 }
 
+std::vector<Tensor> Variable::SharedCopies(const Tensor& value, int replicas) {
+  std::vector<Tensor> copies = {value};
+  for (int r = 1; r < replicas; ++r) copies.push_back(value.WithOwnCounts());
+  return copies;
+}
+
 StatusOr<std::vector<float>> Variable::Read() const { return copies_.front().ToHost(); }
 
 Status Variable::Assign(const std::vector<float>& values) {

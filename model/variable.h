@@ -5,8 +5,9 @@
 // because every replica applies the same all-reduced gradient.
 //
 // Replicas that share host memory may instead share one copy (Distribution::
-// ReplicasShareVariables): value(r) is then the same tensor for every r, and the optimizer
-// updates it once per step, each replica its own slice (model/optimizer.h).
+// ReplicasShareVariables): value(r) is then the same memory for every r (each replica's
+// handle with reference counts of its own: SharedCopies), and the optimizer updates it
+// once per step, each replica its own slice (model/optimizer.h).
 #ifndef TOWER_MODEL_VARIABLE_H_
 #define TOWER_MODEL_VARIABLE_H_
 
@@ -22,6 +23,11 @@ class Variable {
   // `copies` holds one tensor per replica, all of one shape and dtype: distinct tensors, or
   // one tensor repeated (shared by the replicas).
   Variable(std::string name, std::vector<Tensor> copies, bool trainable = true);
+
+  // The copies of a variable whose `replicas` replicas share `value`: replica 0's handle is
+  // `value`, every other replica's a Tensor::WithOwnCounts handle to it (copying a shared
+  // handle at each op on several cores would move its count's cache line between them).
+  static std::vector<Tensor> SharedCopies(const Tensor& value, int replicas);
 
   // "layers.0.kernel": also its name in checkpoints.
   const std::string& name() const { return name_; }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <sstream>
 
 #include "util/node_pool.h"
@@ -22,7 +23,38 @@ StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(Device* device, s
       bytes);
 }
 
-TensorBuffer::~TensorBuffer() { device_->allocator().Deallocate(data_); }
+namespace {
+
+// Whole cache lines: a record allocated through it shares no line with any other memory.
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr size_t kLine = 64;
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}  // NOLINT: rebinding, as allocators do
+  T* allocate(size_t n) {
+    const size_t bytes = (n * sizeof(T) + kLine - 1) / kLine * kLine;
+    return static_cast<T*>(::operator new(bytes, std::align_val_t(kLine)));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kLine)); }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const CacheLineAllocator<U>&) const { return false; }
+};
+
+}  // namespace
+
+std::shared_ptr<TensorBuffer> TensorBuffer::Alias(std::shared_ptr<TensorBuffer> owner) {
+  TOWER_CHECK(owner != nullptr) << "TensorBuffer::Alias of nothing";
+  return std::allocate_shared<TensorBuffer>(CacheLineAllocator<TensorBuffer>(), Key(),
+                                            std::move(owner));
+}
+
+TensorBuffer::~TensorBuffer() {
+  if (owner_ == nullptr) device_->allocator().Deallocate(data_);
+}
 
 Status ShapeError(std::string_view op, std::string_view what, const Shape& a, const Shape& b) {
   return InvalidArgumentError(std::string(op) + ": " + std::string(what) + " " + a.ToString() +
@@ -116,6 +148,11 @@ Status Tensor::CopyFrom(const Tensor& source) {
   }
   return device()->stream().CopyFromPeer(raw_data(), source.device()->stream(),
                                          source.raw_data(), bytes());
+}
+
+Tensor Tensor::WithOwnCounts() const {
+  if (buffer_ == nullptr) return Tensor();
+  return Tensor(TensorBuffer::Alias(buffer_), offset_, shape_, dtype_);
 }
 
 StatusOr<Tensor> Tensor::Slice(int64_t begin, int64_t end) const {

@@ -24,6 +24,9 @@ namespace tower {
 class TensorBuffer {
  public:
   static StatusOr<std::shared_ptr<TensorBuffer>> Allocate(Device* device, size_t bytes);
+  // `owner`'s memory under reference counts of its own, on cache lines no other record
+  // uses: the memory is freed when the last handle of either goes away.
+  static std::shared_ptr<TensorBuffer> Alias(std::shared_ptr<TensorBuffer> owner);
   ~TensorBuffer();
   TensorBuffer(const TensorBuffer&) = delete;
   TensorBuffer& operator=(const TensorBuffer&) = delete;
@@ -40,11 +43,15 @@ class TensorBuffer {
   };
   TensorBuffer(Key, Device* device, void* data, size_t bytes)
       : device_(device), data_(data), bytes_(bytes) {}
+  TensorBuffer(Key, std::shared_ptr<TensorBuffer> owner)
+      : device_(owner->device_), data_(owner->data_), bytes_(owner->bytes_),
+        owner_(std::move(owner)) {}
 
  private:
   Device* const device_;
   void* const data_;
   const size_t bytes_;
+  const std::shared_ptr<TensorBuffer> owner_;  // set for an alias: it frees nothing itself
 };
 
 class Tensor {
@@ -93,12 +100,25 @@ class Tensor {
   // Overwrites this tensor's values with `source`'s (same shape and dtype, any device).
   Status CopyFrom(const Tensor& source);
 
+  // The same tensor (memory, device, shape) through a handle whose reference counts live
+  // apart from every other handle's, on cache lines of their own. Copying a Tensor changes
+  // its counts atomically: replicas on several cores that share one variable each take
+  // theirs from a handle of their own, so that no count's cache line moves between the
+  // cores at every op. (Made once per variable and replica: one heap allocation.)
+  Tensor WithOwnCounts() const;
+
   // Rows [begin, end) of the first dimension: a view sharing this buffer.
   StatusOr<Tensor> Slice(int64_t begin, int64_t end) const;
   // The same values with another shape of as many elements: a view.
   StatusOr<Tensor> Reshape(const Shape& shape) const;
 
-  bool SharesBufferWith(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
+  // Whether both handles change the same reference counts (copies and views of one handle
+  // do; WithOwnCounts handles do not).
+  bool SharesCountsWith(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
+  // Whether both use one allocation (views, copies, WithOwnCounts handles).
+  bool SharesBufferWith(const Tensor& other) const {
+    return buffer_ && other.buffer_ && buffer_->data() == other.buffer_->data();
+  }
 
   // TensorFlow's print form:
   //   tower.Tensor(

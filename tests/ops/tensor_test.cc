@@ -64,6 +64,36 @@ TEST(TensorTest, SliceAndReshapeAreViews) {
   EXPECT_EQ(t.Slice(4, 4)->num_elements(), 0);
 }
 
+TEST(TensorTest, WithOwnCountsSharesTheMemoryNotTheCounts) {
+  auto context = FourCpus();
+  Device* cpu0 = *context->FindDevice("/CPU:0");
+  const uint64_t before = cpu0->allocator().GetStats().bytes_in_use;
+  Tensor alias;
+  {
+    Tensor t = *Tensor::FromHost(cpu0, Shape{2, 2}, {1, 2, 3, 4});
+    alias = t.WithOwnCounts();
+    EXPECT_TRUE(alias.SharesBufferWith(t));
+    EXPECT_FALSE(alias.SharesCountsWith(t));
+    EXPECT_TRUE(Tensor(alias).SharesCountsWith(alias));  // a copy counts on the alias's
+    EXPECT_TRUE(t.Slice(0, 1)->SharesCountsWith(t));
+    // The same tensor: the memory's device, shape and dtype, and writes seen through both.
+    EXPECT_EQ(alias.device(), cpu0);
+    EXPECT_EQ(alias.shape(), (Shape{2, 2}));
+    EXPECT_EQ(alias.dtype(), DType::kFloat32);
+    t.data<float>()[3] = 40;
+    EXPECT_EQ(*alias.ToHost(), (std::vector<float>{1, 2, 3, 40}));
+    // A view's alias starts where the view does.
+    Tensor row = t.Slice(1, 2)->WithOwnCounts();
+    EXPECT_EQ(*row.ToHost(), (std::vector<float>{3, 40}));
+  }
+  // The memory outlives the first handle, and goes back to CPU:0 with the last.
+  EXPECT_GT(cpu0->allocator().GetStats().bytes_in_use, before);
+  EXPECT_EQ(*alias.ToHost(), (std::vector<float>{1, 2, 3, 40}));
+  alias = Tensor();
+  EXPECT_EQ(cpu0->allocator().GetStats().bytes_in_use, before);
+  EXPECT_FALSE(Tensor().WithOwnCounts().valid());
+}
+
 TEST(TensorTest, CopiesBetweenLogicalCpus) {
   auto context = FourCpus();
   Device* cpu0 = *context->FindDevice("/CPU:0");

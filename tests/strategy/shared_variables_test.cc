@@ -115,6 +115,9 @@ Trained Train(const TrainingRun& setup) {
       // Shared: the same tensor, on replica 0's device.
       EXPECT_EQ(variable->value(r).raw_data() == variable->value(0).raw_data(), setup.share)
           << variable->name();
+      // Each replica's handle counts its references apart (replicas on other cores copy
+      // theirs at every op: one count for all would be a line moving between the cores).
+      EXPECT_FALSE(variable->value(r).SharesCountsWith(variable->value(0))) << variable->name();
     }
   }
   out.cpu1_bytes_in_use = strategy->devices()[1]->allocator().GetStats().bytes_in_use;
