@@ -87,15 +87,12 @@ StatusOr<float> Optimizer::GlobalNormScale(const std::vector<Tensor>& grads,
 StatusOr<std::unique_ptr<Variable>> Optimizer::MakeSlot(const Variable& variable,
                                                         const std::string& slot) {
   std::vector<Tensor> copies;
-  for (int r = 0; r < variable.num_replicas(); ++r) {
-    if (variable.shared() && r > 0) {
-      copies = Variable::SharedCopies(copies.front(), variable.num_replicas());
-      break;
-    }
+  for (int r = 0; r < (variable.shared() ? 1 : variable.num_replicas()); ++r) {
     TOWER_ASSIGN_OR_RETURN(Tensor zeros,
                            Tensor::Zeros(variable.value(r).device(), variable.shape()));
     copies.push_back(std::move(zeros));
   }
+  if (variable.shared()) copies = Variable::SharedCopies(copies.front(), variable.num_replicas());
   return std::make_unique<Variable>("optimizer." + variable.name() + "." + slot,
                                     std::move(copies), /*trainable=*/false);
 }

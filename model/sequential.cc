@@ -38,16 +38,14 @@ class Sequential::Factory : public VariableFactory {
     std::vector<Tensor> copies;
     const uint64_t seed = VariableSeed(model_->seed_, name);
     const Distribution& dist = *model_->distribution_;
-    for (int r = 0; r < dist.num_local_replicas(); ++r) {
-      if (r > 0 && dist.ReplicasShareVariables()) {
-        // One copy, on replica 0's device.
-        copies = Variable::SharedCopies(copies.front(), dist.num_local_replicas());
-        break;
-      }
+    // Shared: one copy, on replica 0's device.
+    const bool shared = dist.ReplicasShareVariables();
+    for (int r = 0; r < (shared ? 1 : dist.num_local_replicas()); ++r) {
       TOWER_ASSIGN_OR_RETURN(Tensor value,
                              Initialize(initializer, shape, seed, dist.replica_device(r)));
       copies.push_back(std::move(value));
     }
+    if (shared) copies = Variable::SharedCopies(copies.front(), dist.num_local_replicas());
     model_->variables_.push_back(std::make_unique<Variable>(name, std::move(copies), trainable));
     Variable* variable = model_->variables_.back().get();
     if (trainable) model_->trainable_.push_back(variable);

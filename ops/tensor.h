@@ -34,6 +34,8 @@ class TensorBuffer {
   Device* device() const { return device_; }
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // The buffer that owns the memory: this one, or an alias's owner.
+  const TensorBuffer* root() const { return owner_ != nullptr ? owner_.get() : this; }
 
   // Only Allocate can make one (a key only it can name), through std::make_shared: the
   // buffer and its reference counts in one heap allocation.
@@ -43,9 +45,10 @@ class TensorBuffer {
   };
   TensorBuffer(Key, Device* device, void* data, size_t bytes)
       : device_(device), data_(data), bytes_(bytes) {}
+  // An alias of an alias holds the owner itself: no chains.
   TensorBuffer(Key, std::shared_ptr<TensorBuffer> owner)
       : device_(owner->device_), data_(owner->data_), bytes_(owner->bytes_),
-        owner_(std::move(owner)) {}
+        owner_(owner->owner_ != nullptr ? owner->owner_ : std::move(owner)) {}
 
  private:
   Device* const device_;
@@ -117,7 +120,7 @@ class Tensor {
   bool SharesCountsWith(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
   // Whether both use one allocation (views, copies, WithOwnCounts handles).
   bool SharesBufferWith(const Tensor& other) const {
-    return buffer_ && other.buffer_ && buffer_->data() == other.buffer_->data();
+    return buffer_ && other.buffer_ && buffer_->root() == other.buffer_->root();
   }
 
   // TensorFlow's print form:

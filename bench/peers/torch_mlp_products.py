@@ -68,6 +68,8 @@ def main():
     p.add_argument("--windows", type=int, default=3)
     p.add_argument("--blas-threads", type=int, default=1, help="OpenBLAS threads per replica")
     a = p.parse_args()
+    if a.window_s <= 0 or a.windows < 1 or a.blas_threads < 1:
+        raise SystemExit("--window-s must be > 0, --windows and --blas-threads >= 1")
     ctx = mp.get_context("spawn")
     for r in [int(v) for v in a.replicas.split(",")]:
         if r < 1 or GLOBAL_BATCH % r != 0:

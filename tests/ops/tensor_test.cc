@@ -82,9 +82,12 @@ TEST(TensorTest, WithOwnCountsSharesTheMemoryNotTheCounts) {
     EXPECT_EQ(alias.dtype(), DType::kFloat32);
     t.data<float>()[3] = 40;
     EXPECT_EQ(*alias.ToHost(), (std::vector<float>{1, 2, 3, 40}));
-    // A view's alias starts where the view does.
+    // A view's alias starts where the view does; an alias of an alias is one more alias.
     Tensor row = t.Slice(1, 2)->WithOwnCounts();
     EXPECT_EQ(*row.ToHost(), (std::vector<float>{3, 40}));
+    Tensor again = alias.WithOwnCounts();
+    EXPECT_TRUE(again.SharesBufferWith(t));
+    EXPECT_FALSE(again.SharesCountsWith(alias));
   }
   // The memory outlives the first handle, and goes back to CPU:0 with the last.
   EXPECT_GT(cpu0->allocator().GetStats().bytes_in_use, before);
@@ -92,6 +95,11 @@ TEST(TensorTest, WithOwnCountsSharesTheMemoryNotTheCounts) {
   alias = Tensor();
   EXPECT_EQ(cpu0->allocator().GetStats().bytes_in_use, before);
   EXPECT_FALSE(Tensor().WithOwnCounts().valid());
+  // Empty tensors hold no memory (a null address each): two of them share nothing.
+  Tensor none_a = *Tensor::Zeros(cpu0, Shape{0});
+  Tensor none_b = *Tensor::Zeros(cpu0, Shape{0});
+  EXPECT_FALSE(none_a.SharesBufferWith(none_b));
+  EXPECT_TRUE(none_a.WithOwnCounts().SharesBufferWith(none_a));
 }
 
 TEST(TensorTest, CopiesBetweenLogicalCpus) {
