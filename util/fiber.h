@@ -16,6 +16,8 @@
 #include <memory>
 #include <vector>
 
+#include "util/cache_line.h"
+
 namespace tower {
 
 // Values of FiberLocals held by one fiber or one thread (see FiberLocal below).
@@ -98,6 +100,9 @@ class Fiber {
 // when several fibers share a thread (each replica's device scopes, say). A T is made
 // (value-initialised) at its first use in each fiber or thread and lives as long as that
 // fiber or thread. Declare one as a static: `static FiberLocal<Stack> stack; stack.Get()`.
+// Each T is alone on its cache lines: the values of different threads (replicas running in
+// step on different cores, writing theirs all the time) never share a line, wherever the
+// heap put them.
 template <typename T>
 class FiberLocal {
  public:
@@ -108,10 +113,11 @@ class FiberLocal {
   T& Get() const {
     void*& value = FiberLocalValues::Running(slot_);
     if (value == nullptr) {
-      value = new T();
-      FiberLocalValues::SetRunningDeleter(slot_, [](void* v) { delete static_cast<T*>(v); });
+      value = new CacheLinePadded<T>();
+      FiberLocalValues::SetRunningDeleter(
+          slot_, [](void* v) { delete static_cast<CacheLinePadded<T>*>(v); });
     }
-    return *static_cast<T*>(value);
+    return static_cast<CacheLinePadded<T>*>(value)->value;
   }
 
  private:

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "strategy/replica_barrier.h"
+#include "util/cache_line.h"
 #include "util/fiber.h"
 #include "tests/testing/replica_threads.h"
 #include "util/logging.h"
@@ -134,6 +136,22 @@ TEST(ReplicaSchedulerTest, FiberLocalsArePerFiberAcrossYields) {
   }
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(local.Get(), -1);
+}
+
+// FiberLocal values are written all the time by the replica that owns them, and replicas
+// run in step on different cores: no two replicas' values may share a cache line, not even
+// those of fibers on one thread (allocated one after another from one heap).
+TEST(ReplicaSchedulerTest, FiberLocalsOfReplicasShareNoCacheLine) {
+  static FiberLocal<int> local;
+  ReplicaScheduler scheduler(6, 2, /*spin=*/true);
+  std::vector<uintptr_t> address(6, 0);
+  RunAll(scheduler, [&](int r) { address[r] = reinterpret_cast<uintptr_t>(&local.Get()); });
+  for (int a = 0; a < 6; ++a) {
+    for (int b = a + 1; b < 6; ++b) {
+      EXPECT_NE(address[a] / kCacheLineBytes, address[b] / kCacheLineBytes)
+          << "replicas " << a << " and " << b;
+    }
+  }
 }
 
 }  // namespace
