@@ -13,13 +13,26 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/cache_line.h"
 #include "util/fiber.h"
 #include "util/file.h"
 
 namespace tower {
-namespace {
 
-std::atomic<int64_t> current_step{0};
+namespace internal {
+
+// The caller of a training step writes it every step and every replica reads it: on a cache
+// line of its own, so that the process's other globals beside it in .bss (the device scope
+// stack's guard, this recorder's pointer, the bucket slot) are not moved off every other
+// core by each write. Packed with them, the write cost a replica thread a miss on each of
+// those globals every step (perf, 2-replica `linreg`, 2026-11-26). External linkage on
+// purpose: the optimizer may split an internal global of struct type into its fields
+// (clang's GlobalOpt did), and with them goes the padding.
+CacheLinePadded<std::atomic<int64_t>> current_step;
+
+}  // namespace internal
+
+namespace {
 
 // The bucket is stored plus one, so that a fiber's first (zeroed) value means none.
 FiberLocal<int>& BucketSlot() {
@@ -88,8 +101,10 @@ void OnSignal(int signal_number) {
 
 }  // namespace
 
-void SetCurrentStep(int64_t step) { current_step.store(step, std::memory_order_relaxed); }
-int64_t CurrentStep() { return current_step.load(std::memory_order_relaxed); }
+void SetCurrentStep(int64_t step) {
+  internal::current_step.value.store(step, std::memory_order_relaxed);
+}
+int64_t CurrentStep() { return internal::current_step.value.load(std::memory_order_relaxed); }
 
 int CurrentBucket() { return BucketSlot().Get() - 1; }
 BucketScope::BucketScope(int bucket) : slot_(&BucketSlot().Get()), previous_(*slot_) {
