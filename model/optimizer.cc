@@ -52,10 +52,10 @@ Status Optimizer::SetClipping(const GradientClipping& clipping) {
   return OkStatus();
 }
 
-void Optimizer::UpdateSummedSlice(const StepAttrs& attrs, size_t variable, int64_t begin,
-                                  int64_t end, const float* sum) const {
+void Optimizer::UpdateSummedSlice(int replica, const StepAttrs& attrs, size_t variable,
+                                  int64_t begin, int64_t end, const float* sum) const {
   if (clipping_.clip_value == 0) {
-    UpdateSlice(attrs, variable, begin, end, sum);
+    UpdateSlice(replica, attrs, variable, begin, end, sum);
     return;
   }
   // Clipped in blocks on the stack (still in L1), never in the sums themselves.
@@ -65,7 +65,7 @@ void Optimizer::UpdateSummedSlice(const StepAttrs& attrs, size_t variable, int64
   for (int64_t first = begin; first < end; first += kBlock) {
     const int64_t last = std::min(end, first + kBlock);
     ops::ClipByValueOnHost(clip, sum + (first - begin), clipped, last - first);
-    UpdateSlice(attrs, variable, first, last, clipped);
+    UpdateSlice(replica, attrs, variable, first, last, clipped);
   }
 }
 
@@ -141,7 +141,7 @@ Status Optimizer::Apply(int replica, int64_t iteration, const std::vector<Variab
     const int sharing = variable.num_replicas();
     const int64_t begin = n * replica / sharing;
     const int64_t end = n * (replica + 1) / sharing;
-    if (begin < end) UpdateSlice(attrs, i, begin, end, grad.data<float>() + begin);
+    if (begin < end) UpdateSlice(replica, attrs, i, begin, end, grad.data<float>() + begin);
   }
   return OkStatus();
 }
@@ -172,12 +172,14 @@ class SgdOptimizer : public Optimizer {
     return StepAttrs(sgd);
   }
 
-  void UpdateSlice(const StepAttrs& attrs, size_t variable, int64_t begin, int64_t end,
-                   const float* grad) const override {
-    float* velocity =
-        momentum_ == 0 ? nullptr : velocities_[variable]->value().data<float>() + begin;
-    ops::SgdOnHost(std::get<attrs::Sgd>(attrs), variables_[variable]->value().data<float>() + begin,
-                   velocity, grad, end - begin);
+  void UpdateSlice(int replica, const StepAttrs& attrs, size_t variable, int64_t begin,
+                   int64_t end, const float* grad) const override {
+    float* velocity = momentum_ == 0
+                          ? nullptr
+                          : velocities_[variable]->value(replica).data<float>() + begin;
+    ops::SgdOnHost(std::get<attrs::Sgd>(attrs),
+                   variables_[variable]->value(replica).data<float>() + begin, velocity, grad,
+                   end - begin);
   }
 
   std::vector<Variable*> slots() const override {
@@ -234,12 +236,12 @@ class AdamOptimizer : public Optimizer {
     return StepAttrs(adam);
   }
 
-  void UpdateSlice(const StepAttrs& attrs, size_t variable, int64_t begin, int64_t end,
-                   const float* grad) const override {
+  void UpdateSlice(int replica, const StepAttrs& attrs, size_t variable, int64_t begin,
+                   int64_t end, const float* grad) const override {
     ops::AdamOnHost(std::get<attrs::Adam>(attrs),
-                    variables_[variable]->value().data<float>() + begin,
-                    m_[variable]->value().data<float>() + begin,
-                    v_[variable]->value().data<float>() + begin, grad, end - begin);
+                    variables_[variable]->value(replica).data<float>() + begin,
+                    m_[variable]->value(replica).data<float>() + begin,
+                    v_[variable]->value(replica).data<float>() + begin, grad, end - begin);
   }
 
   std::vector<Variable*> slots() const override {

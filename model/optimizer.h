@@ -17,6 +17,7 @@
 #include "model/learning_rate_schedule.h"
 #include "model/variable.h"
 #include "ops/op_attrs.h"
+#include "util/cache_line.h"
 
 namespace tower {
 
@@ -62,8 +63,10 @@ class Optimizer {
   // Applies `attrs` (from AttrsOf) to elements [begin, end) of the shared variable
   // `variables[variable]` of the last Build, `grad` holding end − begin summed gradients.
   // Concurrent calls on disjoint elements are safe. Same bits as Apply on those elements.
-  virtual void UpdateSlice(const StepAttrs& attrs, size_t variable, int64_t begin,
-                           int64_t end, const float* grad) const = 0;
+  // `replica` is the replica that runs it: the variables and slots are reached through its
+  // own handles (value(replica)), whose reference counts no other replica's core writes.
+  virtual void UpdateSlice(int replica, const StepAttrs& attrs, size_t variable,
+                           int64_t begin, int64_t end, const float* grad) const = 0;
 
   // The slot variables, for checkpoints.
   virtual std::vector<Variable*> slots() const = 0;
@@ -77,8 +80,8 @@ class Optimizer {
   bool CanUpdateSlicesOfSums() const { return clipping_.global_clip_norm == 0; }
   // UpdateSlice after clipping the slice by value when that is on: what the all-reduce's
   // hand-over calls (`sum` is not modified).
-  void UpdateSummedSlice(const StepAttrs& attrs, size_t variable, int64_t begin, int64_t end,
-                         const float* sum) const;
+  void UpdateSummedSlice(int replica, const StepAttrs& attrs, size_t variable, int64_t begin,
+                         int64_t end, const float* sum) const;
   // The factor global-norm clipping multiplies `grads` by: clip / ‖grads‖₂ when the norm is
   // above the clip, else 1 (and 1 when it is off). The norm is GlobalNorm's: the same sums
   // give the same factor on every replica. A non-finite norm is an error naming the
@@ -86,10 +89,10 @@ class Optimizer {
   StatusOr<float> GlobalNormScale(const std::vector<Tensor>& grads, int64_t iteration) const;
 
   // Updates applied so far; the model advances it once per step (not per replica).
-  int64_t iterations() const { return iterations_; }
-  void set_iterations(int64_t iterations) { iterations_ = iterations; }
+  int64_t iterations() const { return iterations_.value; }
+  void set_iterations(int64_t iterations) { iterations_.value = iterations; }
   // The rate for the current iteration, or for `iteration`.
-  float learning_rate() const { return learning_rate(iterations_); }
+  float learning_rate() const { return learning_rate(iterations_.value); }
   float learning_rate(int64_t iteration) const { return (*schedule_)(iteration); }
   void set_schedule(std::shared_ptr<LearningRateSchedule> schedule) { schedule_ = std::move(schedule); }
 
@@ -107,7 +110,10 @@ class Optimizer {
  private:
   std::shared_ptr<LearningRateSchedule> schedule_;
   GradientClipping clipping_;
-  int64_t iterations_ = 0;
+  // Written by the caller after every step, while the replica that updates the shared
+  // variables reads the subclass's fields (its variables, slots, hyperparameters): on a
+  // line of its own.
+  CacheLinePadded<int64_t> iterations_;
 };
 
 // velocity = momentum·velocity − lr·g; var += velocity (Nesterov: var += momentum·velocity − lr·g).

@@ -483,7 +483,6 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   if (predictions != nullptr) predictions->assign(static_cast<size_t>(batch.rows * out_dim), 0.0f);
   // Other workers hold the other rows' predictions: they come with the loss's all-reduce.
   const bool gather = predictions != nullptr && dist.num_replicas_in_sync() > dist.num_local_replicas();
-  double loss = 0;  // replica 0's: after the all-reduce every replica holds the same
   // Every replica reads the step number before the all-reduce, which nobody passes before
   // all have read it.
   const int64_t iteration = optimizer_->iterations();
@@ -506,27 +505,32 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     TOWER_ASSIGN_OR_RETURN(update, optimizer_->AttrsOf(iteration));
   }
 
+  // What replica 0 finds during the step, on lines of its own: the other replicas read
+  // `Step` (on the caller's stack) while replica 0 writes these.
+  struct alignas(kCacheLineBytes) StepResults {
+    double loss = 0;     // after the all-reduce every replica holds the same
+    bool finite = true;  // under loss scaling: every summed gradient was finite
+    // StepStats: seconds in its reducer, ‖sums‖₂ (when record_norm).
+    double all_reduce_seconds = 0;
+    double gradient_norm = std::numeric_limits<double>::quiet_NaN();
+  } results;
   // The replicas' function captures one pointer to the step's state (and `this`), so that
-  // the std::function it becomes holds it inline: no allocation per step.
-  struct Step {
+  // the std::function it becomes holds it inline: no allocation per step. Read-only while
+  // the replicas run.
+  struct alignas(kCacheLineBytes) Step {
     Distribution& dist;
     const data::Batch& batch;
     bool training;
     std::vector<float>* predictions;
     bool gather;
     int64_t in_dim, out_dim, iteration;
-    double& loss;
     bool update_in_reduce;
     const Optimizer::StepAttrs& update;
     float loss_scale;  // 0: off
-    bool finite;       // under loss scaling: every summed gradient was finite (replica 0's)
     bool record_norm;
-    // StepStats, measured by replica 0: seconds in its reducer, ‖sums‖₂ (when record_norm).
-    double all_reduce_seconds;
-    double gradient_norm;
-  } step{dist, batch, training, predictions, gather, in_dim, out_dim, iteration, loss,
-         update_in_reduce, update, scaling ? loss_scale_->scale() : 0.0f, true, record_norm,
-         0.0, std::numeric_limits<double>::quiet_NaN()};
+    StepResults& results;  // replica 0's
+  } step{dist, batch, training, predictions, gather, in_dim, out_dim, iteration,
+         update_in_reduce, update, scaling ? loss_scale_->scale() : 0.0f, record_norm, results};
   Status status = dist.RunOnReplicas([this, &step](ReplicaContext& ctx) -> Status {
     Distribution& dist = step.dist;
     const data::Batch& batch = step.batch;
@@ -551,7 +555,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     // Replica 0 of a training step times its reducer calls when asked
     // (StepStats::all_reduce_seconds).
     TimedReducer reducer(ctx.gradient_reducer(), training && r == 0 && record_step_times_
-                                                      ? &step.all_reduce_seconds
+                                                      ? &step.results.all_reduce_seconds
                                                       : nullptr);
     ReplicaPass& pass = replica_pass.Get();
     // Nothing of this step outlives it (the next step's peak memory must not hold these).
@@ -564,17 +568,23 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       }
     } release{pass};
     // The optimizer takes the summed gradients from the reducer, if it hands them over.
+    // (The reducer calls the sink of the replica that sums: this one.)
     struct UpdateFromSums : SummedGradientSink {
+      int replica;
       const Optimizer& optimizer;
       const Optimizer::StepAttrs& update;
       const std::vector<size_t>& variable_of_gradient;
-      UpdateFromSums(const Optimizer& optimizer, const Optimizer::StepAttrs& update,
+      UpdateFromSums(int replica, const Optimizer& optimizer, const Optimizer::StepAttrs& update,
                      const std::vector<size_t>& variable_of_gradient)
-          : optimizer(optimizer), update(update), variable_of_gradient(variable_of_gradient) {}
+          : replica(replica),
+            optimizer(optimizer),
+            update(update),
+            variable_of_gradient(variable_of_gradient) {}
       void Consume(size_t gradient, int64_t begin, int64_t end, const float* sum) override {
-        optimizer.UpdateSummedSlice(update, variable_of_gradient[gradient], begin, end, sum);
+        optimizer.UpdateSummedSlice(replica, update, variable_of_gradient[gradient], begin, end,
+                                    sum);
       }
-    } update_from_sums(*optimizer_, step.update, variable_of_gradient_);
+    } update_from_sums(r, *optimizer_, step.update, variable_of_gradient_);
     struct HandOver {
       GradientReducer& reducer;
       bool on;
@@ -636,12 +646,12 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       // Every replica holds the same sums: replica 0 measures them, unscaled (the scale is a
       // power of two: dividing the norm is exact). Non-finite when the step will be skipped.
       TOWER_ASSIGN_OR_RETURN(const double norm, GlobalNorm(pass.gradients));
-      step.gradient_norm = step.loss_scale != 0 ? norm / step.loss_scale : norm;
+      step.results.gradient_norm = step.loss_scale != 0 ? norm / step.loss_scale : norm;
     }
     if (training && step.loss_scale != 0) {
       // Every replica holds the same sums: each decides alone, all alike.
       TOWER_ASSIGN_OR_RETURN(const bool finite, AllFinite(pass.gradients));
-      if (r == 0) step.finite = finite;
+      if (r == 0) step.results.finite = finite;
       if (finite) {
         // Unscaled (the scale is a power of two: exact), then the update.
         for (Tensor& gradient : pass.gradients) {
@@ -660,25 +670,25 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     }
     float loss_value = 0;
     TOWER_RETURN_IF_ERROR(pass.loss.ToHostBytes(&loss_value));
-    if (r == 0) step.loss = loss_value;
+    if (r == 0) step.results.loss = loss_value;
     if (gather && r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
     return OkStatus();
   });
   TOWER_RETURN_IF_ERROR(status);
   if (training) {
-    step_stats_.iteration = iteration;
-    step_stats_.learning_rate = optimizer_->learning_rate(iteration);
-    step_stats_.all_reduce_seconds = step.all_reduce_seconds;
-    step_stats_.loss_scale = step.loss_scale;
-    step_stats_.skipped = !step.finite;
-    step_stats_.gradient_global_norm =
-        step.finite ? step.gradient_norm : std::numeric_limits<double>::quiet_NaN();
+    step_stats_.value.iteration = iteration;
+    step_stats_.value.learning_rate = optimizer_->learning_rate(iteration);
+    step_stats_.value.all_reduce_seconds = results.all_reduce_seconds;
+    step_stats_.value.loss_scale = step.loss_scale;
+    step_stats_.value.skipped = !results.finite;
+    step_stats_.value.gradient_global_norm =
+        results.finite ? results.gradient_norm : std::numeric_limits<double>::quiet_NaN();
   }
-  if (scaling) loss_scale_->Update(step.finite);
+  if (scaling) loss_scale_->Update(results.finite);
   // A step that loss scaling skipped is not an update: the counter (and the schedule) stay.
-  if (training && step.finite) optimizer_->set_iterations(iteration + 1);
+  if (training && results.finite) optimizer_->set_iterations(iteration + 1);
   if (predictions != nullptr) DenormalizeOutputs(predictions->data(), batch.rows);
-  return loss;
+  return results.loss;
 }
 
 void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions) {
@@ -706,7 +716,7 @@ StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {
                          RunBatch(batch, /*training=*/true,
                                   metrics_.empty() ? nullptr : &predictions));
   if (!metrics_.empty()) UpdateMetrics(batch, predictions);
-  step_stats_.step_seconds =
+  step_stats_.value.step_seconds =
       record_step_times_
           ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
           : 0.0;

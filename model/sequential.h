@@ -38,6 +38,7 @@
 #include "model/loss_scale.h"
 #include "model/optimizer.h"
 #include "model/precision.h"
+#include "util/cache_line.h"
 
 namespace tower {
 
@@ -250,7 +251,7 @@ class Sequential {
   // over every summed gradient, and where replicas share variables the optimizer then
   // updates them after the all-reduce instead of slice by slice inside it (as under
   // global-norm clipping, whose norm needs every sum first too).
-  const StepStats& last_step_stats() const { return step_stats_; }
+  const StepStats& last_step_stats() const { return step_stats_.value; }
   void set_record_gradient_norm(bool on) { record_gradient_norm_ = on; }
   bool record_gradient_norm() const { return record_gradient_norm_; }
   // Whether StepStats::step_seconds and all_reduce_seconds are measured (the TensorBoard
@@ -319,7 +320,9 @@ class Sequential {
   bool check_numerics_ = false;
   bool record_gradient_norm_ = false;
   bool record_step_times_ = false;
-  StepStats step_stats_;
+  // Written by the caller after every step; the replica threads read the fields around it
+  // during the next one (check_numerics_, layers_, ...): on lines of its own.
+  CacheLinePadded<StepStats> step_stats_;
   int micro_batches_ = 1;
   PrecisionPolicy policy_ = PrecisionPolicy::kFloat32;
   std::optional<DynamicLossScale> loss_scale_;

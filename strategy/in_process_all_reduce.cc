@@ -203,8 +203,11 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
   // a hang; and one that reads no other core's data when it splits.
   auto decide = [&]() -> uint64_t {
     if (total > kSummedWholeElementsPerReplica * n) return kSplit;
-    decision_ = CheckPublished(replica);
-    if (!decision_.ok()) return kRefused;
+    Status check = CheckPublished(replica);
+    if (!check.ok()) {
+      decision_ = std::move(check);  // written only then: see decision_
+      return kRefused;
+    }
     SumSlice(tensors, 0, total, handed, first_gradient, sink);
     return kSummedWhole;
   };
@@ -359,8 +362,11 @@ Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
   const SumPlan* plan = nullptr;
   auto decide = [&]() -> uint64_t {
     if (total > kSummedWholeElementsPerReplica * n) return kSplit;
-    decision_ = CheckTree(replica, &plan);
-    if (!decision_.ok()) return kRefused;
+    Status check = CheckTree(replica, &plan);
+    if (!check.ok()) {
+      decision_ = std::move(check);
+      return kRefused;
+    }
     SumTreeSlice(replica, *plan, roots, 0, total);
     return kSummedWhole;
   };

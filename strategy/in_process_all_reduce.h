@@ -99,7 +99,9 @@ class InProcessAllReduce : public CrossDeviceOps {
   };
   std::vector<FlatList> flat_;
   // Sum's check of lists the last replica to arrive found mismatched (when it would have
-  // summed them whole): read by all once the barrier opens.
+  // summed them whole): read by all once the barrier opens. Written only on a mismatch: it
+  // shares a cache line with fields every replica reads each call, and a write every call
+  // (an OK status) cost the other replicas a miss on them.
   Status decision_;
   // AllReduceTree: each replica's partial sums and roots, and their flat form, as for Sum:
   // the contribution's fingerprint and the data pointers, written only when they change.
@@ -111,7 +113,7 @@ class InProcessAllReduce : public CrossDeviceOps {
   };
   std::vector<TreeList> tree_lists_;
   std::vector<TreePlanCache> plans_;
-  struct Scratch {
+  struct alignas(64) Scratch {  // each replica thread writes its own: a line apart
     std::vector<const float*> inputs;
     std::vector<float*> outputs;
     uint64_t checked = 0;           // the fingerprints of the last call checked and planned

@@ -341,7 +341,7 @@ Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext
     std::lock_guard<std::mutex> lock(failure_mu_);
     first_failure_ = OkStatus();
   }
-  fn_ = &fn;
+  if (fn_ != &fn) fn_ = &fn;
   scheduler_->Run(&MirroredStrategy::RunScheduled, this);
   Status failure;
   {

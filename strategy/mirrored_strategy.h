@@ -40,6 +40,7 @@
 #include "strategy/replica_scheduler.h"
 #include "strategy/tree_gradient_reducer.h"
 #include "strategy/world.h"
+#include "util/cache_line.h"
 
 namespace tower {
 
@@ -198,12 +199,17 @@ class MirroredStrategy : public Distribution {
   const bool share_variables_;
   std::vector<std::unique_ptr<Replica>> replicas_;
 
-  // The run in progress: fn_ on every replica, through the scheduler.
+  // The run in progress: fn_ on every replica, through the scheduler. Every replica thread
+  // reads it each run; the caller writes it only when it changes (a training loop passes
+  // the same function object step after step).
   const std::function<Status(ReplicaContext&)>* fn_ = nullptr;
+  std::unique_ptr<ReplicaScheduler> scheduler_;
+  // The caller's own state of a run, written every run (its locks, the failure it resets),
+  // on lines of its own: beside fn_ and replicas_ it cost every replica thread a miss on
+  // them each step. A replica thread writes here only when it fails.
+  alignas(kCacheLineBytes) std::mutex run_mu_;  // one Run at a time
   std::mutex failure_mu_;
   Status first_failure_;  // guarded by failure_mu_: the root cause when replicas fail
-  std::unique_ptr<ReplicaScheduler> scheduler_;
-  std::mutex run_mu_;  // one Run at a time
 };
 
 // TensorFlow's OneDeviceStrategy: one replica, on the calling thread.

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/cache_line.h"
 #include "util/fiber.h"
 
 namespace tower {
@@ -70,11 +71,11 @@ class ReplicaScheduler {
   const bool spin_;
   std::vector<std::unique_ptr<Thread>> thread_state_;
 
-  // Dispatch to threads 1..threads-1: a run is a new generation.
-  std::mutex mu_;
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
-  std::atomic<uint64_t> generation_{0};
+  // Dispatch to threads 1..threads-1: a run is a new generation. Everything a run's start
+  // and end touch on both sides is on this one cache line: a worker that sees the new
+  // generation finds the body and its context there (no second line from the caller's
+  // core), and the caller that waits for the workers reads `pending_` there.
+  alignas(kCacheLineBytes) std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   Body body_ = nullptr;
   void* context_ = nullptr;
@@ -84,6 +85,9 @@ class ReplicaScheduler {
   // and no lock).
   std::atomic<int> sleepers_{0};
   std::atomic<bool> caller_sleeps_{false};
+  alignas(kCacheLineBytes) std::mutex mu_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
   std::vector<std::thread> workers_;
 };
 
