@@ -202,6 +202,13 @@ for k in $(seq 1 "$ROUNDS"); do
         --window-s=1
     fi
   done
+  # What bounds linreg's 2 vs 1 replica in this round: each core's rate at one replica's
+  # share of a 2-replica step (32 of the 64 rows), the process pinned to that core. The
+  # host's two cores run at different speeds in some phases (docs/BENCHMARKS.md).
+  for ((c = 0; c < $(nproc); c++)); do
+    run "core_rounds_linreg_c${c}_r$k.txt" taskset -c "$c" "$BIN/train_bench" \
+      --workload=linreg --replicas=1 --global-batch=32 --window-s=1
+  done
 done
 
 echo "== All-reduce" >&2

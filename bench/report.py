@@ -109,8 +109,17 @@ def load(d):
         line = first(path, "torch_single ")  # one setting: no "_best" line
         if m and line:
             torch_rounds.setdefault(line["workload"], {})[int(m.group(1))] = line
+    # One replica's share of a 2-replica linreg step (32 rows), pinned to each core, in the
+    # same rounds: core_rounds[core][round] = its line.
+    core_rounds = {}
+    for path in glob.glob(f"{d}/core_rounds_linreg_c*_r*.txt"):
+        m = re.search(r"_c(\d+)_r(\d+)\.txt$", path)
+        line = first(path, "workload=")
+        if m and line:
+            core_rounds.setdefault(int(m.group(1)), {})[int(m.group(2))] = line
     r["rounds"] = rounds
     r["torch_rounds"] = torch_rounds
+    r["core_rounds"] = core_rounds
     # --ab-deterministic: today's path and deterministic mode, windows alternating.
     for path in glob.glob(f"{d}/train_ab*_*.txt"):
         lines = read_lines(path, "workload=")
@@ -297,6 +306,28 @@ def main():
         if x is not None:
             rows.append((f"`{w}`, {a_n} vs {b_n} replicas, {key.replace('_per_s', '/s')}, median of "
                          "alternating rounds", text, f"≥ {target}×", x, x >= target))
+    # linreg 2 vs 1's ceiling in each round: a 2-replica step runs one replica's 32-row
+    # share on each core (at best the slower core's 32-row rate) or both shares on one core
+    # (at best half the faster one's), whatever it spends meeting; against that round's
+    # 1-replica figure.
+    cores = r.get("core_rounds", {})
+    one = R.get(("linreg", 1), {})
+    bounds, reached = [], []
+    for k in sorted(one):
+        rates = [float(cores[c][k]["steps_per_s"]) for c in cores if k in cores[c]]
+        if len(rates) < 2 or k not in R.get(("linreg", 2), {}):
+            continue
+        ceiling = max(min(rates), max(rates) / 2)
+        bounds.append(ceiling / float(one[k]["steps_per_s"]))
+        reached.append(float(R[("linreg", 2)][k]["steps_per_s"]) / ceiling)
+    if bounds:
+        rows.append(("bound: `linreg` 2 vs 1 replica, the slower core's 32-row rate (or half the "
+                     "faster's) vs 1 replica, median of alternating rounds",
+                     f"{len(bounds)} rounds: " + ", ".join(f"{b:.2f}" for b in bounds),
+                     "(limit)", statistics.median(bounds), None))
+        rows.append(("`linreg` 2 replicas vs that bound, median of alternating rounds",
+                     f"{len(reached)} rounds: " + ", ".join(f"{b:.2f}" for b in sorted(reached)),
+                     "(reached)", statistics.median(reached), None))
     # Tower against PyTorch single, each round's pair, then the median.
     torch_rounds = r.get("torch_rounds", {})
     for w, n, key, target in (("linreg", 1, "steps_per_s", 2.0),
