@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "device/memory_source.h"
+#include "util/cache_line.h"
 #include "util/node_pool.h"
 #include "util/spin_lock.h"
 #include "util/statusor.h"
@@ -166,8 +167,8 @@ class BfcAllocator {
   // A spin lock, not std::mutex: every tensor takes it four times (its buffer and its
   // record, allocated and freed), and the sections under it never block. On a cache line
   // of its own (the alignas on the next member too): nothing else written shares its line.
-  alignas(64) mutable SpinLock mu_;
-  alignas(64) NodePool node_pool_;  // before the containers that use it (destroyed after them)
+  alignas(kCacheLineBytes) mutable SpinLock mu_;
+  alignas(kCacheLineBytes) NodePool node_pool_;  // before the containers that use it (destroyed after them)
   std::vector<Chunk> chunks_;
   std::vector<ChunkHandle> free_handles_;
   std::vector<Region> regions_;

@@ -7,11 +7,11 @@
 #include <new>
 #include <sstream>
 
+#include "util/cache_line.h"
 #include "util/node_pool.h"
 #include "util/strings.h"
 
 namespace tower {
-
 
 StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(Device* device, size_t bytes) {
   TOWER_CHECK(device != nullptr) << "TensorBuffer::Allocate on a null device";
@@ -23,28 +23,6 @@ StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(Device* device, s
       bytes);
 }
 
-namespace {
-
-// Whole cache lines: a record allocated through it shares no line with any other memory.
-template <typename T>
-struct CacheLineAllocator {
-  using value_type = T;
-  static constexpr size_t kLine = 64;
-  CacheLineAllocator() = default;
-  template <typename U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}  // NOLINT: rebinding, as allocators do
-  T* allocate(size_t n) {
-    const size_t bytes = (n * sizeof(T) + kLine - 1) / kLine * kLine;
-    return static_cast<T*>(::operator new(bytes, std::align_val_t(kLine)));
-  }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kLine)); }
-  template <typename U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
-  template <typename U>
-  bool operator!=(const CacheLineAllocator<U>&) const { return false; }
-};
-
-}  // namespace
 
 std::shared_ptr<TensorBuffer> TensorBuffer::Alias(std::shared_ptr<TensorBuffer> owner) {
   TOWER_CHECK(owner != nullptr) << "TensorBuffer::Alias of nothing";

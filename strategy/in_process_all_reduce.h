@@ -21,6 +21,7 @@
 
 #include "strategy/cross_device_ops.h"
 #include "strategy/replica_barrier.h"
+#include "util/cache_line.h"
 
 namespace tower {
 
@@ -93,7 +94,7 @@ class InProcessAllReduce : public CrossDeviceOps {
     float* data;  // valid once the lists are checked (float32, host memory)
     int64_t count;
   };
-  struct alignas(64) FlatList {
+  struct alignas(kCacheLineBytes) FlatList {
     uint64_t fingerprint = 0;
     std::vector<FlatTensor> tensors;  // capacity kept from call to call
   };
@@ -106,14 +107,14 @@ class InProcessAllReduce : public CrossDeviceOps {
   // AllReduceTree: each replica's partial sums and roots, and their flat form, as for Sum:
   // the contribution's fingerprint and the data pointers, written only when they change.
   std::vector<const PartialSums*> published_parts_;
-  struct alignas(64) TreeList {
+  struct alignas(kCacheLineBytes) TreeList {
     uint64_t fingerprint = 0;    // TreeContributionFingerprint
     std::vector<float*> inputs;  // [node * roots + t]: node's sum of tensor t
     std::vector<float*> roots;   // [t]
   };
   std::vector<TreeList> tree_lists_;
   std::vector<TreePlanCache> plans_;
-  struct alignas(64) Scratch {  // each replica thread writes its own: a line apart
+  struct alignas(kCacheLineBytes) Scratch {  // each replica thread writes its own: a line apart
     std::vector<const float*> inputs;
     std::vector<float*> outputs;
     uint64_t checked = 0;           // the fingerprints of the last call checked and planned

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "util/cache_line.h"
 #include "util/status.h"
 
 namespace tower {
@@ -80,18 +81,18 @@ class ReplicaBarrier {
 
   // Apart, on cache lines of their own: every arrival writes arrived_, every waiter polls
   // generation_, and each replica writes its own arrival_ slot.
-  alignas(64) std::atomic<int> arrived_{0};
-  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(kCacheLineBytes) std::atomic<int> arrived_{0};
+  alignas(kCacheLineBytes) std::atomic<uint64_t> generation_{0};
   // What the last arrival's work returned, on generation_'s line: written before the
   // generation is advanced, read after it is seen.
   std::atomic<uint64_t> word_{0};
-  alignas(64) std::atomic<bool> aborted_{false};
+  alignas(kCacheLineBytes) std::atomic<bool> aborted_{false};
   // Waiters blocked (or about to block) on cv_: only then does opening take the lock.
   std::atomic<int> blocked_{0};
   // The generation (plus one) whose stall warning was logged: one warning per collective.
   std::atomic<uint64_t> warned_generation_{0};
   // arrival_[r] = the generation replica r last arrived in, plus one.
-  struct alignas(64) Arrival {
+  struct alignas(kCacheLineBytes) Arrival {
     std::atomic<uint64_t> generation{0};
   };
   std::vector<Arrival> arrival_;

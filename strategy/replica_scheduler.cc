@@ -158,9 +158,8 @@ void ReplicaScheduler::WorkerLoop(int thread) {
 }
 
 void ReplicaScheduler::Run(Body body, void* context) {
-  // Written only when they change: a run is usually the same call as the last.
-  if (body_ != body) body_ = body;
-  if (context_ != context) context_ = context;
+  body_ = body;
+  context_ = context;
   pending_.store(threads_ - 1, std::memory_order_relaxed);
   if (threads_ > 1) {
     generation_.fetch_add(1, std::memory_order_seq_cst);

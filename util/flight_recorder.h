@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "util/cache_line.h"
 #include "util/status.h"
 
 namespace tower {
@@ -126,7 +127,7 @@ class FlightRecorder {
   };
   struct Ring {
     explicit Ring(size_t capacity) : slots(new Slot[capacity]), capacity(capacity) {}
-    alignas(64) std::atomic<uint64_t> next{0};  // records ever begun here
+    alignas(kCacheLineBytes) std::atomic<uint64_t> next{0};  // records ever begun here
     std::unique_ptr<Slot[]> slots;
     size_t capacity;
   };

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include <gtest/gtest.h>
 
@@ -32,6 +33,24 @@ TEST(CacheLinePaddedTest, EachValueOwnsItsLines) {
   EXPECT_NE(Line(&a->value), Line(&b->value));
   delete a;
   delete b;
+}
+
+// What the allocator gives is whole lines: a record made through it (a reference count, say)
+// shares its line with nothing else, however small it is.
+TEST(CacheLineAllocatorTest, RecordsOwnTheirLines) {
+  CacheLineAllocator<char> chars;
+  char* a = chars.allocate(1);
+  char* b = chars.allocate(1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % kCacheLineBytes, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % kCacheLineBytes, 0u);
+  EXPECT_NE(Line(a), Line(b));
+  chars.deallocate(a, 1);
+  chars.deallocate(b, 1);
+  // Through std::allocate_shared (rebound to the control block's type).
+  auto x = std::allocate_shared<int>(CacheLineAllocator<int>(), 1);
+  auto y = std::allocate_shared<int>(CacheLineAllocator<int>(), 2);
+  EXPECT_NE(Line(x.get()), Line(y.get()));
+  EXPECT_EQ(*x + *y, 3);
 }
 
 }  // namespace
