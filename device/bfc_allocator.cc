@@ -74,8 +74,8 @@ BfcAllocator::BfcAllocator(std::string device_name, std::unique_ptr<MemorySource
 }
 
 BfcAllocator::~BfcAllocator() {
-  if (!in_use_.empty()) {
-    TOWER_LOG(ERROR) << device_name_ << ": allocator destroyed with " << in_use_.size()
+  if (stats_.live_allocs != 0) {
+    TOWER_LOG(ERROR) << device_name_ << ": allocator destroyed with " << stats_.live_allocs
                      << " live allocations (" << HumanBytes(stats_.bytes_in_use)
                      << "); their memory is released now";
   }
@@ -206,20 +206,33 @@ StatusOr<void*> BfcAllocator::Allocate(size_t bytes) {
     return OutOfMemory(bytes, "the request is larger than the whole limit", false);
   }
   const size_t rounded = RoundUp(bytes, kMinAllocationSize);
-  ChunkHandle handle = FindFit(rounded);
-  if (handle == kInvalidChunk) {
-    std::string why;
-    bool source_failed = false;
-    if (!Grow(rounded, &why, &source_failed)) return OutOfMemory(bytes, why, source_failed);
-    handle = FindFit(rounded);
-    TOWER_CHECK(handle != kInvalidChunk) << "new region does not fit " << rounded;
+  ChunkHandle handle = kInvalidChunk;
+  if (rounded <= kMaxCachedChunkBytes) {
+    CacheStack& stack = cache_[CacheSlot(rounded)];
+    if (stack.size > 0) {
+      // Already in in_use_, split to exactly this size: only its state changes.
+      handle = stack.handles[--stack.size];
+      chunks_[handle].cached = false;
+    }
   }
-  RemoveFree(handle);
-  if (chunks_[handle].size - rounded >= kMinAllocationSize) Split(handle, rounded);
+  if (handle == kInvalidChunk) {
+    handle = FindFit(rounded);
+    // The cache goes back to the bins before the allocator grows or fails.
+    if (handle == kInvalidChunk && FlushCacheLocked()) handle = FindFit(rounded);
+    if (handle == kInvalidChunk) {
+      std::string why;
+      bool source_failed = false;
+      if (!Grow(rounded, &why, &source_failed)) return OutOfMemory(bytes, why, source_failed);
+      handle = FindFit(rounded);
+      TOWER_CHECK(handle != kInvalidChunk) << "new region does not fit " << rounded;
+    }
+    RemoveFree(handle);
+    if (chunks_[handle].size - rounded >= kMinAllocationSize) Split(handle, rounded);
+    in_use_.emplace(chunks_[handle].ptr, handle);
+  }
   Chunk& chunk = chunks_[handle];
   chunk.in_use = true;
   chunk.requested = bytes;
-  in_use_.emplace(chunk.ptr, handle);
 
   stats_.bytes_in_use += chunk.size;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
@@ -233,29 +246,55 @@ void BfcAllocator::Deallocate(void* ptr) {
   if (ptr == nullptr) return;
   std::lock_guard<SpinLock> lock(mu_);
   auto it = in_use_.find(ptr);
-  TOWER_CHECK(it != in_use_.end())
+  TOWER_CHECK(it != in_use_.end() && chunks_[it->second].in_use)
       << device_name_ << ": Deallocate(" << ptr
       << ") of memory this allocator did not hand out, or freed twice";
-  ChunkHandle handle = it->second;
-  in_use_.erase(it);
+  const ChunkHandle handle = it->second;
   Chunk& chunk = chunks_[handle];
   stats_.bytes_in_use -= chunk.size;
   stats_.live_allocs -= 1;
   chunk.in_use = false;
   chunk.requested = 0;
+  if (chunk.size <= kMaxCachedChunkBytes) {
+    CacheStack& stack = cache_[CacheSlot(chunk.size)];
+    if (stack.size < kCachedChunksPerSize) {
+      chunk.cached = true;
+      stack.handles[stack.size++] = handle;
+      return;
+    }
+  }
+  in_use_.erase(it);
+  ReleaseToBins(handle);
+}
 
-  // Coalesce with free neighbours so adjacent free memory is always one chunk.
-  const ChunkHandle next = chunk.next;
-  if (next != kInvalidChunk && !chunks_[next].in_use) {
+void BfcAllocator::ReleaseToBins(ChunkHandle handle) {
+  // Coalesce with binned free neighbours so adjacent binned free memory is always one
+  // chunk. (A cached neighbour stays apart until it is flushed; it merges then.)
+  const ChunkHandle next = chunks_[handle].next;
+  if (next != kInvalidChunk && chunks_[next].bin >= 0) {
     RemoveFree(next);
     handle = Merge(handle, next);
   }
   const ChunkHandle prev = chunks_[handle].prev;
-  if (prev != kInvalidChunk && !chunks_[prev].in_use) {
+  if (prev != kInvalidChunk && chunks_[prev].bin >= 0) {
     RemoveFree(prev);
     handle = Merge(prev, handle);
   }
   InsertFree(handle);
+}
+
+bool BfcAllocator::FlushCacheLocked() {
+  bool any = false;
+  for (CacheStack& stack : cache_) {
+    while (stack.size > 0) {
+      const ChunkHandle handle = stack.handles[--stack.size];
+      chunks_[handle].cached = false;
+      in_use_.erase(chunks_[handle].ptr);
+      ReleaseToBins(handle);
+      any = true;
+    }
+  }
+  return any;
 }
 
 void* BfcAllocator::AllocateNode(size_t bytes) {
@@ -271,20 +310,42 @@ void BfcAllocator::DeallocateNode(void* node, size_t bytes) {
 size_t BfcAllocator::AllocatedSize(const void* ptr) const {
   std::lock_guard<SpinLock> lock(mu_);
   auto it = in_use_.find(ptr);
-  TOWER_CHECK(it != in_use_.end()) << device_name_ << ": AllocatedSize of unknown " << ptr;
+  TOWER_CHECK(it != in_use_.end() && chunks_[it->second].in_use)
+      << device_name_ << ": AllocatedSize of unknown " << ptr;
   return chunks_[it->second].size;
 }
 
 bool BfcAllocator::Owns(const void* ptr) const {
   std::lock_guard<SpinLock> lock(mu_);
-  return in_use_.count(ptr) != 0;
+  auto it = in_use_.find(ptr);
+  return it != in_use_.end() && chunks_[it->second].in_use;
 }
 
 uint64_t BfcAllocator::LargestFreeChunkLocked() const {
+  uint64_t largest = 0;
   for (int b = kNumBins - 1; b >= 0; --b) {
-    if (!bins_[b].empty()) return chunks_[*bins_[b].rbegin()].size;
+    if (!bins_[b].empty()) {
+      largest = chunks_[*bins_[b].rbegin()].size;
+      break;
+    }
   }
-  return 0;
+  // A cached chunk is free memory that has not merged yet: count it with the free chunks
+  // around it, as the block it becomes once the cache is flushed (as any request that does
+  // not fit otherwise flushes it).
+  for (const CacheStack& stack : cache_) {
+    for (int i = 0; i < stack.size; ++i) {
+      ChunkHandle first = stack.handles[i];
+      while (chunks_[first].prev != kInvalidChunk && !chunks_[chunks_[first].prev].in_use) {
+        first = chunks_[first].prev;
+      }
+      uint64_t run = 0;
+      for (ChunkHandle h = first; h != kInvalidChunk && !chunks_[h].in_use; h = chunks_[h].next) {
+        run += chunks_[h].size;
+      }
+      largest = std::max(largest, run);
+    }
+  }
+  return largest;
 }
 
 AllocatorStats BfcAllocator::StatsLocked() const {
@@ -334,6 +395,7 @@ Status BfcAllocator::CheckInvariants() const {
   };
   uint64_t in_use_bytes = 0;
   int64_t in_use_count = 0;
+  int64_t cached_count = 0;
   size_t free_count = 0;
   uint64_t reserved = 0;
   for (size_t r = 0; r < regions_.size(); ++r) {
@@ -357,7 +419,20 @@ Status BfcAllocator::CheckInvariants() const {
         return breach("chunk size " + std::to_string(chunk.size));
       }
       if (chunk.region != static_cast<int>(r)) return breach("chunk in wrong region");
-      if (chunk.in_use) {
+      if (chunk.in_use && chunk.cached) return breach("chunk both in use and cached");
+      if (chunk.cached) {
+        if (chunk.bin != -1) return breach("cached chunk sits in a bin");
+        if (chunk.requested != 0) return breach("cached chunk keeps a requested size");
+        if (chunk.size > kMaxCachedChunkBytes) return breach("cached chunk too large");
+        const CacheStack& stack = cache_[CacheSlot(chunk.size)];
+        if (std::count(stack.handles.begin(), stack.handles.begin() + stack.size, handle) != 1) {
+          return breach("cached chunk missing from its cache stack");
+        }
+        auto it = in_use_.find(chunk.ptr);
+        if (it == in_use_.end() || it->second != handle) return breach("cached chunk map mismatch");
+        ++cached_count;
+        previous_free = false;  // a binned neighbour of a cached chunk merges at the flush
+      } else if (chunk.in_use) {
         if (chunk.bin != -1) return breach("in-use chunk sits in a bin");
         if (chunk.requested == 0 || chunk.requested > chunk.size) {
           return breach("requested size out of range");
@@ -386,7 +461,11 @@ Status BfcAllocator::CheckInvariants() const {
   for (const Bin& bin : bins_) binned += bin.size();
   if (binned != free_count) return breach("bins hold chunks that are not in any region");
   if (in_use_bytes != stats_.bytes_in_use) return breach("bytes_in_use counter is off");
-  if (in_use_count != stats_.live_allocs || in_use_.size() != static_cast<size_t>(in_use_count)) {
+  int64_t stacked = 0;
+  for (const CacheStack& stack : cache_) stacked += stack.size;
+  if (stacked != cached_count) return breach("cache stacks hold chunks that are not cached");
+  if (in_use_count != stats_.live_allocs ||
+      in_use_.size() != static_cast<size_t>(in_use_count + cached_count)) {
     return breach("live allocation count is off");
   }
   if (reserved != stats_.bytes_reserved) return breach("bytes_reserved counter is off");

@@ -7,6 +7,18 @@
 // Free chunks sit in 21 bins by size (bin b holds sizes in [256·2^b, 256·2^(b+1))), each bin
 // ordered by (size, address), so best fit is one ordered lookup per bin.
 //
+// Small frees are cached: a freed chunk of at most kMaxCachedChunkBytes (1 KiB) goes on a
+// LIFO of its size (kCachedChunksPerSize at most) instead of merging into the bins, and the
+// next request of that rounded size takes it back. For such chunks the bookkeeping (a bin's
+// tree erase and insert, a split, a merge) costs more than the bytes themselves, and a
+// training step of a small model frees and requests the same sizes every step: a `linreg`
+// step of 8 replicas spent 18 % of its time in this allocator before the cache. A cached
+// chunk is free (no stats count it in use; freeing it again aborts) but stays unmerged; the
+// cache is returned to the bins before any request would otherwise grow or fail, so the
+// cache never makes an allocation fail, nor takes a region, that the bins alone would not
+// have needed; and the stats' largest free block counts a cached chunk with its free
+// neighbours.
+//
 // Policies:
 //   growth (default): regions are taken on demand — first `initial_region_bytes`, each next
 //     one twice as large — until `limit_bytes` are reserved. Regions are kept until the
@@ -17,7 +29,7 @@
 // stays fully usable afterwards.
 //
 // Thread-safe: one lock (a spin lock: util/spin_lock.h); every call is O(log n) in the
-// number of chunks.
+// number of chunks, O(1) when the cache serves it.
 #ifndef TOWER_DEVICE_BFC_ALLOCATOR_H_
 #define TOWER_DEVICE_BFC_ALLOCATOR_H_
 
@@ -67,6 +79,9 @@ class BfcAllocator {
  public:
   static constexpr size_t kMinAllocationSize = 256;
   static constexpr int kNumBins = 21;
+  // The free cache (above): chunk sizes 256, 512, 768 and 1024 bytes, a LIFO of each.
+  static constexpr size_t kMaxCachedChunkBytes = 1024;
+  static constexpr int kCachedChunksPerSize = 32;
 
   // `device_name` appears in every error. Without growth this reserves the whole limit now,
   // and fails (ResourceExhausted) if the source cannot provide it.
@@ -116,6 +131,7 @@ class BfcAllocator {
     size_t size = 0;
     size_t requested = 0;  // 0 while free
     bool in_use = false;
+    bool cached = false;  // free, held in the free cache (not in a bin, still in in_use_)
     ChunkHandle prev = kInvalidChunk;  // neighbours in the same region, by address
     ChunkHandle next = kInvalidChunk;
     int bin = -1;  // bin holding this chunk while free; -1 while in use
@@ -154,6 +170,14 @@ class BfcAllocator {
   // `*why` says what stopped it, and `*source_failed` whether the source refused.
   bool Grow(size_t rounded, std::string* why, bool* source_failed);
   Status AddRegion(size_t bytes);
+  // Returns a chunk no longer in use (and no longer in in_use_) to the bins, merged with
+  // its binned free neighbours.
+  void ReleaseToBins(ChunkHandle handle);
+  // Every cached chunk back to the bins; true if there was any.
+  bool FlushCacheLocked();
+  static int CacheSlot(size_t chunk_size) {
+    return static_cast<int>(chunk_size / kMinAllocationSize) - 1;
+  }
   void Split(ChunkHandle handle, size_t size);
   ChunkHandle Merge(ChunkHandle left, ChunkHandle right);
   uint64_t LargestFreeChunkLocked() const;
@@ -173,7 +197,13 @@ class BfcAllocator {
   std::vector<ChunkHandle> free_handles_;
   std::vector<Region> regions_;
   std::array<Bin, kNumBins> bins_;
+  // Live chunks, and cached ones (Chunk::cached), by address.
   InUseMap in_use_;
+  struct CacheStack {
+    std::array<ChunkHandle, kCachedChunksPerSize> handles;
+    int size = 0;
+  };
+  std::array<CacheStack, kMaxCachedChunkBytes / kMinAllocationSize> cache_;
   uint64_t next_region_bytes_;
   AllocatorStats stats_;
 };

@@ -415,9 +415,95 @@ TEST(BfcAllocatorDeathTest, FreeingUnknownPointerAborts) {
 TEST(BfcAllocatorDeathTest, DoubleFreeAborts) {
   CountingSource::Counters counters;
   auto allocator = Make(&counters, 1 * kMiB);
-  void* p = Alloc(*allocator, 100);
-  allocator->Deallocate(p);
-  EXPECT_DEATH(allocator->Deallocate(p), "freed twice");
+  void* small = Alloc(*allocator, 100);  // held in the free cache once freed
+  void* large = Alloc(*allocator, 100 * kKiB);  // merged into the bins once freed
+  allocator->Deallocate(small);
+  allocator->Deallocate(large);
+  EXPECT_DEATH(allocator->Deallocate(small), "freed twice");
+  EXPECT_DEATH(allocator->Deallocate(large), "freed twice");
+  EXPECT_DEATH(allocator->AllocatedSize(small), "AllocatedSize of unknown");
+}
+
+// The free cache: small chunks go back to the next request of their size, unmerged.
+TEST(BfcAllocatorTest, SmallFreeIsServedBackToTheNextRequestOfItsSizeUnmerged) {
+  CountingSource::Counters counters;
+  auto allocator = Make(&counters, 1 * kMiB, /*growth=*/false);
+  void* a = Alloc(*allocator, 256);
+  void* b = Alloc(*allocator, 256);
+  void* guard = Alloc(*allocator, 256);
+  allocator->Deallocate(a);
+  allocator->Deallocate(b);
+  // Merged into the bins, a and b would be one 512-byte chunk at a, and best fit would hand
+  // out a. Cached, they stay apart and the last one freed comes back first.
+  EXPECT_FALSE(allocator->Owns(a));
+  EXPECT_FALSE(allocator->Owns(b));
+  EXPECT_EQ(allocator->GetStats().bytes_in_use, 256u);
+  EXPECT_EQ(allocator->GetStats().live_allocs, 1);
+  ASSERT_TRUE(allocator->CheckInvariants().ok()) << allocator->CheckInvariants();
+  EXPECT_EQ(Alloc(*allocator, 200), b);
+  EXPECT_EQ(Alloc(*allocator, 1), a);
+  EXPECT_TRUE(allocator->Owns(a));
+  EXPECT_EQ(allocator->AllocatedSize(a), 256u);
+  AllocatorStats stats = allocator->GetStats();
+  EXPECT_EQ(stats.bytes_in_use, 768u);
+  EXPECT_EQ(stats.live_allocs, 3);
+  EXPECT_EQ(stats.num_allocs, 5);
+  // Another size is not served from the 256-byte chunks.
+  allocator->Deallocate(a);
+  void* c = Alloc(*allocator, 512);
+  EXPECT_NE(c, a);
+  EXPECT_TRUE(allocator->CheckInvariants().ok()) << allocator->CheckInvariants();
+  (void)guard;
+}
+
+TEST(BfcAllocatorTest, CachedChunksMergeBeforeARequestWouldFail) {
+  // 4 KiB, no growth: sixteen 256-byte chunks fill it. Freed, they sit in the cache; a 4 KiB
+  // request fits only once they merge back into one chunk.
+  CountingSource::Counters counters;
+  auto allocator = Make(&counters, 4 * kKiB, /*growth=*/false);
+  std::vector<void*> chunks;
+  for (int i = 0; i < 16; ++i) chunks.push_back(Alloc(*allocator, 256));
+  for (void* p : chunks) allocator->Deallocate(p);
+  AllocatorStats stats = allocator->GetStats();
+  EXPECT_EQ(stats.bytes_in_use, 0u);
+  // The free block the cached chunks make together, not one chunk's 256 bytes.
+  EXPECT_EQ(stats.largest_free_block, 4 * kKiB);
+  EXPECT_EQ(stats.largest_allocatable, 4 * kKiB);
+  void* whole = Alloc(*allocator, 4 * kKiB);
+  EXPECT_EQ(whole, chunks[0]);
+  EXPECT_EQ(allocator->GetStats().num_ooms, 0);
+  EXPECT_TRUE(allocator->CheckInvariants().ok()) << allocator->CheckInvariants();
+  allocator->Deallocate(whole);
+}
+
+TEST(BfcAllocatorTest, CachedChunksMergeBeforeTheAllocatorGrows) {
+  CountingSource::Counters counters;
+  auto allocator = Make(&counters, 1 * kMiB, /*growth=*/true, /*initial=*/4 * kKiB);
+  std::vector<void*> chunks;
+  for (int i = 0; i < 16; ++i) chunks.push_back(Alloc(*allocator, 256));
+  for (void* p : chunks) allocator->Deallocate(p);
+  void* two = Alloc(*allocator, 2 * kKiB);
+  EXPECT_EQ(counters.allocations, 1) << "grew although the cache held 4 KiB";
+  EXPECT_EQ(allocator->GetStats().num_regions, 1);
+  EXPECT_TRUE(allocator->CheckInvariants().ok()) << allocator->CheckInvariants();
+  allocator->Deallocate(two);
+}
+
+TEST(BfcAllocatorTest, CacheHoldsABoundedNumberOfChunksPerSize) {
+  // More small frees than the cache holds: the rest merge into the bins at once. A steady
+  // state of more live 256-byte chunks than that still reuses its memory (no growth).
+  CountingSource::Counters counters;
+  auto allocator = Make(&counters, 1 * kMiB, /*growth=*/true, /*initial=*/64 * kKiB);
+  constexpr int kChunks = 3 * BfcAllocator::kCachedChunksPerSize;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<void*> chunks;
+    for (int i = 0; i < kChunks; ++i) chunks.push_back(Alloc(*allocator, 256));
+    for (void* p : chunks) allocator->Deallocate(p);
+    ASSERT_TRUE(allocator->CheckInvariants().ok()) << allocator->CheckInvariants();
+  }
+  EXPECT_EQ(counters.allocations, 1);
+  EXPECT_EQ(allocator->GetStats().bytes_in_use, 0u);
+  EXPECT_EQ(allocator->GetStats().largest_free_block, 64 * kKiB);
 }
 
 }  // namespace
