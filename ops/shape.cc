@@ -28,11 +28,6 @@ StatusOr<Shape> Shape::FromVector(const std::vector<int64_t>& dims) {
   return shape;
 }
 
-int64_t Shape::dim(int i) const {
-  TOWER_CHECK(i >= 0 && i < rank_) << "dim " << i << " of a rank-" << rank_ << " shape";
-  return dims_[i];
-}
-
 int64_t Shape::num_elements() const {
   int64_t n = 1;
   for (int i = 0; i < rank_; ++i) n *= dims_[i];

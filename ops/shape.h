@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "util/check.h"
 #include "util/statusor.h"
 
 namespace tower {
@@ -26,7 +27,10 @@ class Shape {
   static StatusOr<Shape> FromVector(const std::vector<int64_t>& dims);
 
   int rank() const { return rank_; }
-  int64_t dim(int i) const;
+  int64_t dim(int i) const {
+    if (__builtin_expect(i < 0 || i >= rank_, 0)) internal::IndexOutOfRange("Shape dim", i, rank_);
+    return dims_[i];
+  }
   int64_t num_elements() const;
   // Product of every dimension but the first: the size of one row of a batch.
   int64_t row_size() const;

@@ -15,4 +15,10 @@ CheckFailure::~CheckFailure() {
   std::abort();
 }
 
+void IndexOutOfRange(const char* what, long long index, long long size) {
+  std::fprintf(stderr, "check failed: %s index %lld out of %lld\n", what, index, size);
+  std::fflush(stderr);
+  std::abort();
+}
+
 }  // namespace tower::internal

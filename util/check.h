@@ -26,6 +26,13 @@ class CheckFailure {
   std::ostringstream stream_;
 };
 
+// The failure of a bounds check in a hot accessor (Span::operator[], Shape::dim): out of
+// line and cold, so that the accessor itself stays small enough to inline (a TOWER_CHECK
+// with its message inline kept both out of line: 1.8 % of a `linreg` step of 8 replicas).
+[[noreturn]] __attribute__((noinline, cold)) void IndexOutOfRange(const char* what,
+                                                                  long long index,
+                                                                  long long size);
+
 // Lets `TOWER_CHECK(x) << ...` be an expression of type void in both branches.
 struct Voidify {
   void operator&(std::ostream&) {}

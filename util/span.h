@@ -36,7 +36,9 @@ class Span {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   T& operator[](size_t i) const {
-    TOWER_CHECK(i < size_) << "Span index " << i << " out of " << size_;
+    if (__builtin_expect(i >= size_, 0)) {
+      internal::IndexOutOfRange("Span", static_cast<long long>(i), static_cast<long long>(size_));
+    }
     return data_[i];
   }
   T* begin() const { return data_; }

@@ -176,5 +176,12 @@ TEST(TensorTest, DebugStringMatchesTensorFlow) {
             "[0.1        0.33333334        nan]");
 }
 
+TEST(ShapeDeathTest, DimOutOfRangeAbortsNamingIndexAndRank) {
+  const Shape shape{2, 3};
+  EXPECT_EQ(shape.dim(1), 3);
+  EXPECT_DEATH((void)shape.dim(2), "Shape dim index 2 out of 2");
+  EXPECT_DEATH((void)shape.dim(-1), "Shape dim index -1 out of 2");
+}
+
 }  // namespace
 }  // namespace tower

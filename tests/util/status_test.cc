@@ -2,9 +2,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "util/span.h"
 #include "util/statusor.h"
 
 namespace tower {
@@ -94,6 +96,13 @@ TEST(StatusOrTest, MoveOnlyAndConvertingValues) {
 TEST(StatusOrDeathTest, ValueOfErrorAborts) {
   StatusOr<int> bad = InvalidArgumentError("nope");
   EXPECT_DEATH((void)bad.value(), "nope");
+}
+
+TEST(CheckDeathTest, SpanIndexOutOfRangeAbortsNamingIndexAndSize) {
+  std::vector<int> values = {1, 2, 3};
+  Span<int> span(values);
+  EXPECT_EQ(span[2], 3);
+  EXPECT_DEATH((void)span[3], "Span index 3 out of 3");
 }
 
 TEST(StatusOrDeathTest, ConstructingFromOkAborts) {
