@@ -65,6 +65,11 @@ struct Options {
   bool ab_precision = false;          // float32 and --precision side by side
   bool ab_trace = false;              // windows with the trace off and on, alternating
   bool check_loss = false;
+  // The cores' cache-line round trip (ns) right before and right after the timed windows:
+  // which of the host's states the figure was taken in (docs/BENCHMARKS.md). 0: not asked.
+  bool round_trip = false;
+  double round_trip_before_ns = 0;
+  double round_trip_after_ns = 0;
   DeviceFlags device;
 };
 
@@ -189,7 +194,7 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
       "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
       "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
-      "intra_op_threads=%d virtual_shards=%d shared_variables=%d precision=%s\n",
+      "intra_op_threads=%d virtual_shards=%d shared_variables=%d precision=%s%s\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
@@ -197,7 +202,11 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
       dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0,
-      std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str());
+      std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str(),
+      options.round_trip ? (" round_trip_ns=" + Fmt("%.0f", options.round_trip_before_ns) +
+                            "," + Fmt("%.0f", options.round_trip_after_ns))
+                               .c_str()
+                         : "");
 }
 
 // The trace's cost (util/trace.h, model/trace_callback.h): one trainer, timed windows with
@@ -338,6 +347,7 @@ Status Run(Options options) {
     options.steps = std::max<int64_t>(5, static_cast<int64_t>(options.window_s * slowest));
   }
   if (options.ab_trace) return TraceOverhead(options, *trainers[0], batches);
+  if (options.round_trip) options.round_trip_before_ns = bench::CrossCoreRoundTripNs(1);
   for (int64_t rep = 0; rep < options.repeats; ++rep) {
     for (auto& trainer : trainers) {
       const auto start = std::chrono::steady_clock::now();
@@ -347,6 +357,7 @@ Status Run(Options options) {
       trainer->rates.push_back(static_cast<double>(options.steps) / seconds);
     }
   }
+  if (options.round_trip) options.round_trip_after_ns = bench::CrossCoreRoundTripNs(1);
   for (const auto& trainer : trainers) {
     Print(options, *trainer, options.steps, params, dataset.feature_dim());
   }
@@ -401,6 +412,9 @@ int main(int argc, char** argv) {
   parser.AddInt("virtual-shards", &options.virtual_shards,
                 "with --deterministic or --ab-deterministic (default 8)");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");
+  parser.AddBool("round-trip", &options.round_trip,
+                 "print round_trip_ns=BEFORE,AFTER: the cores' cache-line round trip around the "
+                 "timed windows");
   tower::AddDeviceFlags(&parser, &options.device);
   return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options); });
 }

@@ -6,6 +6,7 @@ bench="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-tower}/bench/train_bench"
 [[ -x "$bench" ]] || bench="$(dirname "$0")/train_bench"
 for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
             "--workload=linreg --replicas=2 --steps=50 --batches=1" \
+            "--workload=linreg --replicas=2 --steps=50 --batches=1 --round-trip" \
             "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1" \
             "--workload=linreg --replicas=2 --steps=50 --batches=1 --deterministic" \
             "--workload=linreg --replicas=1 --steps=50 --batches=1 --deterministic --virtual-shards=1" \
@@ -15,7 +16,10 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
   out="$("$bench" $args --repeats=1 --warmup-s=0.01 --check-loss)"
   echo "$out"
   grep -q '^workload=.* replicas=.* steps_per_s=.* samples_per_s=.* gflops=' <<<"$out"
-  if [[ "$args" == *--ab-deterministic* ]]; then
+  if [[ "$args" == *--round-trip* ]]; then
+    # Two round trips in ns, before and after the windows (0 on a single CPU).
+    grep -Eq ' round_trip_ns=[0-9]+,[0-9]+$' <<<"$out"
+  elif [[ "$args" == *--ab-deterministic* ]]; then
     # Two lines: today's path, then deterministic mode.
     [[ "$(grep -c '^workload=' <<<"$out")" == 2 ]]
     grep -q ' virtual_shards=0 ' <<<"$out"
