@@ -424,6 +424,15 @@ TEST(BfcAllocatorDeathTest, DoubleFreeAborts) {
   EXPECT_DEATH(allocator->AllocatedSize(small), "AllocatedSize of unknown");
 }
 
+// Allocates `count` chunks of 256 bytes, then frees them all (into the free cache, up to
+// its bound); returns where they were.
+std::vector<void*> AllocateAndFreeSmallChunks(BfcAllocator& allocator, int count) {
+  std::vector<void*> chunks;
+  for (int i = 0; i < count; ++i) chunks.push_back(Alloc(allocator, 256));
+  for (void* p : chunks) allocator.Deallocate(p);
+  return chunks;
+}
+
 // The free cache: small chunks go back to the next request of their size, unmerged.
 TEST(BfcAllocatorTest, SmallFreeIsServedBackToTheNextRequestOfItsSizeUnmerged) {
   CountingSource::Counters counters;
@@ -461,9 +470,7 @@ TEST(BfcAllocatorTest, CachedChunksMergeBeforeARequestWouldFail) {
   // request fits only once they merge back into one chunk.
   CountingSource::Counters counters;
   auto allocator = Make(&counters, 4 * kKiB, /*growth=*/false);
-  std::vector<void*> chunks;
-  for (int i = 0; i < 16; ++i) chunks.push_back(Alloc(*allocator, 256));
-  for (void* p : chunks) allocator->Deallocate(p);
+  const std::vector<void*> chunks = AllocateAndFreeSmallChunks(*allocator, 16);
   AllocatorStats stats = allocator->GetStats();
   EXPECT_EQ(stats.bytes_in_use, 0u);
   // The free block the cached chunks make together, not one chunk's 256 bytes.
@@ -479,9 +486,7 @@ TEST(BfcAllocatorTest, CachedChunksMergeBeforeARequestWouldFail) {
 TEST(BfcAllocatorTest, CachedChunksMergeBeforeTheAllocatorGrows) {
   CountingSource::Counters counters;
   auto allocator = Make(&counters, 1 * kMiB, /*growth=*/true, /*initial=*/4 * kKiB);
-  std::vector<void*> chunks;
-  for (int i = 0; i < 16; ++i) chunks.push_back(Alloc(*allocator, 256));
-  for (void* p : chunks) allocator->Deallocate(p);
+  AllocateAndFreeSmallChunks(*allocator, 16);
   void* two = Alloc(*allocator, 2 * kKiB);
   EXPECT_EQ(counters.allocations, 1) << "grew although the cache held 4 KiB";
   EXPECT_EQ(allocator->GetStats().num_regions, 1);
@@ -496,9 +501,7 @@ TEST(BfcAllocatorTest, CacheHoldsABoundedNumberOfChunksPerSize) {
   auto allocator = Make(&counters, 1 * kMiB, /*growth=*/true, /*initial=*/64 * kKiB);
   constexpr int kChunks = 3 * BfcAllocator::kCachedChunksPerSize;
   for (int round = 0; round < 3; ++round) {
-    std::vector<void*> chunks;
-    for (int i = 0; i < kChunks; ++i) chunks.push_back(Alloc(*allocator, 256));
-    for (void* p : chunks) allocator->Deallocate(p);
+    AllocateAndFreeSmallChunks(*allocator, kChunks);
     ASSERT_TRUE(allocator->CheckInvariants().ok()) << allocator->CheckInvariants();
   }
   EXPECT_EQ(counters.allocations, 1);
