@@ -22,7 +22,9 @@ for arg in "$@"; do
     *) echo "error: unknown argument '$arg' (--rounds=N, --window-s=S)" >&2; exit 2 ;;
   esac
 done
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "error: --rounds must be a positive integer" >&2; exit 2; }
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "error: --rounds must be a positive integer, got '$ROUNDS'" >&2; exit 2; }
+[[ "$WINDOW_S" =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ && ! "$WINDOW_S" =~ ^[0.]+$ ]] ||
+  { echo "error: --window-s must be a positive number of seconds, got '$WINDOW_S'" >&2; exit 2; }
 
 # The program copied out of bazel-bin, so that a concurrent build cannot swap it.
 ./bazelw build //bench:train_bench >&2
@@ -31,7 +33,11 @@ trap 'rm -rf "$TMP"' EXIT
 cp "$(./bazelw info bazel-bin 2>/dev/null)/bench/train_bench" "$TMP/train_bench"
 
 field() { grep -o " $1=[^ ]*" | head -1 | cut -d= -f2; }
-run() { "$TMP/train_bench" --workload=linreg --window-s="$WINDOW_S" "$@" 2>/dev/null; }
+# train_bench's log lines (the strategy's devices) go to a file, shown only if it fails.
+run() {
+  "$TMP/train_bench" --workload=linreg --window-s="$WINDOW_S" "$@" 2>"$TMP/stderr" || {
+    echo "error: train_bench $* failed:" >&2; cat "$TMP/stderr" >&2; exit 1; }
+}
 
 echo "round two_steps_per_s round_trip_ns_before,after one_steps_per_s one_32_rows_steps_per_s"
 for ((i = 1; i <= ROUNDS; ++i)); do
@@ -47,8 +53,8 @@ python3 - "$TMP/rounds.txt" <<'EOF'
 import statistics, sys
 
 rows = []
-for line in open(sys.argv[1]).read().split("\n")[1:]:
-    if not line.strip():
+for line in open(sys.argv[1]):
+    if not line.strip() or line.startswith("round"):
         continue
     _, two, rtt, one, half = line.split()
     before, after = (float(x) for x in rtt.split(","))

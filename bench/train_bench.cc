@@ -65,11 +65,9 @@ struct Options {
   bool ab_precision = false;          // float32 and --precision side by side
   bool ab_trace = false;              // windows with the trace off and on, alternating
   bool check_loss = false;
-  // The cores' cache-line round trip (ns) right before and right after the timed windows:
-  // which of the host's states the figure was taken in (docs/BENCHMARKS.md). 0: not asked.
+  // Measure the cores' cache-line round trip right before and right after the timed
+  // windows: which of the host's states the figures were taken in (docs/BENCHMARKS.md).
   bool round_trip = false;
-  double round_trip_before_ns = 0;
-  double round_trip_after_ns = 0;
   DeviceFlags device;
 };
 
@@ -161,8 +159,9 @@ StatusOr<double> WarmUp(Trainer& trainer, const std::vector<data::Batch>& batche
   return static_cast<double>(steps) / elapsed;
 }
 
+// `suffix` ends the line (empty, or " round_trip_ns=BEFORE,AFTER").
 void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_t params,
-           int64_t feature_dim) {
+           int64_t feature_dim, const std::string& suffix) {
   const double steps_per_s = Median(trainer.rates);
   const double samples_per_s = steps_per_s * static_cast<double>(options.global_batch);
   const double gflops = 6.0 * static_cast<double>(params) * samples_per_s / 1e9;
@@ -203,10 +202,7 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
       dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0,
       std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str(),
-      options.round_trip ? (" round_trip_ns=" + Fmt("%.0f", options.round_trip_before_ns) +
-                            "," + Fmt("%.0f", options.round_trip_after_ns))
-                               .c_str()
-                         : "");
+      suffix.c_str());
 }
 
 // The trace's cost (util/trace.h, model/trace_callback.h): one trainer, timed windows with
@@ -347,7 +343,7 @@ Status Run(Options options) {
     options.steps = std::max<int64_t>(5, static_cast<int64_t>(options.window_s * slowest));
   }
   if (options.ab_trace) return TraceOverhead(options, *trainers[0], batches);
-  if (options.round_trip) options.round_trip_before_ns = bench::CrossCoreRoundTripNs(1);
+  const double round_trip_before_ns = options.round_trip ? bench::CrossCoreRoundTripNs(1) : 0;
   for (int64_t rep = 0; rep < options.repeats; ++rep) {
     for (auto& trainer : trainers) {
       const auto start = std::chrono::steady_clock::now();
@@ -357,9 +353,12 @@ Status Run(Options options) {
       trainer->rates.push_back(static_cast<double>(options.steps) / seconds);
     }
   }
-  if (options.round_trip) options.round_trip_after_ns = bench::CrossCoreRoundTripNs(1);
+  const std::string suffix =
+      options.round_trip ? " round_trip_ns=" + Fmt("%.0f", round_trip_before_ns) + "," +
+                               Fmt("%.0f", bench::CrossCoreRoundTripNs(1))
+                         : "";
   for (const auto& trainer : trainers) {
-    Print(options, *trainer, options.steps, params, dataset.feature_dim());
+    Print(options, *trainer, options.steps, params, dataset.feature_dim(), suffix);
   }
   std::fflush(stdout);
   for (const auto& trainer : trainers) {

@@ -212,7 +212,6 @@ StatusOr<void*> BfcAllocator::Allocate(size_t bytes) {
     if (stack.size > 0) {
       // Already in in_use_, split to exactly this size: only its state changes.
       handle = stack.handles[--stack.size];
-      chunks_[handle].cached = false;
     }
   }
   if (handle == kInvalidChunk) {
@@ -258,7 +257,6 @@ void BfcAllocator::Deallocate(void* ptr) {
   if (chunk.size <= kMaxCachedChunkBytes) {
     CacheStack& stack = cache_[CacheSlot(chunk.size)];
     if (stack.size < kCachedChunksPerSize) {
-      chunk.cached = true;
       stack.handles[stack.size++] = handle;
       return;
     }
@@ -288,7 +286,6 @@ bool BfcAllocator::FlushCacheLocked() {
   for (CacheStack& stack : cache_) {
     while (stack.size > 0) {
       const ChunkHandle handle = stack.handles[--stack.size];
-      chunks_[handle].cached = false;
       in_use_.erase(chunks_[handle].ptr);
       ReleaseToBins(handle);
       any = true;
@@ -419,9 +416,7 @@ Status BfcAllocator::CheckInvariants() const {
         return breach("chunk size " + std::to_string(chunk.size));
       }
       if (chunk.region != static_cast<int>(r)) return breach("chunk in wrong region");
-      if (chunk.in_use && chunk.cached) return breach("chunk both in use and cached");
-      if (chunk.cached) {
-        if (chunk.bin != -1) return breach("cached chunk sits in a bin");
+      if (chunk.cached()) {
         if (chunk.requested != 0) return breach("cached chunk keeps a requested size");
         if (chunk.size > kMaxCachedChunkBytes) return breach("cached chunk too large");
         const CacheStack& stack = cache_[CacheSlot(chunk.size)];

@@ -131,11 +131,13 @@ class BfcAllocator {
     size_t size = 0;
     size_t requested = 0;  // 0 while free
     bool in_use = false;
-    bool cached = false;  // free, held in the free cache (not in a bin, still in in_use_)
     ChunkHandle prev = kInvalidChunk;  // neighbours in the same region, by address
     ChunkHandle next = kInvalidChunk;
-    int bin = -1;  // bin holding this chunk while free; -1 while in use
+    int bin = -1;  // bin holding this chunk while free; -1 while in use or cached
     int region = -1;
+    // Free but held in the free cache: in no bin, still in in_use_ (a chunk of a region is
+    // in use, in a bin, or cached).
+    bool cached() const { return !in_use && bin < 0; }
   };
   struct Region {
     char* base = nullptr;
@@ -197,7 +199,7 @@ class BfcAllocator {
   std::vector<ChunkHandle> free_handles_;
   std::vector<Region> regions_;
   std::array<Bin, kNumBins> bins_;
-  // Live chunks, and cached ones (Chunk::cached), by address.
+  // Live chunks, and cached ones (Chunk::cached()), by address.
   InUseMap in_use_;
   struct CacheStack {
     std::array<ChunkHandle, kCachedChunksPerSize> handles;
