@@ -28,12 +28,15 @@ const char kTrain[] =
     "train --data=synthetic:mlp:rows=1000:seed=3 --layers=64:relu,32:tanh,1 --epochs=2 "
     "--global-batch=96 --shuffle --seed=7 --optimizer=adam --lr=0.001 --verbose=1";
 
-// The physical GPUs `tower devices` lists.
-int CountGpus() {
-  const ProgramOutput devices = Tower("devices");
+// The physical GPUs `tower devices ARGS` lists: the lines of its "Physical devices" section
+// (each logical device's line names its card too, so a mere search for the name counts
+// those as well).
+int CountGpus(const std::string& args = "") {
+  const ProgramOutput devices = Tower("devices " + args);
+  const std::string line_start = "\n  /physical_device:GPU:";
   int count = 0;
-  for (size_t at = devices.text.find("/physical_device:GPU:"); at != std::string::npos;
-       at = devices.text.find("/physical_device:GPU:", at + 1)) {
+  for (size_t at = devices.text.find(line_start); at != std::string::npos;
+       at = devices.text.find(line_start, at + 1)) {
     ++count;
   }
   return count;
@@ -98,6 +101,14 @@ void ExpectEveryTopologySavesTheBytesOfOneGpu(int gpus, const std::string& shard
       EXPECT_TRUE(bytes == expected) << topology.name << " saved other bytes than one GPU";
     }
   }
+}
+
+// Which topologies run depends on the count of cards: splitting them into virtual GPUs must
+// not change it. (On a real one-card machine the count once included the logical GPU's line,
+// so the test ran the 2-card topologies on one card and failed.)
+TEST_F(DeterministicOnGpusTest, CountsCardsNotLogicalGpus) {
+  EXPECT_EQ(CountGpus("--virtual-gpus=2"), gpus_);
+  EXPECT_EQ(CountGpus("--virtual-gpus=3"), gpus_);
 }
 
 TEST_F(DeterministicOnGpusTest, EveryGpuTopologySavesTheBytesOfOneGpu) {
