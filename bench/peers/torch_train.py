@@ -19,6 +19,22 @@ from common import (WORKLOADS, blas_info, make_batches, make_model, params_of, r
                     set_threads, timed_windows)
 
 
+def profile(step, steps, device):
+    """Prints the ops' and kernels' self times over `steps` steps, largest first."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+        torch.cuda.synchronize()
+    with torch_profile(activities=activities) as prof:
+        for i in range(steps):
+            step(i)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=15), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--workload", default="linreg", choices=sorted(WORKLOADS))
@@ -31,7 +47,13 @@ def main():
     p.add_argument("--global-batch", type=int, default=0)
     p.add_argument("--hidden", type=int, default=0)
     p.add_argument("--depth", type=int, default=0)
+    p.add_argument("--profile-steps", type=int, default=0, help="after timing, this many steps "
+                   "under torch.profiler: a table of the kernels' self times")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU: timed with a "
+                   "device synchronisation at each window's ends)")
     a = p.parse_args()
+    device = torch.device(a.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
     spec = WORKLOADS[a.workload]
     batch = a.global_batch or spec["batch"]
     best = None
@@ -39,10 +61,10 @@ def main():
     for threads, blas in settings:
         set_threads(threads, blas)
         torch.manual_seed(0)
-        model = make_model(a.workload, a.hidden, a.depth)
+        model = make_model(a.workload, a.hidden, a.depth).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=spec["lr"])
         loss_fn = torch.nn.MSELoss()
-        batches = make_batches(a.workload, batch)
+        batches = [(x.to(device), y.to(device)) for x, y in make_batches(a.workload, batch)]
 
         def step(i):
             x, y = batches[i % len(batches)]
@@ -52,9 +74,12 @@ def main():
             opt.step()
             return loss
 
-        rates, steps, loss_last = timed_windows(step, a.window_s, a.repeats, a.warmup_s, a.steps)
+        rates, steps, loss_last = timed_windows(step, a.window_s, a.repeats, a.warmup_s, a.steps,
+                                                sync=sync)
         report("torch_single", a.workload, 1, rates, batch, params_of(model), steps, loss_last,
-               f"threads={threads} blas_threads={blas}")
+               f"threads={threads} blas_threads={blas} device={a.device}")
+        if a.profile_steps:
+            profile(step, a.profile_steps, device)
         if best is None or statistics.median(rates) > statistics.median(best[1]):
             best = (f"threads={threads} blas_threads={blas}", rates, params_of(model), steps,
                     loss_last)

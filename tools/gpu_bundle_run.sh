@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# On a GPU machine without Bazel or a network: unpacks gpu_carry/bundle.tar.xz (made by
+# tools/gpu_bundle.sh) and validates Tower's CUDA code on the GPU, in this order:
+#   1. every GPU test with TOWER_REQUIRE_GPU=1 (a test that would skip for want of a GPU fails
+#      instead; cases that need more cards than the machine has still skip, and say so);
+#   2. the virtual-GPU and linear-regression examples;
+#   3. 2 workers under mpirun sharing the card (MPI between them) against one GPU;
+#   4. timed workloads: train_bench on one GPU and on 4 virtual GPUs of it, and the PyTorch
+#      peer (bench/peers/torch_train.py --device=cuda) where python3 has torch;
+#   5. where the large mlp step's time goes: Tower's kernel trace and PyTorch's profiler.
+# Prints a table last (one row per check, with gtest's counts); full output goes to
+# $OUT/gpu_run.log when OUT is set. Exits non-zero if a check failed.
+#
+#   tools/gpu_bundle_run.sh [--budget-s=S]   # S: seconds for the tests before the rest
+#                                            # is skipped (default 300)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+budget_s=300
+for arg in "$@"; do
+  case "$arg" in
+    --budget-s=*) budget_s="${arg#*=}" ;;
+    *) echo "gpu_bundle_run: unknown argument '$arg'; usage: $0 [--budget-s=S]" >&2; exit 2 ;;
+  esac
+done
+[[ -f gpu_carry/bundle.tar.xz ]] || {
+  echo "gpu_bundle_run: gpu_carry/bundle.tar.xz is missing: run tools/gpu_bundle.sh first" >&2
+  exit 2
+}
+log="${OUT:-$(mktemp -d)}/gpu_run.log"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+tar -C "$work" -xJf gpu_carry/bundle.tar.xz || exit 2
+
+# CUDA's libraries: the toolkit's, else those that Python's wheels brought (nvidia-*).
+libdirs="$work/lib"
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  path=""
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -e "$dir/$lib" ]] && { path="$dir/$lib"; break; }
+  done
+  [[ -n "$path" ]] || path="$(find /usr /opt -name "$lib" 2>/dev/null | head -1)"
+  echo "gpu_bundle_run: $lib: ${path:-NOT FOUND}" | tee -a "$log"
+  [[ -n "$path" ]] && libdirs="$libdirs:$(dirname "$path")"
+done
+# A library this machine has itself (the same soname) is used instead of the carried copy:
+# Open MPI's, above all, must match this machine's mpirun and its plugins.
+for lib in "$work"/lib/*; do
+  if ldconfig -p | grep -q "^[[:space:]]*$(basename "$lib") "; then rm "$lib"; fi
+done
+echo "gpu_bundle_run: carried libraries used: $(cd "$work/lib" && ls | tr '\n' ' ')" | tee -a "$log"
+export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+echo "gpu_bundle_run: $(date -u '+%Y-%m-%d %H:%M UTC'), GPU: $gpu, CPU: $(nproc) cores" |
+  tee -a "$log"
+
+rows=()
+failed=0
+start_all=$SECONDS
+# check <name> <deadline_s> <command...>: runs it with a deadline, appends its output to the
+# log, and records a row: pass/FAIL, seconds, and gtest's counts or the output's last line.
+check() {
+  local name="$1" deadline="$2"
+  shift 2
+  local part="$work/part.log" start=$SECONDS rc
+  echo "===== $name: $*" >>"$log"
+  timeout -k 5 "$deadline" "$@" >"$part" 2>&1
+  rc=$?
+  cat "$part" >>"$log"
+  local summary
+  summary="$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test' "$part" | sed 's/, listed below://' |
+             tr -s ' ' | tr '\n' ' ')"
+  [[ -n "$summary" ]] || summary="$(grep -v '^\s*$' "$part" | tail -1 | cut -c1-150)"
+  [[ $rc -eq 124 || $rc -eq 137 ]] && summary="deadline of ${deadline} s passed; $summary"
+  if [[ $rc -eq 0 ]]; then
+    rows+=("| $name | pass | $((SECONDS - start)) s | ${summary//|//} |")
+  else
+    rows+=("| $name | **FAIL** (rc $rc) | $((SECONDS - start)) s | ${summary//|//} |")
+    failed=1
+    grep -E '^\[  FAILED  \] [A-Za-z_./0-9]+$' "$part" | sort -u | sed 's/^/    /' >>"$work/failures"
+  fi
+  echo "${rows[-1]}"
+}
+
+export TOWER_REQUIRE_GPU=1 TEST_SRCDIR="$work/runfiles"
+# The cheapest and most basic first: kernels, the device, then strategies and whole programs.
+for test in ops_gpu_test cuda_device_test gpu_strategy_test tree_all_reduce_test \
+            gpu_trace_test train_on_gpus_test deterministic_on_gpus_test \
+            $(cd "$work/bin" && ls -- *_test); do
+  [[ -e "$work/bin/$test" && ! -e "$work/ran_$test" ]] || continue
+  touch "$work/ran_$test"
+  if ((SECONDS - start_all > budget_s)); then
+    rows+=("| $test | not run | 0 s | the ${budget_s} s budget was spent |")
+    failed=1
+    continue
+  fi
+  export TEST_TMPDIR="$work/tmp_$test"
+  mkdir -p "$TEST_TMPDIR"
+  check "$test" 150 "$work/bin/$test" --gtest_color=no
+done
+unset TOWER_REQUIRE_GPU
+
+check "example virtual_gpus --memory-limit=1024" 60 "$work/bin/virtual_gpus" --memory-limit=1024
+check "example linear_regression --replicas=2" 60 "$work/bin/linear_regression" --replicas=2
+
+# Several processes on the one card under mpirun (as tests/strategy/mpi/cuda/mpi_gpu_test on
+# emulated cards): 2 workers, each with 2 virtual GPUs of the card, reduce on the card inside
+# each worker and over MPI between them. With --deterministic they must save one GPU's bytes;
+# without it, the same weights to float32 rounding.
+export tower="$work/runfiles/tower/tools/tower" work
+export train="train --data=synthetic:mlp:rows=600 --layers=32:tanh,16:relu,1 --steps=20
+              --global-batch=32 --verbose=1"
+# (check runs commands under `timeout`, which runs programs, not functions: hence bash -c.)
+mpi_vs_one_gpu() {  # mpi_vs_one_gpu <extra flags...>: both runs, then the comparison
+  local tag="$*"
+  tag="${tag//[^a-z]/}"
+  # shellcheck disable=SC2086  # $train: words
+  "$tower" $train "$@" --replicas=1 --save="$work/one$tag.safetensors" &&
+    timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$tower" \
+      $train "$@" --replicas=2 --virtual-gpus=2 --save="$work/mpi$tag.safetensors" &&
+    python3 - "$work/one$tag.safetensors" "$work/mpi$tag.safetensors" "$*" <<'PY'
+import sys
+import numpy as np
+from safetensors.numpy import load_file
+one, mpi, flags = load_file(sys.argv[1]), load_file(sys.argv[2]), sys.argv[3]
+assert one.keys() == mpi.keys(), (one.keys(), mpi.keys())
+if "--deterministic" in flags:
+    same = all(np.array_equal(one[k], mpi[k]) for k in one)
+    print("bitwise equal to one GPU:", same)
+    sys.exit(0 if same else 1)
+num = sum(float(np.sum((one[k].astype(np.float64) - mpi[k]) ** 2)) for k in one)
+den = sum(float(np.sum(one[k].astype(np.float64) ** 2)) for k in one)
+rel = (num / den) ** 0.5 if den > 0 else float("nan")
+print(f"relative L2 difference to one GPU: {rel:.3g} (bound 1e-5)")
+sys.exit(0 if rel <= 1e-5 else 1)
+PY
+}
+if command -v mpirun >/dev/null && python3 -c 'import safetensors, numpy' 2>/dev/null; then
+  export -f mpi_vs_one_gpu
+  check "mpirun 2 workers x 2 virtual GPUs on one card = 1 GPU" 120 \
+    bash -c 'mpi_vs_one_gpu "$@"' _
+  check "... with --deterministic: one GPU's bytes" 120 \
+    bash -c 'mpi_vs_one_gpu "$@"' _ --deterministic
+fi
+
+# Timed: Tower on the GPU alone, on virtual GPUs of it, and the PyTorch peer on the same card.
+bench=(--window-s=1 --warmup-s=2 --repeats=3)
+for workload in mlp linreg; do
+  check "train_bench $workload, 1 GPU" 60 "$work/bin/train_bench" --workload=$workload \
+    --replicas=1 "${bench[@]}"
+  check "train_bench $workload, 4 virtual GPUs" 60 "$work/bin/train_bench" \
+    --workload=$workload --replicas=4 --virtual-gpus=4 "${bench[@]}"
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    check "PyTorch $workload, 1 GPU" 90 python3 bench/peers/torch_train.py --workload=$workload \
+      --device=cuda --threads=1 --blas-threads=1 "${bench[@]}"
+  fi
+done
+check "train_bench mlp 4096x4096, batch 4096, 1 GPU" 60 "$work/bin/train_bench" --workload=mlp \
+  --hidden=4096 --global-batch=4096 --replicas=1 "${bench[@]}"
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  check "PyTorch mlp 4096x4096, batch 4096, 1 GPU" 60 python3 bench/peers/torch_train.py \
+    --workload=mlp --hidden=4096 --global-batch=4096 --device=cuda --threads=1 \
+    --blas-threads=1 "${bench[@]}"
+fi
+
+# `tower train`'s input pipeline read ahead (the default on GPUs) against inline
+# (--prefetch=0), alternating, on the large mlp: seconds for the same steps.
+prefetch_ab() {
+  local round p start
+  for round in 1 2; do
+    for p in 0 -1; do
+      start=$EPOCHREALTIME
+      "$tower" train --data=synthetic:mlp --layers=4096:relu,4096:relu,1 --global-batch=4096 \
+        --steps=150 --optimizer=sgd --lr=0.01 --verbose=0 --prefetch=$p || return 1
+      echo "round $round --prefetch=$p: $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}') s for 150 steps"
+    done
+  done
+}
+export -f prefetch_ab
+check "tower train mlp 4096x4096 batch 4096, 150 steps: --prefetch=0 vs default" 120 \
+  bash -c 'prefetch_ab 2>&1 | grep round | tr "\n" ";"'
+
+# Where the large step's time goes: Tower's trace of its kernels (bench/trace_kernels.py) and
+# PyTorch's profiler, same model and batch. In the log only; the table gets their last lines.
+check "Tower's kernels, mlp 4096x4096, batch 4096 (trace)" 90 bash -c '
+  "$0" train --data=synthetic:mlp:rows=49152 --layers=4096:relu,4096:relu,1 --global-batch=4096 \
+    --steps=12 --optimizer=sgd --lr=0.01 --verbose=0 --trace="$1" --trace-steps=6:10 &&
+  python3 bench/trace_kernels.py "$1" --top=12' "$tower" "$work/trace.json"
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  check "PyTorch's kernels, mlp 4096x4096, batch 4096 (profiler)" 90 python3 \
+    bench/peers/torch_train.py --workload=mlp --hidden=4096 --global-batch=4096 --device=cuda \
+    --threads=1 --blas-threads=1 --window-s=0.5 --warmup-s=2 --repeats=1 --profile-steps=5
+fi
+
+{
+  echo
+  echo "GPU: $gpu; $(date -u '+%Y-%m-%d %H:%M UTC'); $((SECONDS - start_all)) s"
+  echo "| check | result | time | gtest's counts, or the last line of the output |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  if [[ -s "$work/failures" ]]; then
+    echo "failed cases:"
+    cat "$work/failures"
+  fi
+} | tee -a "$log"
+exit $failed
