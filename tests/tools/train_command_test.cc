@@ -201,6 +201,30 @@ TEST(TrainCommandTest, TheSameCommandTwiceGivesTheSameBits) {
   }
 }
 
+// --prefetch reads batches ahead on a thread of its own; they arrive in the same order, so the
+// weights are the same bits. On CPU replicas the default reads inline (every core computes).
+TEST(TrainCommandTest, PrefetchTrainsToTheBitsOfTheInlinePipeline) {
+  const std::string args =
+      "--data=synthetic:mlp:rows=600 --layers=32:relu,1 --epochs=2 --shuffle --global-batch=50 "
+      "--verbose=1 --replicas=2 ";
+  std::string saved[3];
+  const std::string prefetch[3] = {"", "--prefetch=0", "--prefetch=3"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string weights = Path("prefetch" + std::to_string(i) + ".safetensors");
+    ProgramOutput out = Train(args + prefetch[i] + " --save=" + weights);
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    if (i == 2) {
+      EXPECT_THAT(out.text, HasSubstr("Input pipeline: 3 batches read ahead on a thread"));
+    } else {
+      EXPECT_THAT(out.text, ::testing::Not(HasSubstr("Input pipeline:"))) << prefetch[i];
+    }
+    saved[i] = ReadBytes(weights);
+  }
+  EXPECT_FALSE(saved[0].empty());
+  EXPECT_TRUE(saved[0] == saved[1]);
+  EXPECT_TRUE(saved[0] == saved[2]) << "prefetching changed the weights";
+}
+
 TEST(TrainCommandTest, IntraOpThreadsTrainToTheBitsOfOneThread) {
   // The mlp workload's default model (256 -> 1024 -> 1024 -> 1): its products and Adam's
   // updates are large enough to split over the threads. Split products and updates give the
@@ -465,6 +489,7 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {base + epochs + "--layers=8:relu,", "is not UNITS[:ACTIVATION]"},
       {base + epochs + "--layers=2", "the model has 2 outputs but the data has 1 targets"},
       {base + layers + epochs + "--loss=hinge", "unknown loss 'hinge'"},
+      {base + layers + epochs + "--prefetch=-2", "--prefetch=-2: give the batches to read ahead"},
       {base + layers + epochs + "--optimizer=rmsprop", "use sgd, adam or adamw"},
       {base + layers + epochs + "--weight-decay=0.1", "--weight-decay applies to --optimizer=adamw"},
       {base + layers + epochs + "--optimizer=adamw --weight-decay=-1e-3", "must be a number >= 0"},

@@ -50,9 +50,12 @@ TEST_F(TrainOnGpusTest, FourVirtualGpusOnOneCardTrainLikeTheCard) {
   ProgramOutput single = Tower(common + one + " --replicas=1");
   ASSERT_EQ(single.exit_code, 0) << single.text;
   EXPECT_THAT(single.text, HasSubstr("device:GPU:0"));
+  // GPU replicas leave the host's cores free: by default the pipeline reads ahead.
+  EXPECT_THAT(single.text, HasSubstr("Input pipeline: 2 batches read ahead"));
   ProgramOutput out = Tower(common + four + " --replicas=4 --virtual-gpus=4");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_THAT(out.text, HasSubstr("Cross-device ops: same-card"));
+  EXPECT_THAT(out.text, HasSubstr("Input pipeline: 2 batches read ahead"));
   double num = 0, den = 0;
   for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
                            "layers.2.kernel", "layers.2.bias"}) {
