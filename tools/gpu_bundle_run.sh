@@ -13,14 +13,20 @@
 #
 #   tools/gpu_bundle_run.sh [--budget-s=S]   # S: seconds for the tests before the rest
 #                                            # is skipped (default 300)
+#   tools/gpu_bundle_run.sh --sweep          # only this: Tower against PyTorch (batches on
+#                                            # the card, and copied from pinned host memory
+#                                            # each step) over mlp widths and batch sizes
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 budget_s=300
+sweep=0
 for arg in "$@"; do
   case "$arg" in
     --budget-s=*) budget_s="${arg#*=}" ;;
-    *) echo "gpu_bundle_run: unknown argument '$arg'; usage: $0 [--budget-s=S]" >&2; exit 2 ;;
+    --sweep) sweep=1 ;;
+    *) echo "gpu_bundle_run: unknown argument '$arg'; usage: $0 [--budget-s=S] [--sweep]" >&2
+       exit 2 ;;
   esac
 done
 [[ -f gpu_carry/bundle.tar.xz ]] || {
@@ -28,6 +34,7 @@ done
   exit 2
 }
 log="${OUT:-$(mktemp -d)}/gpu_run.log"
+mkdir -p "$(dirname "$log")" || exit 2
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xJf gpu_carry/bundle.tar.xz || exit 2
@@ -45,14 +52,43 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
 done
 # A library this machine has itself (the same soname) is used instead of the carried copy:
 # Open MPI's, above all, must match this machine's mpirun and its plugins.
+# (The cache is read once: `ldconfig -p | grep -q` under pipefail fails when grep stops early.)
+system_libs="$(ldconfig -p)"
 for lib in "$work"/lib/*; do
-  if ldconfig -p | grep -q "^[[:space:]]*$(basename "$lib") "; then rm "$lib"; fi
+  if grep -q "^[[:space:]]*$(basename "$lib") " <<<"$system_libs"; then rm "$lib"; fi
 done
 echo "gpu_bundle_run: carried libraries used: $(cd "$work/lib" && ls | tr '\n' ' ')" | tee -a "$log"
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 echo "gpu_bundle_run: $(date -u '+%Y-%m-%d %H:%M UTC'), GPU: $gpu, CPU: $(nproc) cores" |
   tee -a "$log"
+
+if ((sweep)); then
+  python3 -c 'import torch; assert torch.cuda.is_available()' || {
+    echo "gpu_bundle_run: --sweep needs python3 with torch and a GPU" >&2
+    exit 2
+  }
+  quick=(--window-s=0.5 --warmup-s=1 --repeats=3)
+  echo "| hidden | batch | Tower steps/s | PyTorch, batches on the card | ratio | PyTorch, batches copied from pinned host memory | ratio |"
+  echo "|---|---|---|---|---|---|---|"
+  for hidden in 1024 2048 4096; do
+    for batch in 1024 4096; do
+      shape=(--workload=mlp --hidden=$hidden --global-batch=$batch)
+      tower_sps="$("$work/bin/train_bench" "${shape[@]}" --replicas=1 "${quick[@]}" 2>>"$log" |
+                   tee -a "$log" | sed -n 's/.* steps_per_s=\([0-9.]*\).*/\1/p')"
+      torch_sps="$(python3 bench/peers/torch_train.py "${shape[@]}" --device=cuda --threads=1 \
+                   --blas-threads=1 "${quick[@]}" 2>>"$log" | tee -a "$log" |
+                   sed -n 's/.* steps_per_s=\([0-9.]*\).*/\1/p')"
+      host_sps="$(python3 bench/peers/torch_train.py "${shape[@]}" --device=cuda --threads=1 \
+                  --blas-threads=1 --host-batches "${quick[@]}" 2>>"$log" | tee -a "$log" |
+                  sed -n 's/.* steps_per_s=\([0-9.]*\).*/\1/p')"
+      ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
+      echo "| $hidden | $batch | $tower_sps | $torch_sps | $(ratio "$tower_sps" "$torch_sps") |" \
+           "$host_sps | $(ratio "$tower_sps" "$host_sps") |" | tee -a "$log"
+    done
+  done
+  exit 0
+fi
 
 rows=()
 failed=0

@@ -49,6 +49,9 @@ def main():
     p.add_argument("--depth", type=int, default=0)
     p.add_argument("--profile-steps", type=int, default=0, help="after timing, this many steps "
                    "under torch.profiler: a table of the kernels' self times")
+    p.add_argument("--host-batches", action="store_true", help="with --device=cuda: keep the "
+                   "batches in pinned host memory and copy each to the GPU in its step "
+                   "(non_blocking, as a DataLoader with pin_memory=True), as Tower's step does")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU: timed with a "
                    "device synchronisation at each window's ends)")
     a = p.parse_args()
@@ -64,10 +67,15 @@ def main():
         model = make_model(a.workload, a.hidden, a.depth).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=spec["lr"])
         loss_fn = torch.nn.MSELoss()
-        batches = [(x.to(device), y.to(device)) for x, y in make_batches(a.workload, batch)]
+        batches = make_batches(a.workload, batch)
+        if a.host_batches and device.type == "cuda":
+            batches = [(x.pin_memory(), y.pin_memory()) for x, y in batches]
+        else:
+            batches = [(x.to(device), y.to(device)) for x, y in batches]
 
         def step(i):
             x, y = batches[i % len(batches)]
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)
             loss.backward()
@@ -77,7 +85,8 @@ def main():
         rates, steps, loss_last = timed_windows(step, a.window_s, a.repeats, a.warmup_s, a.steps,
                                                 sync=sync)
         report("torch_single", a.workload, 1, rates, batch, params_of(model), steps, loss_last,
-               f"threads={threads} blas_threads={blas} device={a.device}")
+               f"threads={threads} blas_threads={blas} device={a.device}"
+               f"{' host_batches=1' if a.host_batches else ''}")
         if a.profile_steps:
             profile(step, a.profile_steps, device)
         if best is None or statistics.median(rates) > statistics.median(best[1]):
