@@ -420,10 +420,14 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     return Usage(err, InvalidArgumentError("give --epochs=E or --steps=S (positive)"));
   }
   if (flags.global_batch <= 0) return Usage(err, InvalidArgumentError("--global-batch must be positive"));
-  if (flags.prefetch < -1) {
-    return Usage(err, InvalidArgumentError("--prefetch=" + std::to_string(flags.prefetch) +
-                                           ": give the batches to read ahead (0: none), or -1 "
-                                           "for the default"));
+  // The pipeline holds up to that many batches in host memory: a bound keeps a typo from
+  // filling it.
+  constexpr int64_t kMaxPrefetch = 64;
+  if (flags.prefetch < -1 || flags.prefetch > kMaxPrefetch) {
+    return Usage(err, InvalidArgumentError(
+                          "--prefetch=" + std::to_string(flags.prefetch) +
+                          ": give the batches to read ahead, 0 (none) to " +
+                          std::to_string(kMaxPrefetch) + ", or -1 for the default"));
   }
   if (flags.verbose < 0 || flags.verbose > 2) return Usage(err, InvalidArgumentError("--verbose is 0, 1 or 2"));
   // Negated comparisons so NaN is rejected too; the upper bounds keep the conversions to

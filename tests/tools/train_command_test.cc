@@ -490,6 +490,7 @@ TEST(TrainCommandTest, BadInputsGiveOneLineAndNoOutput) {
       {base + epochs + "--layers=2", "the model has 2 outputs but the data has 1 targets"},
       {base + layers + epochs + "--loss=hinge", "unknown loss 'hinge'"},
       {base + layers + epochs + "--prefetch=-2", "--prefetch=-2: give the batches to read ahead"},
+      {base + layers + epochs + "--prefetch=65", "--prefetch=65: give the batches to read ahead, 0 (none) to 64"},
       {base + layers + epochs + "--optimizer=rmsprop", "use sgd, adam or adamw"},
       {base + layers + epochs + "--weight-decay=0.1", "--weight-decay applies to --optimizer=adamw"},
       {base + layers + epochs + "--optimizer=adamw --weight-decay=-1e-3", "must be a number >= 0"},
