@@ -29,6 +29,10 @@ for arg in "$@"; do
        exit 2 ;;
   esac
 done
+[[ "$budget_s" =~ ^[0-9]+$ ]] || {
+  echo "gpu_bundle_run: --budget-s=$budget_s: give whole seconds" >&2
+  exit 2
+}
 [[ -f gpu_carry/bundle.tar.xz ]] || {
   echo "gpu_bundle_run: gpu_carry/bundle.tar.xz is missing: run tools/gpu_bundle.sh first" >&2
   exit 2
@@ -69,20 +73,21 @@ if ((sweep)); then
     exit 2
   }
   quick=(--window-s=0.5 --warmup-s=1 --repeats=3)
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
+  steps_per_s() { sed -n 's/.* steps_per_s=\([0-9.]*\).*/\1/p'; }
   echo "| hidden | batch | Tower steps/s | PyTorch, batches on the card | ratio | PyTorch, batches copied from pinned host memory | ratio |"
   echo "|---|---|---|---|---|---|---|"
   for hidden in 1024 2048 4096; do
     for batch in 1024 4096; do
       shape=(--workload=mlp --hidden=$hidden --global-batch=$batch)
       tower_sps="$("$work/bin/train_bench" "${shape[@]}" --replicas=1 "${quick[@]}" 2>>"$log" |
-                   tee -a "$log" | sed -n 's/.* steps_per_s=\([0-9.]*\).*/\1/p')"
+                   tee -a "$log" | steps_per_s)"
       torch_sps="$(python3 bench/peers/torch_train.py "${shape[@]}" --device=cuda --threads=1 \
                    --blas-threads=1 "${quick[@]}" 2>>"$log" | tee -a "$log" |
-                   sed -n 's/.* steps_per_s=\([0-9.]*\).*/\1/p')"
+                   steps_per_s)"
       host_sps="$(python3 bench/peers/torch_train.py "${shape[@]}" --device=cuda --threads=1 \
                   --blas-threads=1 --host-batches "${quick[@]}" 2>>"$log" | tee -a "$log" |
-                  sed -n 's/.* steps_per_s=\([0-9.]*\).*/\1/p')"
-      ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
+                  steps_per_s)"
       echo "| $hidden | $batch | $tower_sps | $torch_sps | $(ratio "$tower_sps" "$torch_sps") |" \
            "$host_sps | $(ratio "$tower_sps" "$host_sps") |" | tee -a "$log"
     done
