@@ -4,7 +4,8 @@
 #   1. every GPU test with TOWER_REQUIRE_GPU=1 (a test that would skip for want of a GPU fails
 #      instead; cases that need more cards than the machine has still skip, and say so);
 #   2. the virtual-GPU and linear-regression examples;
-#   3. 2 workers under mpirun sharing the card (MPI between them) against one GPU;
+#   3. 2 workers under mpirun sharing the card (MPI between them) against one GPU, and with
+#      several cards `tower train` with one replica per card (NCCL);
 #   4. timed workloads: train_bench on one GPU and on 4 virtual GPUs of it, and the PyTorch
 #      peer (bench/peers/torch_train.py --device=cuda) where python3 has torch;
 #   5. where the large mlp step's time goes: Tower's kernel trace and PyTorch's profiler.
@@ -63,7 +64,9 @@ for lib in "$work"/lib/*; do
 done
 echo "gpu_bundle_run: carried libraries used: $(cd "$work/lib" && ls | tr '\n' ' ')" | tee -a "$log"
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+       head -1)"
+[[ -n "$gpu" ]] || gpu="none that nvidia-smi lists"
 echo "gpu_bundle_run: $(date -u '+%Y-%m-%d %H:%M UTC'), GPU: $gpu, CPU: $(nproc) cores" |
   tee -a "$log"
 
@@ -141,25 +144,30 @@ for test in ops_gpu_test cuda_device_test gpu_strategy_test tree_all_reduce_test
 done
 unset TOWER_REQUIRE_GPU
 
-check "example virtual_gpus --memory-limit=1024" 60 "$work/bin/virtual_gpus" --memory-limit=1024
-check "example linear_regression --replicas=2" 60 "$work/bin/linear_regression" --replicas=2
+# The rest times and compares on the card: without one it means nothing.
+if [[ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -eq 0 ]]; then
+  rows+=("| examples, mpirun, timings, profiles | not run | 0 s | nvidia-smi lists no GPU |")
+  failed=1
+else
+  check "example virtual_gpus --memory-limit=1024" 60 "$work/bin/virtual_gpus" --memory-limit=1024
+  check "example linear_regression --replicas=2" 60 "$work/bin/linear_regression" --replicas=2
 
-# Several processes on the one card under mpirun (as tests/strategy/mpi/cuda/mpi_gpu_test on
-# emulated cards): 2 workers, each with 2 virtual GPUs of the card, reduce on the card inside
-# each worker and over MPI between them. With --deterministic they must save one GPU's bytes;
-# without it, the same weights to float32 rounding.
-export tower="$work/runfiles/tower/tools/tower" work
-export train="train --data=synthetic:mlp:rows=600 --layers=32:tanh,16:relu,1 --steps=20
-              --global-batch=32 --verbose=1"
-# (check runs commands under `timeout`, which runs programs, not functions: hence bash -c.)
-mpi_vs_one_gpu() {  # mpi_vs_one_gpu <extra flags...>: both runs, then the comparison
-  local tag="$*"
-  tag="${tag//[^a-z]/}"
-  # shellcheck disable=SC2086  # $train: words
-  "$tower" $train "$@" --replicas=1 --save="$work/one$tag.safetensors" &&
-    timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$tower" \
-      $train "$@" --replicas=2 --virtual-gpus=2 --save="$work/mpi$tag.safetensors" &&
-    python3 - "$work/one$tag.safetensors" "$work/mpi$tag.safetensors" "$*" <<'PY'
+  # Several processes on the one card under mpirun (as tests/strategy/mpi/cuda/mpi_gpu_test on
+  # emulated cards): 2 workers, each with 2 virtual GPUs of the card, reduce on the card inside
+  # each worker and over MPI between them. With --deterministic they must save one GPU's bytes;
+  # without it, the same weights to float32 rounding.
+  export tower="$work/runfiles/tower/tools/tower" work
+  export train="train --data=synthetic:mlp:rows=600 --layers=32:tanh,16:relu,1 --steps=20
+                --global-batch=32 --verbose=1"
+  # (check runs commands under `timeout`, which runs programs, not functions: hence bash -c.)
+  mpi_vs_one_gpu() {  # mpi_vs_one_gpu <extra flags...>: both runs, then the comparison
+    local tag="$*"
+    tag="${tag//[^a-z]/}"
+    # shellcheck disable=SC2086  # $train: words
+    "$tower" $train "$@" --replicas=1 --save="$work/one$tag.safetensors" &&
+      timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$tower" \
+        $train "$@" --replicas=2 --virtual-gpus=2 --save="$work/mpi$tag.safetensors" &&
+      python3 - "$work/one$tag.safetensors" "$work/mpi$tag.safetensors" "$*" <<'PY'
 import sys
 import numpy as np
 from safetensors.numpy import load_file
@@ -175,62 +183,70 @@ rel = (num / den) ** 0.5 if den > 0 else float("nan")
 print(f"relative L2 difference to one GPU: {rel:.3g} (bound 1e-5)")
 sys.exit(0 if rel <= 1e-5 else 1)
 PY
-}
-if command -v mpirun >/dev/null && python3 -c 'import safetensors, numpy' 2>/dev/null; then
-  export -f mpi_vs_one_gpu
-  check "mpirun 2 workers x 2 virtual GPUs on one card = 1 GPU" 120 \
-    bash -c 'mpi_vs_one_gpu "$@"' _
-  check "... with --deterministic: one GPU's bytes" 120 \
-    bash -c 'mpi_vs_one_gpu "$@"' _ --deterministic
-fi
-
-# Timed: Tower on the GPU alone, on virtual GPUs of it, and the PyTorch peer on the same card.
-bench=(--window-s=1 --warmup-s=2 --repeats=3)
-for workload in mlp linreg; do
-  check "train_bench $workload, 1 GPU" 60 "$work/bin/train_bench" --workload=$workload \
-    --replicas=1 "${bench[@]}"
-  check "train_bench $workload, 4 virtual GPUs" 60 "$work/bin/train_bench" \
-    --workload=$workload --replicas=4 --virtual-gpus=4 "${bench[@]}"
-  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    check "PyTorch $workload, 1 GPU" 90 python3 bench/peers/torch_train.py --workload=$workload \
-      --device=cuda --threads=1 --blas-threads=1 "${bench[@]}"
+  }
+  if command -v mpirun >/dev/null && python3 -c 'import safetensors, numpy' 2>/dev/null; then
+    export -f mpi_vs_one_gpu
+    check "mpirun 2 workers x 2 virtual GPUs on one card = 1 GPU" 120 \
+      bash -c 'mpi_vs_one_gpu "$@"' _
+    check "... with --deterministic: one GPU's bytes" 120 \
+      bash -c 'mpi_vs_one_gpu "$@"' _ --deterministic
   fi
-done
-check "train_bench mlp 4096x4096, batch 4096, 1 GPU" 60 "$work/bin/train_bench" --workload=mlp \
-  --hidden=4096 --global-batch=4096 --replicas=1 "${bench[@]}"
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  check "PyTorch mlp 4096x4096, batch 4096, 1 GPU" 60 python3 bench/peers/torch_train.py \
-    --workload=mlp --hidden=4096 --global-batch=4096 --device=cuda --threads=1 \
-    --blas-threads=1 "${bench[@]}"
-fi
 
-# `tower train`'s input pipeline read ahead (the default on GPUs) against inline
-# (--prefetch=0), alternating, on the large mlp: seconds for the same steps.
-prefetch_ab() {
-  local round p start
-  for round in 1 2; do
-    for p in 0 -1; do
-      start=$EPOCHREALTIME
-      "$tower" train --data=synthetic:mlp --layers=4096:relu,4096:relu,1 --global-batch=4096 \
-        --steps=150 --optimizer=sgd --lr=0.01 --verbose=0 --prefetch=$p || return 1
-      echo "round $round --prefetch=$p: $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}') s for 150 steps"
-    done
+  # Timed: Tower on the GPU alone, on virtual GPUs of it, and the PyTorch peer on the same card.
+  bench=(--window-s=1 --warmup-s=2 --repeats=3)
+  for workload in mlp linreg; do
+    check "train_bench $workload, 1 GPU" 60 "$work/bin/train_bench" --workload=$workload \
+      --replicas=1 "${bench[@]}"
+    check "train_bench $workload, 4 virtual GPUs" 60 "$work/bin/train_bench" \
+      --workload=$workload --replicas=4 --virtual-gpus=4 "${bench[@]}"
+    if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+      check "PyTorch $workload, 1 GPU" 90 python3 bench/peers/torch_train.py --workload=$workload \
+        --device=cuda --threads=1 --blas-threads=1 "${bench[@]}"
+    fi
   done
-}
-export -f prefetch_ab
-check "tower train mlp 4096x4096 batch 4096, 150 steps: --prefetch=0 vs default" 120 \
-  bash -c 'prefetch_ab 2>&1 | grep round | tr "\n" ";"'
+  check "train_bench mlp 4096x4096, batch 4096, 1 GPU" 60 "$work/bin/train_bench" --workload=mlp \
+    --hidden=4096 --global-batch=4096 --replicas=1 "${bench[@]}"
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    check "PyTorch mlp 4096x4096, batch 4096, 1 GPU" 60 python3 bench/peers/torch_train.py \
+      --workload=mlp --hidden=4096 --global-batch=4096 --device=cuda --threads=1 \
+      --blas-threads=1 "${bench[@]}"
+  fi
 
-# Where the large step's time goes: Tower's trace of its kernels (bench/trace_kernels.py) and
-# PyTorch's profiler, same model and batch. In the log only; the table gets their last lines.
-check "Tower's kernels, mlp 4096x4096, batch 4096 (trace)" 90 bash -c '
-  "$0" train --data=synthetic:mlp:rows=49152 --layers=4096:relu,4096:relu,1 --global-batch=4096 \
-    --steps=12 --optimizer=sgd --lr=0.01 --verbose=0 --trace="$1" --trace-steps=6:10 &&
-  python3 bench/trace_kernels.py "$1" --top=12' "$tower" "$work/trace.json"
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  check "PyTorch's kernels, mlp 4096x4096, batch 4096 (profiler)" 90 python3 \
-    bench/peers/torch_train.py --workload=mlp --hidden=4096 --global-batch=4096 --device=cuda \
-    --threads=1 --blas-threads=1 --window-s=0.5 --warmup-s=2 --repeats=1 --profile-steps=5
+  # Several cards: one replica per card, NCCL between them (the tests above check the sums).
+  if [[ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]]; then
+    check "tower train mlp, one replica per card over NCCL" 120 "$tower" train \
+      --data=synthetic:mlp --steps=500 --replicas=2 --verbose=1
+  fi
+
+  # `tower train`'s input pipeline read ahead (the default on GPUs) against inline
+  # (--prefetch=0), alternating, on the large mlp: seconds for the same steps.
+  prefetch_ab() {
+    local round p start
+    for round in 1 2; do
+      for p in 0 -1; do
+        start=$EPOCHREALTIME
+        "$tower" train --data=synthetic:mlp --layers=4096:relu,4096:relu,1 --global-batch=4096 \
+          --steps=150 --optimizer=sgd --lr=0.01 --verbose=0 --prefetch=$p || return 1
+        echo "round $round --prefetch=$p: $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}') s for 150 steps"
+      done
+    done
+  }
+  export -f prefetch_ab
+  check "tower train mlp 4096x4096 batch 4096, 150 steps: --prefetch=0 vs default" 120 \
+    bash -c 'prefetch_ab 2>&1 | grep round | tr "\n" ";"'
+
+  # Where the large step's time goes: Tower's trace of its kernels (bench/trace_kernels.py) and
+  # PyTorch's profiler, same model and batch. In the log only; the table gets their last lines.
+  check "Tower's kernels, mlp 4096x4096, batch 4096 (trace)" 90 bash -c '
+    "$0" train --data=synthetic:mlp:rows=49152 --layers=4096:relu,4096:relu,1 --global-batch=4096 \
+      --steps=12 --optimizer=sgd --lr=0.01 --verbose=0 --trace="$1" --trace-steps=6:10 &&
+    python3 bench/trace_kernels.py "$1" --top=12' "$tower" "$work/trace.json"
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    check "PyTorch's kernels, mlp 4096x4096, batch 4096 (profiler)" 90 python3 \
+      bench/peers/torch_train.py --workload=mlp --hidden=4096 --global-batch=4096 --device=cuda \
+      --threads=1 --blas-threads=1 --window-s=0.5 --warmup-s=2 --repeats=1 --profile-steps=5
+  fi
+
 fi
 
 {
