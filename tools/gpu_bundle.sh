@@ -32,15 +32,16 @@ for target in "${tests[@]}" "${programs[@]}"; do
   path="${path/://}"
   cp "$bin/$path" "$stage/bin/"
 done
-# The tests that run `tower` find it as a runfile (tests/testing/run_program.h: TEST_SRCDIR).
-cp "$bin/tools/tower" "$stage/runfiles/tower/tools/tower"
+# The tests that run `tower` find it as a runfile (tests/testing/run_program.h: TEST_SRCDIR);
+# so does the runner.
+mv "$stage/bin/tower" "$stage/runfiles/tower/tools/tower"
 chmod u+w "$stage"/bin/* "$stage/runfiles/tower/tools/tower"
 strip --strip-debug "$stage"/bin/* "$stage/runfiles/tower/tools/tower"
 
 # Libraries from this machine's system folders, except glibc's and the C++ runtime (the GPU
 # machine's are as new or newer) and CUDA's (from /usr/local/cuda: the GPU machine's own).
 runtime='/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so'
-for f in "$stage"/bin/*; do ldd "$f"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+for f in "$stage"/bin/* "$stage/runfiles/tower/tools/tower"; do ldd "$f"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
   sort -u | grep -v '^/usr/local/cuda' | grep -Ev "$runtime" |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 

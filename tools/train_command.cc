@@ -705,7 +705,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   // meanwhile on a thread of its own (measured on an H200 in docs/GPU_VALIDATION.md). CPU
   // replicas use every core, so there the pipeline stays inline. Batches arrive in the same
   // order either way: the weights do not depend on it.
-  const bool gpu_replicas = model.distribution()->replica_device(0)->device_type() == "GPU";
+  const bool gpu_replicas = !model.distribution()->replica_device(0)->is_cpu();
   const int64_t prefetch = flags.prefetch >= 0 ? flags.prefetch : (gpu_replicas ? 2 : 0);
   if (prefetch > 0) {
     dataset = dataset.Prefetch(prefetch);

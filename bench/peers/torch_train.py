@@ -56,6 +56,8 @@ def main():
                    "device synchronisation at each window's ends)")
     a = p.parse_args()
     device = torch.device(a.device)
+    if a.host_batches and device.type != "cuda":
+        p.error("--host-batches copies batches to a GPU: it needs --device=cuda")
     sync = torch.cuda.synchronize if device.type == "cuda" else None
     spec = WORKLOADS[a.workload]
     batch = a.global_batch or spec["batch"]
@@ -68,7 +70,7 @@ def main():
         opt = torch.optim.SGD(model.parameters(), lr=spec["lr"])
         loss_fn = torch.nn.MSELoss()
         batches = make_batches(a.workload, batch)
-        if a.host_batches and device.type == "cuda":
+        if a.host_batches:
             batches = [(x.pin_memory(), y.pin_memory()) for x, y in batches]
         else:
             batches = [(x.to(device), y.to(device)) for x, y in batches]
