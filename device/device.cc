@@ -1,8 +1,25 @@
 #include "device/device.h"
 
+#include <mutex>
 #include <utility>
+#include <vector>
 
 namespace tower {
+
+int DeviceKindId(std::string_view device_type, std::string_view platform) {
+  // A handful of pairs per process (CPU/Host, GPU/CUDA, a test's fake platform): a list.
+  static std::mutex mu;
+  static std::vector<std::pair<std::string, std::string>>* kinds =
+      new std::vector<std::pair<std::string, std::string>>();  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  for (size_t i = 0; i < kinds->size(); ++i) {
+    if ((*kinds)[i].first == device_type && (*kinds)[i].second == platform) {
+      return static_cast<int>(i);
+    }
+  }
+  kinds->emplace_back(std::string(device_type), std::string(platform));
+  return static_cast<int>(kinds->size() - 1);
+}
 
 Device::Device(Context* context, DeviceName name, PhysicalDeviceInfo physical,
                Platform* platform, std::unique_ptr<BfcAllocator> allocator,
@@ -13,6 +30,7 @@ Device::Device(Context* context, DeviceName name, PhysicalDeviceInfo physical,
       physical_(std::move(physical)),
       platform_(platform),
       platform_name_(platform->name()),
+      kind_(DeviceKindId(device_type(), platform_name_)),
       allocator_(std::move(allocator)),
       stream_(std::move(stream)) {
   TOWER_CHECK(name_.is_full()) << "logical device needs a full name: " << full_name_;

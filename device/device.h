@@ -20,6 +20,11 @@ namespace tower {
 
 class Context;
 
+// A small number standing for a (device type, platform) pair, the same for the life of the
+// process: kernel lookups (ops/kernel_registry.h) compare it on every eager op instead of
+// two strings (the comparisons took about 5 % of a small `linreg` step).
+int DeviceKindId(std::string_view device_type, std::string_view platform);
+
 class Device {
  public:
   Device(Context* context, DeviceName name, PhysicalDeviceInfo physical, Platform* platform,
@@ -42,6 +47,8 @@ class Device {
   Platform* platform() const { return platform_; }
   // platform()->name(), kept here so kernel lookups do not build strings.
   const std::string& platform_name() const { return platform_name_; }
+  // DeviceKindId(device_type(), platform_name()): what a kernel lookup compares.
+  int kind() const { return kind_; }
   BfcAllocator& allocator() const { return *allocator_; }
   DeviceStream& stream() const { return *stream_; }
   bool memory_growth() const { return allocator_->options().allow_growth; }
@@ -68,6 +75,7 @@ class Device {
   const PhysicalDeviceInfo physical_;
   Platform* const platform_;
   const std::string platform_name_;
+  const int kind_;
   const std::unique_ptr<BfcAllocator> allocator_;
   const std::unique_ptr<DeviceStream> stream_;
   // Declared last: destroyed first.

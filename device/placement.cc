@@ -50,7 +50,9 @@ DeviceScope::DeviceScope(std::string_view spec) { Enter(DeviceName::Parse(spec))
 
 DeviceScope::DeviceScope(const DeviceName& name) { Enter(name); }
 
-void DeviceScope::Enter(const StatusOr<DeviceName>& name) {
+DeviceScope::DeviceScope(Device& device) { Enter(device.name(), &device); }
+
+void DeviceScope::Enter(const StatusOr<DeviceName>& name, Device* resolved) {
   std::vector<ScopeEntry>& stack = ScopeStack();
   if (!name.ok()) status_ = name.status();
   if (!name.ok() || (!stack.empty() && !stack.back().merged.ok())) {
@@ -64,6 +66,12 @@ void DeviceScope::Enter(const StatusOr<DeviceName>& name) {
   merged = Merge(std::move(merged), *name);
   const bool requests = merged.has_device() || merged.job || merged.replica || merged.task;
   stack.push_back(ScopeEntry{this, std::move(merged), requests});
+  // A device's full name overrides every outer component: the merge names that device, an
+  // exact answer in its context, as FindDevice would give it.
+  if (resolved != nullptr) {
+    stack.back().resolved_in = resolved->context()->id();
+    stack.back().resolved = resolved;
+  }
 }
 
 DeviceScope::~DeviceScope() {

@@ -8,11 +8,9 @@ namespace tower {
 
 KernelFn OpKernels::Find(const Device& device) const {
   const int n = size_.load(std::memory_order_acquire);
-  const std::string& type = device.device_type();
-  const std::string& platform = device.platform_name();
+  const int kind = device.kind();
   for (int i = 0; i < n; ++i) {
-    const Entry& entry = entries_[i];
-    if (entry.device_type == type && entry.platform == platform) return entry.fn;
+    if (entries_[i].kind == kind) return entries_[i].fn;
   }
   return nullptr;
 }
@@ -45,7 +43,8 @@ void KernelRegistry::Register(std::string_view op, std::string_view device_type,
     }
   }
   TOWER_CHECK(n < OpKernels::kMaxKernels) << "too many kernels for op " << op;
-  kernels.entries_[n] = OpKernels::Entry{std::string(device_type), std::string(platform), fn};
+  kernels.entries_[n] = OpKernels::Entry{std::string(device_type), std::string(platform),
+                                               DeviceKindId(device_type, platform), fn};
   kernels.size_.store(n + 1, std::memory_order_release);
 }
 

@@ -40,6 +40,7 @@ class OpKernels : public KernelSupport {
   struct Entry {
     std::string device_type;
     std::string platform;
+    int kind;  // DeviceKindId(device_type, platform)
     KernelFn fn;
   };
   const std::string name_;

@@ -7,6 +7,7 @@
 #include "device/placement.h"
 #include "device/testing/fake_gpu_platform.h"
 #include "ops/array_ops.h"
+#include "ops/kernel_registry.h"
 #include "ops/math_ops.h"
 #include "ops/testing/fake_gpu_kernels.h"
 #include "ops/training_ops.h"
@@ -175,6 +176,59 @@ TEST_F(EagerPlacementTest, InputsFromAnotherContextAreRejected) {
   Tensor theirs = *Tensor::FromHost(*other->FindDevice("/CPU:0"), Shape{6}, kA);
   EXPECT_THAT(ops::Add(mine, theirs).status().message(),
               HasSubstr("inputs come from two different Contexts"));
+}
+
+Status ProbeKernel(const KernelContext&) { return OkStatus(); }
+
+// A kernel is found for the device type and the platform it was registered for, and for no
+// other pair: the lookup compares DeviceKindId numbers, which must keep every pair apart.
+TEST_F(EagerPlacementTest, KernelsAreFoundByDeviceTypeAndPlatformTogether) {
+  KernelRegistry& registry = KernelRegistry::Global();
+  registry.Register("KindProbeFakeGpu", "GPU", "FakeCUDA", &ProbeKernel);
+  registry.Register("KindProbeCudaGpu", "GPU", "CUDA", &ProbeKernel);
+  registry.Register("KindProbeFakeCpu", "CPU", "FakeCUDA", &ProbeKernel);
+  Device* gpu = Find("/GPU:0");
+  Device* cpu = Find("/CPU:0");
+  ASSERT_EQ(gpu->platform_name(), "FakeCUDA");
+  EXPECT_EQ(registry.Op("KindProbeFakeGpu").Find(*gpu), &ProbeKernel);
+  EXPECT_EQ(registry.Op("KindProbeFakeGpu").Find(*cpu), nullptr);
+  EXPECT_EQ(registry.Op("KindProbeCudaGpu").Find(*gpu), nullptr);  // same type, other platform
+  EXPECT_EQ(registry.Op("KindProbeFakeCpu").Find(*gpu), nullptr);  // same platform, other type
+  EXPECT_EQ(registry.Op("KindProbeFakeCpu").Find(*cpu), nullptr);
+  // Every device of a pair has that pair's number, and the pairs differ.
+  EXPECT_EQ(gpu->kind(), DeviceKindId("GPU", "FakeCUDA"));
+  EXPECT_EQ(Find("/GPU:2")->kind(), gpu->kind());
+  EXPECT_EQ(cpu->kind(), DeviceKindId(cpu->device_type(), cpu->platform_name()));
+  EXPECT_NE(gpu->kind(), cpu->kind());
+  EXPECT_NE(DeviceKindId("GPU", "CUDA"), gpu->kind());
+  EXPECT_NE(DeviceKindId("CPU", "FakeCUDA"), gpu->kind());
+}
+
+// A replica's step runs under a scope made from its device (no name to look up): ops land
+// on that device, the scope reads as the device's full name, and another context finds its
+// own device of that name.
+TEST_F(EagerPlacementTest, ADevicesOwnScopePlacesOnIt) {
+  Device* gpu1 = Find("/GPU:1");
+  auto other = MakeContextWithFakeGpus({FakeGpuSpec(), FakeGpuSpec()});
+  TOWER_CHECK_OK(other->EnsureInitialized());
+  DeviceScope scope(*gpu1);
+  EXPECT_EQ(DeviceScope::Current()->ToString(), gpu1->full_name());
+  Tensor on_gpu1 = *ops::Fill(Shape{2}, 1.0f);
+  EXPECT_EQ(on_gpu1.device(), gpu1);
+  EXPECT_EQ(*DeviceScope::CurrentDevice(*context_), gpu1);
+  EXPECT_EQ(*DeviceScope::CurrentDevice(*other), *other->FindDevice(gpu1->full_name()));
+  {
+    DeviceScope inner("/CPU:0");
+    EXPECT_EQ(*DeviceScope::CurrentDevice(*context_), Find("/CPU:0"));
+  }
+  EXPECT_EQ(*DeviceScope::CurrentDevice(*context_), gpu1);
+}
+
+// An outer malformed scope's error wins over a device's scope inside it.
+TEST_F(EagerPlacementTest, ADevicesScopeInsideAMalformedOneFailsWithItsError) {
+  DeviceScope malformed("/device:GPU:one");
+  DeviceScope scope(*Find("/GPU:1"));
+  EXPECT_TRUE(IsInvalidArgument(DeviceScope::CurrentDevice(*context_).status()));
 }
 
 }  // namespace
