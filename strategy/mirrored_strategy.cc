@@ -305,7 +305,7 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
   try {
     // Ops without inputs inside fn land on this replica's device (TensorFlow's replica
     // context does the same).
-    DeviceScope scope(devices_[replica]->name());
+    DeviceScope scope(*devices_[replica]);
     trace::LaneScope lane(replica);
     status = fn(*replicas_[replica]);
   } catch (const std::exception& e) {
@@ -318,7 +318,10 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
     {
       std::lock_guard<std::mutex> lock(failure_mu_);
       // The first replica to fail is the cause; the others fail because it aborted them.
-      if (first_failure_.ok()) first_failure_ = named;
+      if (first_failure_.ok()) {
+        first_failure_ = named;
+        failed_.store(true, std::memory_order_release);
+      }
     }
     cross_device_ops_->Abort(named);
     return named;
@@ -337,24 +340,23 @@ void MirroredStrategy::RunScheduled(void* self, int replica) {
 
 Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  {
-    std::lock_guard<std::mutex> lock(failure_mu_);
-    first_failure_ = OkStatus();
-  }
   if (fn_ != &fn) fn_ = &fn;
   scheduler_->Run(&MirroredStrategy::RunScheduled, this);
+  // Every replica has returned (the scheduler's run ends after them): what they wrote is
+  // visible here.
+  if (!failed_.load(std::memory_order_acquire)) return OkStatus();
   Status failure;
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
-    failure = first_failure_;
+    failure = std::move(first_failure_);
+    first_failure_ = OkStatus();  // the next run starts without one
+    failed_.store(false, std::memory_order_relaxed);
   }
-  if (!failure.ok()) {
-    // How every replica's collectives ended, once all have stopped (the first failure is
-    // the reason).
-    const Status dumped = FlightRecorder::Get().Dump(failure.message());
-    if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
-    cross_device_ops_->Reset();  // ready for the next run
-  }
+  // How every replica's collectives ended, once all have stopped (the first failure is the
+  // reason).
+  const Status dumped = FlightRecorder::Get().Dump(failure.message());
+  if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
+  cross_device_ops_->Reset();  // ready for the next run
   return failure;
 }
 

@@ -210,6 +210,10 @@ class MirroredStrategy : public Distribution {
   alignas(kCacheLineBytes) std::mutex run_mu_;  // one Run at a time
   std::mutex failure_mu_;
   Status first_failure_;  // guarded by failure_mu_: the root cause when replicas fail
+  // Whether first_failure_ holds a failure (set with it, cleared when a run takes it): a
+  // run without one reads this flag instead of taking failure_mu_ twice on the caller's
+  // path between steps.
+  std::atomic<bool> failed_{false};
 };
 
 // TensorFlow's OneDeviceStrategy: one replica, on the calling thread.
