@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "device/context.h"
@@ -475,6 +476,188 @@ class TimedReducer final : public GradientReducer {
 
 }  // namespace
 
+// What every replica of a step reads, and what replica 0 finds, kept with the model from
+// step to step. The replicas' std::function is built once: made on the caller's stack
+// for every step, it was written there every step, and a replica on another core fetched
+// that line before it could fetch the step's state (two dependent transfers between cores
+// before a replica could start; now one).
+struct Sequential::ReplicaStep {
+  // The function holds both pointers inline (no allocation), and reads nothing of the
+  // model's own lines to find the step.
+  explicit ReplicaStep(Sequential* model)
+      : fn([model, this](ReplicaContext& ctx) { return model->RunReplicaStep(ctx, *this); }) {}
+
+  alignas(kCacheLineBytes) const std::function<Status(ReplicaContext&)> fn;
+  // Written by the caller before each run; read-only while the replicas run.
+  struct alignas(kCacheLineBytes) State {
+    Distribution* dist = nullptr;
+    const data::Batch* batch = nullptr;
+    std::vector<float>* predictions = nullptr;
+    int64_t in_dim = 0, out_dim = 0, iteration = 0;
+    bool training = false;
+    bool gather = false;
+    bool update_in_reduce = false;
+    bool record_norm = false;
+    float loss_scale = 0;          // 0: off
+    Optimizer::StepAttrs update;  // when update_in_reduce
+  } state;
+  // What replica 0 finds during the step, on lines of their own: the other replicas read
+  // `state` while replica 0 writes these.
+  struct alignas(kCacheLineBytes) Results {
+    double loss = 0;     // after the all-reduce every replica holds the same
+    bool finite = true;  // under loss scaling: every summed gradient was finite
+    // StepStats: seconds in its reducer, ‖sums‖₂ (when record_norm).
+    double all_reduce_seconds = 0;
+    double gradient_norm = std::numeric_limits<double>::quiet_NaN();
+  } results;
+};
+
+Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step) {
+  const ReplicaStep::State& step = replica_step.state;
+  ReplicaStep::Results& results = replica_step.results;
+  Distribution& dist = *step.dist;
+  const data::Batch& batch = *step.batch;
+  const bool training = step.training;
+  std::vector<float>* const predictions = step.predictions;
+  const bool gather = step.gather;
+  const int64_t in_dim = step.in_dim;
+  const int64_t out_dim = step.out_dim;
+  const int64_t iteration = step.iteration;
+  const int r = ctx.replica_id();
+  Device* device = ctx.device();
+  trace::Span step_span(training ? "step" : "evaluation step", trace::Category::kStep,
+                        static_cast<int>(iteration + 1));
+  // One pass over the replica's shard, or one per virtual shard (deterministic mode); the
+  // reducer keeps each pass's gradients and loss and sums them all after the last.
+  // Scratch of this replica's thread (its fiber, where replicas share a thread), reused
+  // step after step: no allocation once sized. Emptied below before the next step.
+  static FiberLocal<std::vector<RowRange>> pass_rows;
+  static FiberLocal<ReplicaPass> replica_pass;
+  std::vector<RowRange>& passes = pass_rows.Get();
+  dist.PassRows(batch.rows, ctx.global_replica_id(), micro_batches_, &passes);
+  // Replica 0 of a training step times its reducer calls when asked
+  // (StepStats::all_reduce_seconds).
+  TimedReducer reducer(ctx.gradient_reducer(), training && r == 0 && record_step_times_
+                                                    ? &results.all_reduce_seconds
+                                                    : nullptr);
+  ReplicaPass& pass = replica_pass.Get();
+  // Nothing of this step outlives it (the next step's peak memory must not hold these).
+  struct Release {
+    ReplicaPass& pass;
+    ~Release() {
+      pass.outputs = Tensor();
+      pass.loss = Tensor();
+      for (Tensor& gradient : pass.gradients) gradient = Tensor();
+    }
+  } release{pass};
+  // The optimizer takes the summed gradients from the reducer, if it hands them over.
+  // (The reducer calls the sink of the replica that sums: this one.)
+  struct UpdateFromSums : SummedGradientSink {
+    int replica;
+    const Optimizer& optimizer;
+    const Optimizer::StepAttrs& update;
+    const std::vector<size_t>& variable_of_gradient;
+    UpdateFromSums(int replica, const Optimizer& optimizer, const Optimizer::StepAttrs& update,
+                   const std::vector<size_t>& variable_of_gradient)
+        : replica(replica),
+          optimizer(optimizer),
+          update(update),
+          variable_of_gradient(variable_of_gradient) {}
+    void Consume(size_t gradient, int64_t begin, int64_t end, const float* sum) override {
+      optimizer.UpdateSummedSlice(replica, update, variable_of_gradient[gradient], begin, end,
+                                  sum);
+    }
+  } update_from_sums(r, *optimizer_, step.update, variable_of_gradient_);
+  struct HandOver {
+    GradientReducer& reducer;
+    bool on;
+    ~HandOver() {
+      if (on) reducer.HandOverSums(nullptr);
+    }
+  } hand_over{reducer, step.update_in_reduce && reducer.HandOverSums(&update_from_sums)};
+  Tensor all_outputs;
+  Tensor* extras[] = {&pass.loss, &all_outputs};  // no allocation per step
+  // check-numerics with several replicas: each notes its own first non-finite tensor.
+  const bool check_across_replicas = check_numerics_ && dist.num_replicas_in_sync() > 1;
+  int first_nonfinite = 0;
+  const Span<Tensor* const> extra(extras, gather ? 2 : 1);
+  for (size_t p = 0; p < passes.size(); ++p) {
+    const RowRange rows = passes[p];
+    TOWER_ASSIGN_OR_RETURN(
+        Tensor x, Tensor::FromHostBytes(device, Shape{rows.count, in_dim}, DType::kFloat32,
+                                        batch.features.data() + rows.first * in_dim));
+    const float* host_targets = batch.targets.data() + rows.first * batch.target_dim;
+    std::vector<float> normalized;
+    if (normalizes_targets()) {
+      normalized = NormalizedTargets(host_targets, rows.count, batch.target_dim);
+      host_targets = normalized.data();
+    }
+    TOWER_ASSIGN_OR_RETURN(
+        Tensor targets,
+        loss_->PrepareTargets(device, host_targets, rows.count, batch.target_dim, out_dim,
+                              batch.source_rows.empty() ? nullptr
+                                                        : batch.source_rows.data() + rows.first));
+    PassOptions options;
+    options.targets = &targets;
+    options.loss_rows = batch.rows;
+    if (step.loss_scale != 0) options.loss_scale = step.loss_scale;
+    if (check_across_replicas) options.first_nonfinite = &first_nonfinite;
+    options.backward = training;
+    options.reducer = &reducer;
+    options.pass = static_cast<int>(p);
+    options.passes = static_cast<int>(passes.size());
+    if (!training) {
+      TOWER_RETURN_IF_ERROR(reducer.Begin({}, options.pass, options.passes));
+    }
+    TOWER_RETURN_IF_ERROR(ForwardBackward(r, x, options, &pass));
+    // The loss rides in the last bucket: one all-reduce also gives every replica the
+    // global loss (and, across workers, every row's prediction).
+    if (gather) {
+      TOWER_ASSIGN_OR_RETURN(all_outputs,
+                             OwnRowsOfAll(device, pass.outputs, rows, batch.rows, out_dim));
+    } else if (predictions != nullptr && rows.count > 0) {
+      TOWER_RETURN_IF_ERROR(
+          pass.outputs.ToHostBytes(predictions->data() + rows.first * out_dim));
+    }
+    TOWER_RETURN_IF_ERROR(reducer.Finish(extra));
+  }
+  if (check_across_replicas) {
+    TOWER_RETURN_IF_ERROR(CheckReplicasNumerics(ctx, first_nonfinite));
+  }
+  if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
+  if (step.record_norm && r == 0) {
+    // Every replica holds the same sums: replica 0 measures them, unscaled (the scale is a
+    // power of two: dividing the norm is exact). Non-finite when the step will be skipped.
+    TOWER_ASSIGN_OR_RETURN(const double norm, GlobalNorm(pass.gradients));
+    results.gradient_norm = step.loss_scale != 0 ? norm / step.loss_scale : norm;
+  }
+  if (training && step.loss_scale != 0) {
+    // Every replica holds the same sums: each decides alone, all alike.
+    TOWER_ASSIGN_OR_RETURN(const bool finite, AllFinite(pass.gradients));
+    if (r == 0) results.finite = finite;
+    if (finite) {
+      // Unscaled (the scale is a power of two: exact), then the update.
+      for (Tensor& gradient : pass.gradients) {
+        TOWER_ASSIGN_OR_RETURN(gradient, ops::Scale(gradient, 1.0f / step.loss_scale));
+      }
+      trace::Span updating("update", trace::Category::kOptimizer);
+      TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
+    }
+  } else if (training && !hand_over.on) {
+    trace::Span updating("update", trace::Category::kOptimizer);
+    TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
+  }
+  // Every replica reads its loss (on a GPU this also waits for the step's work).
+  if (pass.loss.num_elements() != 1 || pass.loss.dtype() != DType::kFloat32) {
+    return InternalError("the loss is not one float32 value: " + pass.loss.shape().ToString());
+  }
+  float loss_value = 0;
+  TOWER_RETURN_IF_ERROR(pass.loss.ToHostBytes(&loss_value));
+  if (r == 0) results.loss = loss_value;
+  if (gather && r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
+  return OkStatus();
+}
+
 StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
                                       std::vector<float>* predictions) {
   Distribution& dist = *distribution_;
@@ -498,183 +681,29 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   // like global-norm clipping, it needs every sum kept.
   const bool scaling = training && loss_scale_.has_value();
   const bool record_norm = training && record_gradient_norm_;
-  Optimizer::StepAttrs update;
   const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_ &&
                                 optimizer_->CanUpdateSlicesOfSums() && !scaling && !record_norm;
-  if (update_in_reduce) {
-    TOWER_ASSIGN_OR_RETURN(update, optimizer_->AttrsOf(iteration));
-  }
 
-  // What replica 0 finds during the step, on lines of its own: the other replicas read
-  // `Step` (on the caller's stack) while replica 0 writes these.
-  struct alignas(kCacheLineBytes) StepResults {
-    double loss = 0;     // after the all-reduce every replica holds the same
-    bool finite = true;  // under loss scaling: every summed gradient was finite
-    // StepStats: seconds in its reducer, ‖sums‖₂ (when record_norm).
-    double all_reduce_seconds = 0;
-    double gradient_norm = std::numeric_limits<double>::quiet_NaN();
-  } results;
-  // The replicas' function captures one pointer to the step's state (and `this`), so that
-  // the std::function it becomes holds it inline: no allocation per step. Read-only while
-  // the replicas run.
-  struct alignas(kCacheLineBytes) Step {
-    Distribution& dist;
-    const data::Batch& batch;
-    bool training;
-    std::vector<float>* predictions;
-    bool gather;
-    int64_t in_dim, out_dim, iteration;
-    bool update_in_reduce;
-    const Optimizer::StepAttrs& update;
-    float loss_scale;  // 0: off
-    bool record_norm;
-    StepResults& results;  // replica 0's
-  } step{dist, batch, training, predictions, gather, in_dim, out_dim, iteration,
-         update_in_reduce, update, scaling ? loss_scale_->scale() : 0.0f, record_norm, results};
-  Status status = dist.RunOnReplicas([this, &step](ReplicaContext& ctx) -> Status {
-    Distribution& dist = step.dist;
-    const data::Batch& batch = step.batch;
-    const bool training = step.training;
-    std::vector<float>* const predictions = step.predictions;
-    const bool gather = step.gather;
-    const int64_t in_dim = step.in_dim;
-    const int64_t out_dim = step.out_dim;
-    const int64_t iteration = step.iteration;
-    const int r = ctx.replica_id();
-    Device* device = ctx.device();
-    trace::Span replica_step(training ? "step" : "evaluation step", trace::Category::kStep,
-                             static_cast<int>(iteration + 1));
-    // One pass over the replica's shard, or one per virtual shard (deterministic mode); the
-    // reducer keeps each pass's gradients and loss and sums them all after the last.
-    // Scratch of this replica's thread (its fiber, where replicas share a thread), reused
-    // step after step: no allocation once sized. Emptied below before the next step.
-    static FiberLocal<std::vector<RowRange>> pass_rows;
-    static FiberLocal<ReplicaPass> replica_pass;
-    std::vector<RowRange>& passes = pass_rows.Get();
-    dist.PassRows(batch.rows, ctx.global_replica_id(), micro_batches_, &passes);
-    // Replica 0 of a training step times its reducer calls when asked
-    // (StepStats::all_reduce_seconds).
-    TimedReducer reducer(ctx.gradient_reducer(), training && r == 0 && record_step_times_
-                                                      ? &step.results.all_reduce_seconds
-                                                      : nullptr);
-    ReplicaPass& pass = replica_pass.Get();
-    // Nothing of this step outlives it (the next step's peak memory must not hold these).
-    struct Release {
-      ReplicaPass& pass;
-      ~Release() {
-        pass.outputs = Tensor();
-        pass.loss = Tensor();
-        for (Tensor& gradient : pass.gradients) gradient = Tensor();
-      }
-    } release{pass};
-    // The optimizer takes the summed gradients from the reducer, if it hands them over.
-    // (The reducer calls the sink of the replica that sums: this one.)
-    struct UpdateFromSums : SummedGradientSink {
-      int replica;
-      const Optimizer& optimizer;
-      const Optimizer::StepAttrs& update;
-      const std::vector<size_t>& variable_of_gradient;
-      UpdateFromSums(int replica, const Optimizer& optimizer, const Optimizer::StepAttrs& update,
-                     const std::vector<size_t>& variable_of_gradient)
-          : replica(replica),
-            optimizer(optimizer),
-            update(update),
-            variable_of_gradient(variable_of_gradient) {}
-      void Consume(size_t gradient, int64_t begin, int64_t end, const float* sum) override {
-        optimizer.UpdateSummedSlice(replica, update, variable_of_gradient[gradient], begin, end,
-                                    sum);
-      }
-    } update_from_sums(r, *optimizer_, step.update, variable_of_gradient_);
-    struct HandOver {
-      GradientReducer& reducer;
-      bool on;
-      ~HandOver() {
-        if (on) reducer.HandOverSums(nullptr);
-      }
-    } hand_over{reducer, step.update_in_reduce && reducer.HandOverSums(&update_from_sums)};
-    Tensor all_outputs;
-    Tensor* extras[] = {&pass.loss, &all_outputs};  // no allocation per step
-    // check-numerics with several replicas: each notes its own first non-finite tensor.
-    const bool check_across_replicas = check_numerics_ && dist.num_replicas_in_sync() > 1;
-    int first_nonfinite = 0;
-    const Span<Tensor* const> extra(extras, gather ? 2 : 1);
-    for (size_t p = 0; p < passes.size(); ++p) {
-      const RowRange rows = passes[p];
-      TOWER_ASSIGN_OR_RETURN(
-          Tensor x, Tensor::FromHostBytes(device, Shape{rows.count, in_dim}, DType::kFloat32,
-                                          batch.features.data() + rows.first * in_dim));
-      const float* host_targets = batch.targets.data() + rows.first * batch.target_dim;
-      std::vector<float> normalized;
-      if (normalizes_targets()) {
-        normalized = NormalizedTargets(host_targets, rows.count, batch.target_dim);
-        host_targets = normalized.data();
-      }
-      TOWER_ASSIGN_OR_RETURN(
-          Tensor targets,
-          loss_->PrepareTargets(device, host_targets, rows.count, batch.target_dim, out_dim,
-                                batch.source_rows.empty() ? nullptr
-                                                          : batch.source_rows.data() + rows.first));
-      PassOptions options;
-      options.targets = &targets;
-      options.loss_rows = batch.rows;
-      if (step.loss_scale != 0) options.loss_scale = step.loss_scale;
-      if (check_across_replicas) options.first_nonfinite = &first_nonfinite;
-      options.backward = training;
-      options.reducer = &reducer;
-      options.pass = static_cast<int>(p);
-      options.passes = static_cast<int>(passes.size());
-      if (!training) {
-        TOWER_RETURN_IF_ERROR(reducer.Begin({}, options.pass, options.passes));
-      }
-      TOWER_RETURN_IF_ERROR(ForwardBackward(r, x, options, &pass));
-      // The loss rides in the last bucket: one all-reduce also gives every replica the
-      // global loss (and, across workers, every row's prediction).
-      if (gather) {
-        TOWER_ASSIGN_OR_RETURN(all_outputs,
-                               OwnRowsOfAll(device, pass.outputs, rows, batch.rows, out_dim));
-      } else if (predictions != nullptr && rows.count > 0) {
-        TOWER_RETURN_IF_ERROR(
-            pass.outputs.ToHostBytes(predictions->data() + rows.first * out_dim));
-      }
-      TOWER_RETURN_IF_ERROR(reducer.Finish(extra));
-    }
-    if (check_across_replicas) {
-      TOWER_RETURN_IF_ERROR(CheckReplicasNumerics(ctx, first_nonfinite));
-    }
-    if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
-    if (step.record_norm && r == 0) {
-      // Every replica holds the same sums: replica 0 measures them, unscaled (the scale is a
-      // power of two: dividing the norm is exact). Non-finite when the step will be skipped.
-      TOWER_ASSIGN_OR_RETURN(const double norm, GlobalNorm(pass.gradients));
-      step.results.gradient_norm = step.loss_scale != 0 ? norm / step.loss_scale : norm;
-    }
-    if (training && step.loss_scale != 0) {
-      // Every replica holds the same sums: each decides alone, all alike.
-      TOWER_ASSIGN_OR_RETURN(const bool finite, AllFinite(pass.gradients));
-      if (r == 0) step.results.finite = finite;
-      if (finite) {
-        // Unscaled (the scale is a power of two: exact), then the update.
-        for (Tensor& gradient : pass.gradients) {
-          TOWER_ASSIGN_OR_RETURN(gradient, ops::Scale(gradient, 1.0f / step.loss_scale));
-        }
-        trace::Span updating("update", trace::Category::kOptimizer);
-        TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
-      }
-    } else if (training && !hand_over.on) {
-      trace::Span updating("update", trace::Category::kOptimizer);
-      TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
-    }
-    // Every replica reads its loss (on a GPU this also waits for the step's work).
-    if (pass.loss.num_elements() != 1 || pass.loss.dtype() != DType::kFloat32) {
-      return InternalError("the loss is not one float32 value: " + pass.loss.shape().ToString());
-    }
-    float loss_value = 0;
-    TOWER_RETURN_IF_ERROR(pass.loss.ToHostBytes(&loss_value));
-    if (r == 0) step.results.loss = loss_value;
-    if (gather && r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
-    return OkStatus();
-  });
-  TOWER_RETURN_IF_ERROR(status);
+  if (replica_step_ == nullptr) replica_step_ = std::make_unique<ReplicaStep>(this);
+  ReplicaStep& replica_step = *replica_step_;
+  ReplicaStep::Results& results = replica_step.results;
+  results = ReplicaStep::Results();
+  ReplicaStep::State& step = replica_step.state;
+  step.dist = &dist;
+  step.batch = &batch;
+  step.training = training;
+  step.predictions = predictions;
+  step.gather = gather;
+  step.in_dim = in_dim;
+  step.out_dim = out_dim;
+  step.iteration = iteration;
+  step.update_in_reduce = update_in_reduce;
+  step.loss_scale = scaling ? loss_scale_->scale() : 0.0f;
+  step.record_norm = record_norm;
+  if (update_in_reduce) {
+    TOWER_ASSIGN_OR_RETURN(step.update, optimizer_->AttrsOf(iteration));
+  }
+  TOWER_RETURN_IF_ERROR(dist.RunOnReplicas(replica_step.fn));
   if (training) {
     step_stats_.value.iteration = iteration;
     step_stats_.value.learning_rate = optimizer_->learning_rate(iteration);

@@ -285,6 +285,9 @@ class Sequential {
   // local replicas' rows when non-null.
   StatusOr<double> RunBatch(const data::Batch& batch, bool training,
                             std::vector<float>* predictions);
+  // RunBatch's step on one replica: what the replicas read and write (sequential.cc).
+  struct ReplicaStep;
+  Status RunReplicaStep(ReplicaContext& ctx, ReplicaStep& step);
   // check_numerics after the all-reduce: the loss, then the gradients, last layer first.
   Status CheckNumerics(const ReplicaPass& pass, bool training) const;
   // With several replicas in sync: every replica's first non-finite tensor of its own
@@ -323,6 +326,8 @@ class Sequential {
   // Written by the caller after every step; the replica threads read the fields around it
   // during the next one (check_numerics_, layers_, ...): on lines of its own.
   CacheLinePadded<StepStats> step_stats_;
+  // RunBatch's state for the replicas (made on the first step).
+  std::unique_ptr<ReplicaStep> replica_step_;
   int micro_batches_ = 1;
   PrecisionPolicy policy_ = PrecisionPolicy::kFloat32;
   std::optional<DynamicLossScale> loss_scale_;
