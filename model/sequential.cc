@@ -689,17 +689,12 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   ReplicaStep::Results& results = replica_step.results;
   results = ReplicaStep::Results();
   ReplicaStep::State& step = replica_step.state;
-  step.dist = &dist;
-  step.batch = &batch;
-  step.training = training;
-  step.predictions = predictions;
-  step.gather = gather;
-  step.in_dim = in_dim;
-  step.out_dim = out_dim;
-  step.iteration = iteration;
-  step.update_in_reduce = update_in_reduce;
-  step.loss_scale = scaling ? loss_scale_->scale() : 0.0f;
-  step.record_norm = record_norm;
+  // In State's order; `update` is set below when the reducer applies it.
+  step = ReplicaStep::State{&dist,       &batch,   predictions, in_dim,
+                            out_dim,     iteration, training,   gather,
+                            update_in_reduce,       record_norm,
+                            scaling ? loss_scale_->scale() : 0.0f,
+                            Optimizer::StepAttrs()};
   if (update_in_reduce) {
     TOWER_ASSIGN_OR_RETURN(step.update, optimizer_->AttrsOf(iteration));
   }
