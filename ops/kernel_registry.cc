@@ -44,7 +44,7 @@ void KernelRegistry::Register(std::string_view op, std::string_view device_type,
   }
   TOWER_CHECK(n < OpKernels::kMaxKernels) << "too many kernels for op " << op;
   kernels.entries_[n] = OpKernels::Entry{std::string(device_type), std::string(platform),
-                                               DeviceKindId(device_type, platform), fn};
+                                         DeviceKindId(device_type, platform), fn};
   kernels.size_.store(n + 1, std::memory_order_release);
 }
 
