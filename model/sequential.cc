@@ -57,8 +57,46 @@ class Sequential::Factory : public VariableFactory {
   Sequential* model_;
 };
 
+// What every replica of a step reads, and what replica 0 finds, kept with the model from
+// step to step. The replicas' std::function is built once: made on the caller's stack
+// for every step, it was written there every step, and a replica on another core fetched
+// that line before it could fetch the step's state (two dependent transfers between cores
+// before a replica could start; now one).
+struct Sequential::ReplicaStep {
+  // The function holds both pointers inline (no allocation), and reads nothing of the
+  // model's own lines to find the step.
+  explicit ReplicaStep(Sequential* model)
+      : fn([model, this](ReplicaContext& ctx) { return model->RunReplicaStep(ctx, *this); }) {}
+
+  alignas(kCacheLineBytes) const std::function<Status(ReplicaContext&)> fn;
+  // Written by the caller before each run; read-only while the replicas run.
+  struct alignas(kCacheLineBytes) State {
+    Distribution* dist = nullptr;
+    const data::Batch* batch = nullptr;
+    std::vector<float>* predictions = nullptr;
+    int64_t in_dim = 0, out_dim = 0, iteration = 0;
+    bool training = false;
+    bool gather = false;
+    bool update_in_reduce = false;
+    bool record_norm = false;
+    float loss_scale = 0;          // 0: off
+    Optimizer::StepAttrs update;  // when update_in_reduce
+  } state;
+  // What replica 0 finds during the step, on lines of their own: the other replicas read
+  // `state` while replica 0 writes these.
+  struct alignas(kCacheLineBytes) Results {
+    double loss = 0;     // after the all-reduce every replica holds the same
+    bool finite = true;  // under loss scaling: every summed gradient was finite
+    // StepStats: seconds in its reducer, ‖sums‖₂ (when record_norm).
+    double all_reduce_seconds = 0;
+    double gradient_norm = std::numeric_limits<double>::quiet_NaN();
+  } results;
+};
+
 Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, uint64_t seed)
-    : layers_(std::move(layers)), seed_(seed) {}
+    : layers_(std::move(layers)),
+      seed_(seed),
+      replica_step_(std::make_unique<ReplicaStep>(this)) {}
 
 Sequential::~Sequential() = default;
 
@@ -476,42 +514,6 @@ class TimedReducer final : public GradientReducer {
 
 }  // namespace
 
-// What every replica of a step reads, and what replica 0 finds, kept with the model from
-// step to step. The replicas' std::function is built once: made on the caller's stack
-// for every step, it was written there every step, and a replica on another core fetched
-// that line before it could fetch the step's state (two dependent transfers between cores
-// before a replica could start; now one).
-struct Sequential::ReplicaStep {
-  // The function holds both pointers inline (no allocation), and reads nothing of the
-  // model's own lines to find the step.
-  explicit ReplicaStep(Sequential* model)
-      : fn([model, this](ReplicaContext& ctx) { return model->RunReplicaStep(ctx, *this); }) {}
-
-  alignas(kCacheLineBytes) const std::function<Status(ReplicaContext&)> fn;
-  // Written by the caller before each run; read-only while the replicas run.
-  struct alignas(kCacheLineBytes) State {
-    Distribution* dist = nullptr;
-    const data::Batch* batch = nullptr;
-    std::vector<float>* predictions = nullptr;
-    int64_t in_dim = 0, out_dim = 0, iteration = 0;
-    bool training = false;
-    bool gather = false;
-    bool update_in_reduce = false;
-    bool record_norm = false;
-    float loss_scale = 0;          // 0: off
-    Optimizer::StepAttrs update;  // when update_in_reduce
-  } state;
-  // What replica 0 finds during the step, on lines of their own: the other replicas read
-  // `state` while replica 0 writes these.
-  struct alignas(kCacheLineBytes) Results {
-    double loss = 0;     // after the all-reduce every replica holds the same
-    bool finite = true;  // under loss scaling: every summed gradient was finite
-    // StepStats: seconds in its reducer, ‖sums‖₂ (when record_norm).
-    double all_reduce_seconds = 0;
-    double gradient_norm = std::numeric_limits<double>::quiet_NaN();
-  } results;
-};
-
 Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step) {
   const ReplicaStep::State& step = replica_step.state;
   ReplicaStep::Results& results = replica_step.results;
@@ -684,7 +686,6 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_ &&
                                 optimizer_->CanUpdateSlicesOfSums() && !scaling && !record_norm;
 
-  if (replica_step_ == nullptr) replica_step_ = std::make_unique<ReplicaStep>(this);
   ReplicaStep& replica_step = *replica_step_;
   ReplicaStep::Results& results = replica_step.results;
   results = ReplicaStep::Results();

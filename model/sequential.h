@@ -326,7 +326,7 @@ class Sequential {
   // Written by the caller after every step; the replica threads read the fields around it
   // during the next one (check_numerics_, layers_, ...): on lines of its own.
   CacheLinePadded<StepStats> step_stats_;
-  // RunBatch's state for the replicas (made on the first step).
+  // RunBatch's state for the replicas, and their function (made with the model).
   std::unique_ptr<ReplicaStep> replica_step_;
   int micro_batches_ = 1;
   PrecisionPolicy policy_ = PrecisionPolicy::kFloat32;

@@ -32,10 +32,11 @@ void KernelRegistry::Register(std::string_view op, std::string_view device_type,
     it = ops_.emplace(std::string(op), std::make_unique<OpKernels>(std::string(op))).first;
   }
   OpKernels& kernels = *it->second;
+  const int kind = DeviceKindId(device_type, platform);
   const int n = kernels.size_.load(std::memory_order_relaxed);
   for (int i = 0; i < n; ++i) {
     OpKernels::Entry& entry = kernels.entries_[i];
-    if (entry.device_type == device_type && entry.platform == platform) {
+    if (entry.kind == kind) {
       // Readers run lock-free, so a registered kernel is never swapped for another.
       TOWER_CHECK(entry.fn == fn) << "a different kernel for " << op << " on " << device_type
                                   << " (" << platform << ") is already registered";
@@ -43,8 +44,7 @@ void KernelRegistry::Register(std::string_view op, std::string_view device_type,
     }
   }
   TOWER_CHECK(n < OpKernels::kMaxKernels) << "too many kernels for op " << op;
-  kernels.entries_[n] = OpKernels::Entry{std::string(device_type), std::string(platform),
-                                         DeviceKindId(device_type, platform), fn};
+  kernels.entries_[n] = OpKernels::Entry{std::string(device_type), std::string(platform), kind, fn};
   kernels.size_.store(n + 1, std::memory_order_release);
 }
 
