@@ -143,6 +143,16 @@ Status Steps(Trainer& trainer, const std::vector<data::Batch>& batches, int64_t 
   return OkStatus();
 }
 
+// `count` steps, timed to when the devices have done them: a one-GPU step returns before its
+// backward ends, so the last one's work is waited for before the clock stops. Seconds.
+StatusOr<double> TimedSteps(Trainer& trainer, const std::vector<data::Batch>& batches,
+                            int64_t count) {
+  const auto start = std::chrono::steady_clock::now();
+  TOWER_RETURN_IF_ERROR(Steps(trainer, batches, count));
+  TOWER_RETURN_IF_ERROR(trainer.model->WaitForDevices());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Untimed steps for `seconds`; returns their rate.
 StatusOr<double> WarmUp(Trainer& trainer, const std::vector<data::Batch>& batches,
                         double seconds) {
@@ -156,6 +166,8 @@ StatusOr<double> WarmUp(Trainer& trainer, const std::vector<data::Batch>& batche
     ++steps;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  TOWER_RETURN_IF_ERROR(trainer.model->WaitForDevices());
+  elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return static_cast<double>(steps) / elapsed;
 }
 
@@ -216,10 +228,7 @@ Status TraceOverhead(const Options& options, Trainer& trainer,
     for (int half = 0; half < 2; ++half) {
       const bool tracing = (half == 0) == (rep % 2 == 1);
       if (tracing) trace::Start();
-      const auto start = std::chrono::steady_clock::now();
-      TOWER_RETURN_IF_ERROR(Steps(trainer, batches, options.steps));
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      TOWER_ASSIGN_OR_RETURN(const double seconds, TimedSteps(trainer, batches, options.steps));
       if (tracing) events += static_cast<int64_t>(trace::Stop().size());
       (tracing ? on : off).push_back(static_cast<double>(options.steps) / seconds);
     }
@@ -346,10 +355,7 @@ Status Run(Options options) {
   const double round_trip_before_ns = options.round_trip ? bench::CrossCoreRoundTripNs(1) : 0;
   for (int64_t rep = 0; rep < options.repeats; ++rep) {
     for (auto& trainer : trainers) {
-      const auto start = std::chrono::steady_clock::now();
-      TOWER_RETURN_IF_ERROR(Steps(*trainer, batches, options.steps));
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      TOWER_ASSIGN_OR_RETURN(const double seconds, TimedSteps(*trainer, batches, options.steps));
       trainer->rates.push_back(static_cast<double>(options.steps) / seconds);
     }
   }

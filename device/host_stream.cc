@@ -1,4 +1,5 @@
 #include <cstring>
+#include <string>
 
 #include "device/stream.h"
 
@@ -11,6 +12,35 @@ Status HostStream::CopyFromHost(void* device_dst, const void* host_src, size_t b
 
 Status HostStream::CopyToHost(void* host_dst, const void* device_src, size_t bytes) {
   if (bytes > 0) std::memcpy(host_dst, device_src, bytes);
+  return OkStatus();
+}
+
+Status CheckEarlyReadSize(size_t bytes) {
+  if (bytes == 0 || bytes > DeviceStream::kMaxEarlyReadBytes) {
+    return InvalidArgumentError("StartRead of " + std::to_string(bytes) + " bytes: an early read "
+                                "takes 1 to " + std::to_string(DeviceStream::kMaxEarlyReadBytes) +
+                                " bytes; use CopyToHost for more");
+  }
+  return OkStatus();
+}
+
+Status NoEarlyReadStarted() {
+  return FailedPreconditionError("FinishRead with no read started (StartRead first)");
+}
+
+Status HostStream::StartRead(const void* device_src, size_t bytes) {
+  reading_ = false;
+  TOWER_RETURN_IF_ERROR(CheckEarlyReadSize(bytes));
+  std::memcpy(read_, device_src, bytes);
+  read_bytes_ = bytes;
+  reading_ = true;
+  return OkStatus();
+}
+
+Status HostStream::FinishRead(void* host_dst) {
+  if (!reading_) return NoEarlyReadStarted();
+  reading_ = false;
+  std::memcpy(host_dst, read_, read_bytes_);
   return OkStatus();
 }
 

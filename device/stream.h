@@ -39,6 +39,17 @@ class DeviceStream {
   // Waits until all work queued so far has finished; reports any asynchronous error.
   virtual Status Synchronize() = 0;
 
+  // A small read that waits for the work queued before it and for nothing queued after:
+  // StartRead queues the copy of `bytes` (at most kMaxEarlyReadBytes) from `device_src`;
+  // FinishRead waits for that copy alone and writes the bytes to `host_dst`. Work queued
+  // between the two may still run when FinishRead returns (how a one-GPU training step
+  // reads its loss after forward and returns while backward runs). One read at a time per
+  // stream: a StartRead drops a read not finished; a FinishRead with none started is an
+  // error. Called by the thread that queues the stream's work.
+  static constexpr size_t kMaxEarlyReadBytes = 64;
+  virtual Status StartRead(const void* device_src, size_t bytes) = 0;
+  virtual Status FinishRead(void* host_dst) = 0;
+
   // The platform's own handle (cudaStream_t for CUDA; nullptr for host streams).
   virtual void* native_handle() const = 0;
 
@@ -61,8 +72,20 @@ class HostStream : public DeviceStream {
                       size_t bytes) override;
   Status Zero(void* dst, size_t bytes) override;
   Status Synchronize() override { return OkStatus(); }
+  // At once: a host stream has nothing queued.
+  Status StartRead(const void* device_src, size_t bytes) override;
+  Status FinishRead(void* host_dst) override;
   void* native_handle() const override { return nullptr; }
+
+ private:
+  alignas(8) unsigned char read_[kMaxEarlyReadBytes];
+  size_t read_bytes_ = 0;
+  bool reading_ = false;
 };
+
+// The errors StartRead and FinishRead share across streams.
+Status CheckEarlyReadSize(size_t bytes);
+Status NoEarlyReadStarted();
 
 }  // namespace tower
 

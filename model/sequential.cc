@@ -357,6 +357,17 @@ StatusOr<int> NonFiniteCode(const Tensor& tensor, int which) {
 
 }  // namespace
 
+namespace {
+
+Status CheckLossIsOneFloat(const Tensor& loss) {
+  if (loss.num_elements() != 1 || loss.dtype() != DType::kFloat32) {
+    return InternalError("the loss is not one float32 value: " + loss.shape().ToString());
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status Sequential::ForwardBackward(int replica, const Tensor& features,
                                    const PassOptions& options, ReplicaPass* pass) {
   // This thread's (or replica fiber's) scratch, reused call after call: no allocation once
@@ -380,6 +391,11 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
   pass->outputs = activation;
   if (options.targets == nullptr) return OkStatus();
   TOWER_ASSIGN_OR_RETURN(pass->loss, loss_->Value(activation, *options.targets, options.loss_rows));
+  if (options.start_loss_read) {
+    TOWER_RETURN_IF_ERROR(CheckLossIsOneFloat(pass->loss));
+    TOWER_RETURN_IF_ERROR(pass->loss.device()->stream().StartRead(pass->loss.raw_data(),
+                                                                  sizeof(float)));
+  }
   int* const first_nonfinite = options.first_nonfinite;
   if (first_nonfinite != nullptr && *first_nonfinite == 0) {
     TOWER_ASSIGN_OR_RETURN(*first_nonfinite, NonFiniteCode(pass->loss, 0));
@@ -583,6 +599,13 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
   const bool check_across_replicas = check_numerics_ && dist.num_replicas_in_sync() > 1;
   int first_nonfinite = 0;
   const Span<Tensor* const> extra(extras, gather ? 2 : 1);
+  // One replica on a GPU: its loss is final once forward has computed it (no other
+  // replica's to add), so it is read then, and the step need not wait for backward and the
+  // update (set_step_waits_for_device). A trace keeps the wait: its step spans then cover
+  // the step's device work.
+  const bool read_loss_early = training && !step_waits_for_device_ && passes.size() == 1 &&
+                               dist.num_replicas_in_sync() == 1 &&
+                               !device->stream().host_addressable() && !trace::Recording();
   for (size_t p = 0; p < passes.size(); ++p) {
     const RowRange rows = passes[p];
     TOWER_ASSIGN_OR_RETURN(
@@ -608,6 +631,7 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
     options.reducer = &reducer;
     options.pass = static_cast<int>(p);
     options.passes = static_cast<int>(passes.size());
+    options.start_loss_read = read_loss_early;
     if (!training) {
       TOWER_RETURN_IF_ERROR(reducer.Begin({}, options.pass, options.passes));
     }
@@ -649,12 +673,15 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
     trace::Span updating("update", trace::Category::kOptimizer);
     TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
   }
-  // Every replica reads its loss (on a GPU this also waits for the step's work).
-  if (pass.loss.num_elements() != 1 || pass.loss.dtype() != DType::kFloat32) {
-    return InternalError("the loss is not one float32 value: " + pass.loss.shape().ToString());
-  }
+  // Every replica reads its loss: on a GPU this waits for the step's work, or, read early,
+  // for its forward pass only.
   float loss_value = 0;
-  TOWER_RETURN_IF_ERROR(pass.loss.ToHostBytes(&loss_value));
+  if (read_loss_early) {
+    TOWER_RETURN_IF_ERROR(pass.loss.device()->stream().FinishRead(&loss_value));
+  } else {
+    TOWER_RETURN_IF_ERROR(CheckLossIsOneFloat(pass.loss));
+    TOWER_RETURN_IF_ERROR(pass.loss.ToHostBytes(&loss_value));
+  }
   if (r == 0) results.loss = loss_value;
   if (gather && r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
   return OkStatus();
@@ -725,6 +752,14 @@ void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float
                    batch.targets.data() + rows.first * batch.target_dim, rows.count,
                    output_dim(), batch.target_dim);
   }
+}
+
+Status Sequential::WaitForDevices() {
+  if (distribution_ == nullptr) return OkStatus();
+  for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
+    TOWER_RETURN_IF_ERROR(distribution_->replica_device(r)->stream().Synchronize());
+  }
+  return OkStatus();
 }
 
 StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {

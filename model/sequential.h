@@ -99,6 +99,9 @@ struct PassOptions {
   // check-numerics across replicas: when set and still 0, receives the code of this
   // replica's first non-finite tensor, before any sum (NonFiniteCode).
   int* first_nonfinite = nullptr;
+  // Queue the loss's read on its device's stream as soon as it is computed, before backward
+  // (DeviceStream::StartRead); the caller finishes it.
+  bool start_loss_read = false;
 };
 
 // What the last training step (TrainStep, each of Fit's steps) measured, for callbacks that
@@ -111,7 +114,9 @@ struct StepStats {
   // the rate it would have used, which the next step uses).
   float learning_rate = 0;
   // Wall time of the whole step (TrainStep: forward, backward, all-reduce, update), seconds;
-  // measured only while set_record_step_times is on, else 0.
+  // measured only while set_record_step_times is on, else 0. A one-GPU step returns once its
+  // loss is known (set_step_waits_for_device): its time is the host's, which in a loop of
+  // steps is the device's per step, the previous step's backward included.
   double step_seconds = 0;
   // Wall time replica 0 spent inside its GradientReducer's Add and Finish calls during the
   // step, seconds: the sums themselves, and the time it waited there for the other replicas
@@ -161,6 +166,10 @@ class Sequential {
   // One training step on a global batch: what Fit does for each batch. Returns the batch's
   // loss (the mean over its rows); metrics accumulate until ResetMetrics.
   StatusOr<double> TrainStep(const data::Batch& batch);
+  // Waits until every replica's device has done the work queued so far, and reports an
+  // error any of it met: what timing a loop of one-GPU TrainSteps needs at its end (each
+  // returns before its backward ends; set_step_waits_for_device).
+  Status WaitForDevices();
   // Applies gradients computed elsewhere (towers, strategy/towers.h) to every replica's
   // copies, in trainable_variables() order, and advances the optimizer's step: TensorFlow's
   // optimizer.apply_gradients outside a replica context.
@@ -246,6 +255,19 @@ class Sequential {
   // overflow stops training even under loss scaling (it is there to find the overflow).
   void set_check_numerics(bool on) { check_numerics_ = on; }
 
+  // A training step of one replica on a GPU (one replica in sync, one pass) reads its loss
+  // as soon as forward has computed it and returns while its backward and update still run
+  // on the device: the host splits, uploads and queues the next step meanwhile, and the card
+  // does not wait for it between steps. Everything read back later (variables, predictions,
+  // checkpoints) waits for the device as before; an error that a kernel of the step meets
+  // on the device is reported by a later call (the next step's loss, or any read), as with
+  // any asynchronous GPU work. With this on, every step waits for all its work before it
+  // returns, so such an error is reported by the step that queued it (for debugging).
+  // Several replicas sum their losses in the last gradient bucket, after backward: they
+  // always wait for it; CPU replicas compute synchronously.
+  void set_step_waits_for_device(bool on) { step_waits_for_device_ = on; }
+  bool step_waits_for_device() const { return step_waits_for_device_; }
+
   // The last training step's figures (StepStats). The gradient norm is computed only while
   // set_record_gradient_norm is on (the TensorBoard callback turns it on): it costs a pass
   // over every summed gradient, and where replicas share variables the optimizer then
@@ -321,6 +343,7 @@ class Sequential {
   int64_t input_dim_ = -1;
   bool stop_training_ = false;
   bool check_numerics_ = false;
+  bool step_waits_for_device_ = false;
   bool record_gradient_norm_ = false;
   bool record_step_times_ = false;
   // Written by the caller after every step; the replica threads read the fields around it

@@ -54,6 +54,8 @@ CudaStream::~CudaStream() {
     if (event != nullptr) IgnoreCudaError(cudaEventDestroy(event));
   }
   if (staging_ != nullptr) IgnoreCudaError(cudaFreeHost(staging_));
+  if (read_done_ != nullptr) IgnoreCudaError(cudaEventDestroy(read_done_));
+  if (read_buffer_ != nullptr) IgnoreCudaError(cudaFreeHost(read_buffer_));
   IgnoreCudaError(cudaStreamDestroy(stream_));
 }
 
@@ -109,6 +111,40 @@ Status CudaStream::CopyToHost(void* host_dst, const void* device_src, size_t byt
       cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_), Where());
   TOWER_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), Where());
   if (trace::Recording()) tracer_.Flush(/*all=*/true);
+  return OkStatus();
+}
+
+Status CudaStream::StartRead(const void* device_src, size_t bytes) {
+  reading_ = false;
+  TOWER_RETURN_IF_ERROR(CheckEarlyReadSize(bytes));
+  ScopedCudaDevice device(ordinal_);
+  TOWER_RETURN_IF_ERROR(device.status());
+  if (read_buffer_ == nullptr) {
+    void* buffer = nullptr;
+    TOWER_CUDA_RETURN_IF_ERROR(cudaMallocHost(&buffer, kMaxEarlyReadBytes), Where());
+    read_buffer_ = static_cast<unsigned char*>(buffer);
+  }
+  if (read_done_ == nullptr) {
+    TOWER_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&read_done_, cudaEventDisableTiming),
+                               Where());
+  }
+  // A read dropped unfinished may still be writing the buffer: this copy is queued after it.
+  TOWER_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(read_buffer_, device_src, bytes, cudaMemcpyDeviceToHost, stream_),
+      Where());
+  TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(read_done_, stream_), Where());
+  read_bytes_ = bytes;
+  reading_ = true;
+  return OkStatus();
+}
+
+Status CudaStream::FinishRead(void* host_dst) {
+  if (!reading_) return NoEarlyReadStarted();
+  reading_ = false;
+  ScopedCudaDevice device(ordinal_);
+  TOWER_RETURN_IF_ERROR(device.status());
+  TOWER_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(read_done_), Where());
+  std::memcpy(host_dst, read_buffer_, read_bytes_);
   return OkStatus();
 }
 

@@ -31,6 +31,10 @@ class CudaStream : public DeviceStream {
                       size_t bytes) override;
   Status Zero(void* dst, size_t bytes) override;
   Status Synchronize() override;
+  // Into a small pinned buffer behind an event: FinishRead waits on that event, not on the
+  // stream.
+  Status StartRead(const void* device_src, size_t bytes) override;
+  Status FinishRead(void* host_dst) override;
   void* native_handle() const override { return stream_; }
   void BeginTracedWork() override;
   void EndTracedWork(const char* name) override;
@@ -57,6 +61,11 @@ class CudaStream : public DeviceStream {
   char* staging_ = nullptr;
   cudaEvent_t staging_free_[2] = {nullptr, nullptr};
   int next_half_ = 0;
+  // StartRead / FinishRead: pinned, made on the first read.
+  unsigned char* read_buffer_ = nullptr;  // [kMaxEarlyReadBytes]
+  cudaEvent_t read_done_ = nullptr;
+  size_t read_bytes_ = 0;
+  bool reading_ = false;
   StreamTracer tracer_;  // only used while a trace records
 };
 
