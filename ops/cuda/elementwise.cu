@@ -1,6 +1,10 @@
 // Elementwise kernels (math and activation ops, Fill, the MSE gradient): one thread per
-// element in grid-stride loops. Memory-bound; the arithmetic rounds as the CPU kernels do
-// (products that feed a sum are rounded with __fmul_rn rather than fused).
+// element, or per four where the tensors are 16-byte aligned, in grid-stride loops.
+// Memory-bound; the arithmetic rounds as the CPU kernels do (products that feed a sum are
+// rounded with __fmul_rn rather than fused).
+#include <cstdint>
+#include <initializer_list>
+
 #include "device/cuda/kernel_launch.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launchers.h"
@@ -20,16 +24,68 @@ __global__ void UnaryKernel(const float* x, float* out, int64_t n, Op op) {
   for (int64_t i = GridThread(); i < n; i += GridThreads()) out[i] = op(x[i]);
 }
 
+// The same four elements at a time: one 16-byte load per input and one store per output
+// instead of four each (the scalar kernels reached 42 % of an H200's memory bandwidth on a
+// 4096×4096 ReLU; 2026-11-26). The first n − n % 4 elements so; the last n % 4 by the first
+// threads, one each. Every element gets the scalar kernel's arithmetic: the same bits.
+// Only for pointers 16-byte aligned (Aligned4), which tensors from the allocator are.
+template <typename Op>
+__global__ void BinaryKernel4(const float* a, const float* b, float* out, int64_t n, Op op) {
+  const int64_t n4 = n / 4;
+  const auto* a4 = reinterpret_cast<const float4*>(a);
+  const auto* b4 = reinterpret_cast<const float4*>(b);
+  auto* out4 = reinterpret_cast<float4*>(out);
+  for (int64_t i = GridThread(); i < n4; i += GridThreads()) {
+    const float4 x = a4[i];
+    const float4 y = b4[i];
+    out4[i] = make_float4(op(x.x, y.x), op(x.y, y.y), op(x.z, y.z), op(x.w, y.w));
+  }
+  const int64_t tail = n4 * 4 + GridThread();
+  if (tail < n) out[tail] = op(a[tail], b[tail]);
+}
+
+template <typename Op>
+__global__ void UnaryKernel4(const float* x, float* out, int64_t n, Op op) {
+  const int64_t n4 = n / 4;
+  const auto* x4 = reinterpret_cast<const float4*>(x);
+  auto* out4 = reinterpret_cast<float4*>(out);
+  for (int64_t i = GridThread(); i < n4; i += GridThreads()) {
+    const float4 v = x4[i];
+    out4[i] = make_float4(op(v.x), op(v.y), op(v.z), op(v.w));
+  }
+  const int64_t tail = n4 * 4 + GridThread();
+  if (tail < n) out[tail] = op(x[tail]);
+}
+
+// Whether every pointer may be read or written as float4.
+bool Aligned4(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % alignof(float4) != 0) return false;
+  }
+  return true;
+}
+
+// Threads for n elements taken four at a time (at least the n % 4 of the tail).
+unsigned BlocksFor4(int64_t n) { return BlocksFor(n / 4 > n % 4 ? n / 4 : n % 4); }
+
 template <typename Op>
 cudaError_t Binary(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream,
                    Op op) {
   if (n == 0) return cudaSuccess;
+  if (Aligned4({a, b, out})) {
+    return TOWER_LAUNCH_KERNEL(BinaryKernel4<Op>, BlocksFor4(n), kThreads, 0, stream, a, b, out,
+                               n, op);
+  }
   return TOWER_LAUNCH_KERNEL(BinaryKernel<Op>, BlocksFor(n), kThreads, 0, stream, a, b, out, n, op);
 }
 
 template <typename Op>
 cudaError_t Unary(const float* x, float* out, int64_t n, cudaStream_t stream, Op op) {
   if (n == 0) return cudaSuccess;
+  if (Aligned4({x, out})) {
+    return TOWER_LAUNCH_KERNEL(UnaryKernel4<Op>, BlocksFor4(n), kThreads, 0, stream, x, out, n,
+                               op);
+  }
   return TOWER_LAUNCH_KERNEL(UnaryKernel<Op>, BlocksFor(n), kThreads, 0, stream, x, out, n, op);
 }
 
@@ -107,6 +163,22 @@ __global__ void BiasAddKernel(const float* x, const float* bias, float* out, int
   for (int64_t i = GridThread(); i < n; i += GridThreads()) out[i] = x[i] + bias[i % c];
 }
 
+// Four columns at a time when c % 4 == 0 (a group never crosses a row) and every pointer is
+// 16-byte aligned: one column index per four elements.
+__global__ void BiasAddKernel4(const float* x, const float* bias, float* out, int64_t n,
+                               int64_t c) {
+  const int64_t n4 = n / 4;
+  const int64_t c4 = c / 4;
+  const auto* x4 = reinterpret_cast<const float4*>(x);
+  const auto* bias4 = reinterpret_cast<const float4*>(bias);
+  auto* out4 = reinterpret_cast<float4*>(out);
+  for (int64_t i = GridThread(); i < n4; i += GridThreads()) {
+    const float4 v = x4[i];
+    const float4 b = bias4[i % c4];
+    out4[i] = make_float4(v.x + b.x, v.y + b.y, v.z + b.z, v.w + b.w);
+  }
+}
+
 __global__ void FillKernel(float* out, float value, int64_t n) {
   for (int64_t i = GridThread(); i < n; i += GridThreads()) out[i] = value;
 }
@@ -158,6 +230,10 @@ cudaError_t LaunchBiasAdd(const float* x, const float* bias, float* out, int64_t
                           cudaStream_t stream) {
   const int64_t n = rows * c;
   if (n == 0) return cudaSuccess;
+  if (c % 4 == 0 && Aligned4({x, bias, out})) {
+    return TOWER_LAUNCH_KERNEL(BiasAddKernel4, BlocksFor(n / 4), kThreads, 0, stream, x, bias,
+                               out, n, c);
+  }
   return TOWER_LAUNCH_KERNEL(BiasAddKernel, BlocksFor(n), kThreads, 0, stream, x, bias, out, n, c);
 }
 

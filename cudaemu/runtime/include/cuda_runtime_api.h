@@ -109,6 +109,13 @@ struct dim3 {
       : x(vx), y(vy), z(vz) {}
 };
 
+// CUDA's vector type of four floats (vector_types.h): 16-byte aligned, so that a kernel loads
+// or stores it in one access; make_float4 as in vector_functions.h.
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
 extern "C" {
 
 // ---- errors ------------------------------------------------------------------------------
