@@ -15,32 +15,35 @@ Status HostStream::CopyToHost(void* host_dst, const void* device_src, size_t byt
   return OkStatus();
 }
 
-Status CheckEarlyReadSize(size_t bytes) {
+Status EarlyRead::Start(size_t bytes) {
+  started_ = false;
   if (bytes == 0 || bytes > DeviceStream::kMaxEarlyReadBytes) {
     return InvalidArgumentError("StartRead of " + std::to_string(bytes) + " bytes: an early read "
                                 "takes 1 to " + std::to_string(DeviceStream::kMaxEarlyReadBytes) +
                                 " bytes; use CopyToHost for more");
   }
+  bytes_ = bytes;
+  started_ = true;
   return OkStatus();
 }
 
-Status NoEarlyReadStarted() {
-  return FailedPreconditionError("FinishRead with no read started (StartRead first)");
+Status EarlyRead::Finish(size_t* bytes) {
+  if (!started_) return FailedPreconditionError("FinishRead with no read started (StartRead first)");
+  started_ = false;
+  *bytes = bytes_;
+  return OkStatus();
 }
 
 Status HostStream::StartRead(const void* device_src, size_t bytes) {
-  reading_ = false;
-  TOWER_RETURN_IF_ERROR(CheckEarlyReadSize(bytes));
+  TOWER_RETURN_IF_ERROR(reading_.Start(bytes));
   std::memcpy(read_, device_src, bytes);
-  read_bytes_ = bytes;
-  reading_ = true;
   return OkStatus();
 }
 
 Status HostStream::FinishRead(void* host_dst) {
-  if (!reading_) return NoEarlyReadStarted();
-  reading_ = false;
-  std::memcpy(host_dst, read_, read_bytes_);
+  size_t bytes = 0;
+  TOWER_RETURN_IF_ERROR(reading_.Finish(&bytes));
+  std::memcpy(host_dst, read_, bytes);
   return OkStatus();
 }
 

@@ -61,6 +61,20 @@ class DeviceStream {
   virtual void EndTracedWork(const char* name) {}
 };
 
+// What every stream keeps of its early read (DeviceStream::StartRead / FinishRead): one at a
+// time, of 1 to kMaxEarlyReadBytes bytes, and the errors for anything else.
+class EarlyRead {
+ public:
+  // Drops any read not finished; refuses a size out of range (then no read is started).
+  Status Start(size_t bytes);
+  // The started read's size in `*bytes`, and no read started any more; an error when none was.
+  Status Finish(size_t* bytes);
+
+ private:
+  size_t bytes_ = 0;
+  bool started_ = false;
+};
+
 // A stream over host memory: everything happens synchronously on the calling thread.
 class HostStream : public DeviceStream {
  public:
@@ -79,13 +93,8 @@ class HostStream : public DeviceStream {
 
  private:
   alignas(8) unsigned char read_[kMaxEarlyReadBytes];
-  size_t read_bytes_ = 0;
-  bool reading_ = false;
+  EarlyRead reading_;
 };
-
-// The errors StartRead and FinishRead share across streams.
-Status CheckEarlyReadSize(size_t bytes);
-Status NoEarlyReadStarted();
 
 }  // namespace tower
 

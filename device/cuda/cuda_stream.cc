@@ -115,8 +115,13 @@ Status CudaStream::CopyToHost(void* host_dst, const void* device_src, size_t byt
 }
 
 Status CudaStream::StartRead(const void* device_src, size_t bytes) {
-  reading_ = false;
-  TOWER_RETURN_IF_ERROR(CheckEarlyReadSize(bytes));
+  TOWER_RETURN_IF_ERROR(reading_.Start(bytes));
+  const Status queued = QueueRead(device_src, bytes);
+  if (!queued.ok()) reading_ = EarlyRead();  // nothing queued: nothing to finish
+  return queued;
+}
+
+Status CudaStream::QueueRead(const void* device_src, size_t bytes) {
   ScopedCudaDevice device(ordinal_);
   TOWER_RETURN_IF_ERROR(device.status());
   if (read_buffer_ == nullptr) {
@@ -133,18 +138,16 @@ Status CudaStream::StartRead(const void* device_src, size_t bytes) {
       cudaMemcpyAsync(read_buffer_, device_src, bytes, cudaMemcpyDeviceToHost, stream_),
       Where());
   TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(read_done_, stream_), Where());
-  read_bytes_ = bytes;
-  reading_ = true;
   return OkStatus();
 }
 
 Status CudaStream::FinishRead(void* host_dst) {
-  if (!reading_) return NoEarlyReadStarted();
-  reading_ = false;
+  size_t bytes = 0;
+  TOWER_RETURN_IF_ERROR(reading_.Finish(&bytes));
   ScopedCudaDevice device(ordinal_);
   TOWER_RETURN_IF_ERROR(device.status());
   TOWER_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(read_done_), Where());
-  std::memcpy(host_dst, read_buffer_, read_bytes_);
+  std::memcpy(host_dst, read_buffer_, bytes);
   return OkStatus();
 }
 

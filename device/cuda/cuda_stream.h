@@ -53,6 +53,8 @@ class CudaStream : public DeviceStream {
   // Makes `waiter`'s later work wait for the work queued on this stream so far.
   Status SignalTo(cudaStream_t waiter);
   Status EnsureStaging();
+  // StartRead's copy into read_buffer_ and its event, made on the first read.
+  Status QueueRead(const void* device_src, size_t bytes);
 
   const int ordinal_;
   const cudaStream_t stream_;
@@ -64,8 +66,7 @@ class CudaStream : public DeviceStream {
   // StartRead / FinishRead: pinned, made on the first read.
   unsigned char* read_buffer_ = nullptr;  // [kMaxEarlyReadBytes]
   cudaEvent_t read_done_ = nullptr;
-  size_t read_bytes_ = 0;
-  bool reading_ = false;
+  EarlyRead reading_;
   StreamTracer tracer_;  // only used while a trace records
 };
 
