@@ -355,10 +355,6 @@ StatusOr<int> NonFiniteCode(const Tensor& tensor, int which) {
   return 2 * (which + 1) + (found->nan ? 1 : 0);
 }
 
-}  // namespace
-
-namespace {
-
 Status CheckLossIsOneFloat(const Tensor& loss) {
   if (loss.num_elements() != 1 || loss.dtype() != DType::kFloat32) {
     return InternalError("the loss is not one float32 value: " + loss.shape().ToString());
