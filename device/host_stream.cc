@@ -1,5 +1,4 @@
 #include <cstring>
-#include <string>
 
 #include "device/stream.h"
 
@@ -12,25 +11,6 @@ Status HostStream::CopyFromHost(void* device_dst, const void* host_src, size_t b
 
 Status HostStream::CopyToHost(void* host_dst, const void* device_src, size_t bytes) {
   if (bytes > 0) std::memcpy(host_dst, device_src, bytes);
-  return OkStatus();
-}
-
-Status EarlyRead::Start(size_t bytes) {
-  started_ = false;
-  if (bytes == 0 || bytes > DeviceStream::kMaxEarlyReadBytes) {
-    return InvalidArgumentError("StartRead of " + std::to_string(bytes) + " bytes: an early read "
-                                "takes 1 to " + std::to_string(DeviceStream::kMaxEarlyReadBytes) +
-                                " bytes; use CopyToHost for more");
-  }
-  bytes_ = bytes;
-  started_ = true;
-  return OkStatus();
-}
-
-Status EarlyRead::Finish(size_t* bytes) {
-  if (!started_) return FailedPreconditionError("FinishRead with no read started (StartRead first)");
-  started_ = false;
-  *bytes = bytes_;
   return OkStatus();
 }
 

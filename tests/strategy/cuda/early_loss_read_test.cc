@@ -2,7 +2,8 @@
 // backward and update still run on the device (Sequential::set_step_waits_for_device), with
 // the bits of a step that waits for all its work; several replicas still wait. Under the
 // emulation with every stream item delayed a random 0..2 ms (CUDAEMU_STREAM_DELAY_US): a step
-// that returned early leaves work on its stream, one that waited leaves none.
+// that returned early leaves work on its stream, one that waited leaves none, and
+// Sequential::WaitForDevices leaves none either.
 #include <cuda_runtime_api.h>
 
 #include <gtest/gtest.h>
@@ -63,6 +64,12 @@ Trained Train(int replicas, bool wait, int steps) {
     TOWER_CHECK_OK(loss.status());
     run.losses.push_back(*loss);
     if (running) ++run.steps_left_running;
+  }
+  // WaitForDevices leaves nothing queued on any replica's stream.
+  TOWER_CHECK_OK(model.WaitForDevices());
+  for (int r = 0; r < std::max(replicas, 1); ++r) {
+    auto* stream = static_cast<cudaStream_t>(gpus[r]->stream().native_handle());
+    EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess) << "work left after WaitForDevices";
   }
   for (Variable* variable : model.trainable_variables()) run.weights.push_back(*variable->Read());
   return run;
