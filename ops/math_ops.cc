@@ -47,6 +47,31 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool
   return RunSingle(kOp, {&a, &b}, OutputSpec{Shape{m, n}, out}, &attrs);
 }
 
+Status MatMulAddInto(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                     Tensor& sum) {
+  static const OpKernels& kOp = KernelsOf(op_names::kMatMulAdd);
+  TOWER_RETURN_IF_ERROR(CheckFloat("MatMulAdd", "a", a));
+  TOWER_RETURN_IF_ERROR(CheckFloat("MatMulAdd", "b", b));
+  TOWER_RETURN_IF_ERROR(CheckFloat("MatMulAdd", "sum", sum));
+  TOWER_RETURN_IF_ERROR(CheckRank("MatMulAdd", "a", a, 2));
+  TOWER_RETURN_IF_ERROR(CheckRank("MatMulAdd", "b", b, 2));
+  const int64_t m = transpose_a ? a.shape().dim(1) : a.shape().dim(0);
+  const int64_t ka = transpose_a ? a.shape().dim(0) : a.shape().dim(1);
+  const int64_t kb = transpose_b ? b.shape().dim(1) : b.shape().dim(0);
+  const int64_t n = transpose_b ? b.shape().dim(0) : b.shape().dim(1);
+  if (ka != kb || sum.shape() != Shape{m, n}) {
+    return InvalidArgumentError(
+        "MatMulAdd: a " + a.shape().ToString() + (transpose_a ? " (transposed)" : "") +
+        " and b " + b.shape().ToString() + (transpose_b ? " (transposed)" : "") +
+        " do not give the sum's shape " + sum.shape().ToString());
+  }
+  const attrs::MatMul attrs{transpose_a, transpose_b};
+  RunOptions options;
+  options.pinned = sum.device();  // in place: where the sum lives
+  const Tensor* inputs[] = {&a, &b, &sum};
+  return RunOp(kOp, inputs, {}, &attrs, {}, options);
+}
+
 StatusOr<Tensor> BiasAdd(const Tensor& x, const Tensor& bias) {
   static const OpKernels& kOp = KernelsOf(op_names::kBiasAdd);
   TOWER_RETURN_IF_ERROR(CheckFloating("BiasAdd", "x", x));

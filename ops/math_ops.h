@@ -20,6 +20,12 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool
                         DType out);
 StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a = false,
                         bool transpose_b = false);
+// sum += op(a) · op(b), in place, on sum's device: float32 a, b and sum [m, n]. The product
+// is added as MatMul computes it into zeros, without zeroing first: one rounding per depth
+// block (one in all, for a depth within Eigen's block on the CPU) instead of MatMul, then
+// Add. What a replica adds into its group's running gradient (strategy/gradient_folding.h).
+Status MatMulAddInto(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                     Tensor& sum);
 // x[..., c] + bias[c], the bias added to every row. x may be bfloat16 or float16 (mixed
 // precision; CPU kernel only) with a float32 or like-typed bias: the sum is taken in float32
 // and rounded once to x's dtype, the output's.

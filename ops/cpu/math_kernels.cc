@@ -41,13 +41,16 @@ struct MatMulJob {
   bool transpose_b;
   bool by_columns;  // else by rows
   int chunks;
+  bool accumulate;  // out += the product (MatMulAdd), else out = the product
 };
 
 // out[r0:r1, c0:c1] = op(a)[r0:r1, :] · op(b)[:, c0:c1], as Eigen computes `out = a · b`
 // (zero, then accumulate: Eigen's evalTo), the zeroing done here a row at a time with memset:
 // Eigen zeroes a block of a row-major matrix element by element (~6% of a split mlp step).
+// Accumulating (MatMulAdd), the block is not zeroed: Eigen's kernel adds each depth block's
+// partial product into `out` as it does into the zeros.
 void ProductBlock(const MatMulJob& job, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  for (int64_t r = r0; r < r1; ++r) {
+  for (int64_t r = r0; r < r1 && !job.accumulate; ++r) {
     std::memset(job.out + r * job.n + c0, 0, static_cast<size_t>(c1 - c0) * sizeof(float));
   }
   MatrixMap whole(job.out, job.m, job.n);
@@ -85,23 +88,17 @@ void ProductChunk(void* context, int chunk) {
   }
 }
 
-}  // namespace
-
-Status MatMul(const KernelContext& ctx) {
+// out = op(a) · op(b), or out += it (accumulate): float32 a, b and out.
+void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
   const auto& attrs = ctx.attr<attrs::MatMul>();
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
-  Tensor& c = ctx.output(0);
-  if (a.dtype() != DType::kFloat32) {
-    return HalfMatMul(a, b, attrs.transpose_a, attrs.transpose_b, c);
-  }
   const int64_t m = c.shape().dim(0);
   const int64_t n = c.shape().dim(1);
   const int64_t k = attrs.transpose_a ? a.shape().dim(0) : a.shape().dim(1);
-  MatrixMap out = MutableMatrix(c, m, n);
   if (k == 0) {
-    out.setZero();
-    return OkStatus();
+    if (!accumulate) MutableMatrix(c, m, n).setZero();
+    return;
   }
   MatMulJob job{Matrix(a, a.shape().dim(0), a.shape().dim(1)),
                 Matrix(b, b.shape().dim(0), b.shape().dim(1)),
@@ -111,7 +108,8 @@ Status MatMul(const KernelContext& ctx) {
                 attrs.transpose_a,
                 attrs.transpose_b,
                 /*by_columns=*/true,
-                /*chunks=*/1};
+                /*chunks=*/1,
+                accumulate};
   // Chunks: at most the threads this call may use, each of at least kMinChunkFlops, along the
   // dimension that gives more of them (columns when equal). They depend on the shapes and
   // the budget only.
@@ -134,6 +132,23 @@ Status MatMul(const KernelContext& ctx) {
   } else {
     ProductBlock(job, 0, m, 0, n);  // one chunk: the whole product
   }
+}
+
+}  // namespace
+
+Status MatMul(const KernelContext& ctx) {
+  if (ctx.input(0).dtype() != DType::kFloat32) {
+    const auto& attrs = ctx.attr<attrs::MatMul>();
+    return HalfMatMul(ctx.input(0), ctx.input(1), attrs.transpose_a, attrs.transpose_b,
+                      ctx.output(0));
+  }
+  Product(ctx, ctx.output(0), /*accumulate=*/false);
+  return OkStatus();
+}
+
+// In place: inputs a, b and the sum (float32).
+Status MatMulAdd(const KernelContext& ctx) {
+  Product(ctx, ctx.input(2), /*accumulate=*/true);
   return OkStatus();
 }
 

@@ -10,6 +10,7 @@ Span<const NamedKernel> AllKernels() {
   using namespace op_names;  // NOLINT: the table reads better without prefixes
   static const NamedKernel kKernels[] = {
       {kMatMul, cpu::MatMul},
+      {kMatMulAdd, cpu::MatMulAdd},
       {kBiasAdd, cpu::BiasAdd},
       {kAdd, cpu::Add},
       {kSub, cpu::Sub},

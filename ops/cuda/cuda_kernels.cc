@@ -75,16 +75,16 @@ Status CheckFloat32Inputs(const KernelContext& ctx, const char* op) {
 
 // ---- math ----------------------------------------------------------------------------------
 
-Status MatMul(const KernelContext& ctx) {
-  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "MatMul"));
+// c = op(a)·op(b), or c += it (accumulate: cuBLAS's beta = 1).
+Status Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
   const auto& attrs = ctx.attr<attrs::MatMul>();
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
-  Tensor& c = ctx.output(0);
   const int64_t m = c.shape().dim(0);
   const int64_t n = c.shape().dim(1);
   const int64_t k = attrs.transpose_a ? a.shape().dim(0) : a.shape().dim(1);
   if (m == 0 || n == 0) return OkStatus();
+  if (k == 0 && accumulate) return OkStatus();  // adds an empty sum
   TOWER_GPU_DEVICE_SCOPE(ctx);
   const cudaStream_t stream = StreamOf(ctx);
   if (k == 0) {  // an empty sum: cuBLAS would not write C
@@ -98,7 +98,7 @@ Status MatMul(const KernelContext& ctx) {
   // first, each operand keeps its own transpose flag, and each leading dimension is the row
   // length of the row-major matrix as stored.
   const float alpha = 1.0f;
-  const float beta = 0.0f;
+  const float beta = accumulate ? 1.0f : 0.0f;
   const cublasOperation_t op_a = attrs.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = attrs.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   TOWER_CUBLAS_RETURN_IF_ERROR(
@@ -106,6 +106,17 @@ Status MatMul(const KernelContext& ctx) {
                      a.data<float>(), a.shape().dim(1), &beta, c.data<float>(), n),
       where);
   return OkStatus();
+}
+
+Status MatMul(const KernelContext& ctx) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "MatMul"));
+  return Product(ctx, ctx.output(0), /*accumulate=*/false);
+}
+
+// In place: inputs a, b and the sum.
+Status MatMulAdd(const KernelContext& ctx) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "MatMulAdd"));
+  return Product(ctx, ctx.input(2), /*accumulate=*/true);
 }
 
 Status BiasAdd(const KernelContext& ctx) {
@@ -431,6 +442,7 @@ struct NamedKernel {
 // Every op of ops/op_names.h except the CPU-only ones (op_names::IsCpuOnly).
 constexpr NamedKernel kKernels[] = {
     {op_names::kMatMul, MatMul},
+    {op_names::kMatMulAdd, MatMulAdd},
     {op_names::kBiasAdd, BiasAdd},
     {op_names::kAdd, Add},
     {op_names::kSub, Sub},

@@ -145,6 +145,53 @@ TEST(OpsCpuTest, MatMulAllTransposes) {
   }
 }
 
+// sum += op(a)·op(b) in place: against the reference product added to the sum's old values,
+// and, for depths within one of Eigen's blocks, bitwise MatMul then Add (one rounding each).
+TEST(OpsCpuTest, MatMulAddIntoAddsTheProductToTheSumForAllTransposes) {
+  for (const Case& c : kCases) {
+    const int64_t m = c.rows, k = c.cols, n = 11;
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        const std::string what = "MatMulAddInto " + Name(c) + " ta=" + std::to_string(ta) +
+                                 " tb=" + std::to_string(tb);
+        const Shape a_shape = ta ? Shape{k, m} : Shape{m, k};
+        const Shape b_shape = tb ? Shape{n, k} : Shape{k, n};
+        const Values a = RandomValues(m * k, c.scale, 1);
+        const Values b = RandomValues(k * n, c.scale, 2);
+        const Values before = RandomValues(m * n, c.scale * c.scale, 3);
+        Tensor sum = Make(Shape{m, n}, before);
+        ASSERT_TRUE(ops::MatMulAddInto(Make(a_shape, a), Make(b_shape, b), ta, tb, sum).ok());
+        const Values got = *sum.ToHost();
+        Values want = reference::MatMul(a, a_shape, b, b_shape, ta, tb);
+        Values bound = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
+        for (size_t i = 0; i < want.size(); ++i) {
+          want[i] += before[i];
+          bound[i] = (bound[i] + std::fabs(before[i])) * 2 * (k + 2) * kEps;
+        }
+        ExpectWithin(got, want, bound, what);
+        const Values then_add =
+            Host(ops::Add(Make(Shape{m, n}, before),
+                          *ops::MatMul(Make(a_shape, a), Make(b_shape, b), ta, tb)));
+        EXPECT_EQ(got, then_add) << what;
+      }
+    }
+  }
+}
+
+TEST(OpsCpuTest, MatMulAddIntoRefusesShapesAndTypesThatDoNotFit) {
+  const Tensor a = Make(Shape{2, 3}, Values(6, 1.0f));
+  const Tensor b = Make(Shape{3, 4}, Values(12, 1.0f));
+  Tensor wrong = Make(Shape{2, 5}, Values(10, 0.0f));
+  const Status shape = ops::MatMulAddInto(a, b, false, false, wrong);
+  EXPECT_TRUE(IsInvalidArgument(shape)) << shape;
+  EXPECT_THAT(shape.message(), HasSubstr("do not give the sum's shape [2, 5]"));
+  EXPECT_EQ(*wrong.ToHost(), Values(10, 0.0f));  // nothing written
+  Tensor half = *ops::Cast(Make(Shape{2, 4}, Values(8, 0.0f)), DType::kBFloat16);
+  EXPECT_FALSE(ops::MatMulAddInto(a, b, false, false, half).ok());
+  Tensor none;
+  EXPECT_FALSE(ops::MatMulAddInto(a, b, false, false, none).ok());
+}
+
 TEST(OpsCpuTest, MatMulOfTensorFlowsPlacementGuide) {
   const Values got = Host(ops::MatMul(Make(Shape{2, 3}, {1, 2, 3, 4, 5, 6}),
                                       Make(Shape{3, 2}, {1, 2, 3, 4, 5, 6})));

@@ -210,6 +210,34 @@ TEST_F(OpsGpuTest, MatMulAllTransposes) {
   EXPECT_EQ(Host(ops::MatMul(Make(Shape{2, 0}, {}), Make(Shape{0, 3}, {}))), Values(6, 0.0f));
 }
 
+// sum += op(a)·op(b) on the card (cuBLAS with beta = 1): the reference product added to the
+// sum's old values; an empty inner dimension leaves the sum as it was.
+TEST_F(OpsGpuTest, MatMulAddIntoAddsTheProductToTheSum) {
+  for (const Case& c : kCases) {
+    const int64_t m = c.rows, k = c.cols, n = 11;
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        const Shape a_shape = ta ? Shape{k, m} : Shape{m, k};
+        const Shape b_shape = tb ? Shape{n, k} : Shape{k, n};
+        const Values a = RandomValues(m * k, c.scale, 1);
+        const Values b = RandomValues(k * n, c.scale, 2);
+        const Values before = RandomValues(m * n, c.scale * c.scale, 3);
+        Tensor sum = Make(Shape{m, n}, before);
+        ASSERT_TRUE(ops::MatMulAddInto(Make(a_shape, a), Make(b_shape, b), ta, tb, sum).ok());
+        Values want = reference::MatMul(a, a_shape, b, b_shape, ta, tb);
+        Values bound = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
+        for (size_t i = 0; i < want.size(); ++i) {
+          want[i] += before[i];
+          bound[i] = (bound[i] + std::fabs(before[i])) * 2 * (k + 2) * kEps;
+        }
+        ExpectWithin("MatMulAdd", *sum.ToHost(), want, bound,
+                     "MatMulAddInto " + Name(c) + " ta=" + std::to_string(ta) +
+                         " tb=" + std::to_string(tb));
+      }
+    }
+  }
+}
+
 TEST_F(OpsGpuTest, ElementwiseBinaryOps) {
   for (const Case& c : kCases) {
     const Shape shape{c.rows, c.cols};
