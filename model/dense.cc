@@ -91,15 +91,29 @@ StatusOr<Tensor> DenseLayer::Forward(int replica, const Tensor& x, LayerCache* c
 
 StatusOr<Tensor> DenseLayer::Backward(int replica, const Tensor& dy, const LayerCache& cache,
                                       bool need_input_grad, std::vector<Tensor>* grads) {
+  return BackwardAddingInto(replica, dy, cache, need_input_grad, {}, grads);
+}
+
+StatusOr<Tensor> DenseLayer::BackwardAddingInto(int replica, const Tensor& dy,
+                                                const LayerCache& cache, bool need_input_grad,
+                                                Span<Tensor* const> sums,
+                                                std::vector<Tensor>* grads) {
   // dz = f'(z) ⊙ dy; dkernel = xᵀ·dz [in, out]; dbias = Σ_batch dz [out]; dx = dz·kernelᵀ.
   // A 16-bit layer: dz in the compute dtype, the variables' gradients accumulated into
   // float32 (their dtype), dx in the compute dtype.
   const DType compute = compute_dtype();
   TOWER_ASSIGN_OR_RETURN(Tensor d, InDType(dy, compute));
   TOWER_ASSIGN_OR_RETURN(Tensor dz, ActivationGrad(activation_, d, cache.output));
-  TOWER_ASSIGN_OR_RETURN(Tensor dkernel, ops::MatMul(cache.input, dz, /*transpose_a=*/true,
-                                                     /*transpose_b=*/false, DType::kFloat32));
-  grads->push_back(std::move(dkernel));
+  if (!sums.empty() && sums[0] != nullptr && compute == DType::kFloat32) {
+    // sums[0] += xᵀ·dz: the running sum of the kernel's gradient, which stays that tensor.
+    TOWER_RETURN_IF_ERROR(ops::MatMulAddInto(cache.input, dz, /*transpose_a=*/true,
+                                             /*transpose_b=*/false, *sums[0]));
+    grads->push_back(*sums[0]);
+  } else {
+    TOWER_ASSIGN_OR_RETURN(Tensor dkernel, ops::MatMul(cache.input, dz, /*transpose_a=*/true,
+                                                       /*transpose_b=*/false, DType::kFloat32));
+    grads->push_back(std::move(dkernel));
+  }
   if (bias_ != nullptr) {
     TOWER_ASSIGN_OR_RETURN(Tensor dbias, ops::ReduceSum(dz, ops::ReduceAxis::kBatch));
     grads->push_back(std::move(dbias));

@@ -28,6 +28,11 @@ class DenseLayer : public Layer {
   StatusOr<Tensor> Forward(int replica, const Tensor& x, LayerCache* cache) override;
   StatusOr<Tensor> Backward(int replica, const Tensor& dy, const LayerCache& cache,
                             bool need_input_grad, std::vector<Tensor>* grads) override;
+  // The kernel's gradient added into its sum by the product itself (ops::MatMulAddInto), in
+  // float32; the bias's appended new.
+  StatusOr<Tensor> BackwardAddingInto(int replica, const Tensor& dy, const LayerCache& cache,
+                                      bool need_input_grad, Span<Tensor* const> sums,
+                                      std::vector<Tensor>* grads) override;
 
   Variable* kernel() const { return kernel_; }
   Variable* bias() const { return bias_; }

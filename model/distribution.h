@@ -63,6 +63,15 @@ class GradientReducer {
   // bucket may start summing now); earlier passes' gradients are kept by the reducer as
   // partial sums.
   virtual Status Add(Tensor* gradient) = 0;
+  // Where this replica may add its next `count` gradients (from the `first`-th of the pass,
+  // 0-based) instead of making new ones: the running sums of the replicas before it in its
+  // group, when its reducer folds gradients (strategy/gradient_folding.h), once they hold
+  // them (it may wait for them). Empty otherwise, and for a group's first replica. Either
+  // way Add still receives every gradient (a running sum the layer added into, or a new
+  // tensor the reducer adds).
+  virtual StatusOr<Span<Tensor* const>> RunningSums(size_t first, size_t count) {
+    return Span<Tensor* const>();
+  }
   // Ends the pass. On the last: sums what is left, together with `extra` (the loss rides in
   // the last bucket; every pass gives the same number of extras, the sum over all passes
   // lands in the last pass's), and orders the replica's later device work after every sum
@@ -70,7 +79,8 @@ class GradientReducer {
   virtual Status Finish(Span<Tensor* const> extra) = 0;
   // Asks that the next step's summed gradients go to `sink` (the extras still come back in
   // place), or, with nullptr, back to the default. True when this reducer does so; then the
-  // gradient tensors hold only this replica's own gradients after Finish. Paths that cannot
+  // gradient tensors hold only this replica's own gradients after Finish (its group's, when
+  // it folds them). Paths that cannot
   // hand sums over (all but the in-process all-reduce) return false and sum in place.
   virtual bool HandOverSums(SummedGradientSink* sink) { return false; }
 };

@@ -11,6 +11,7 @@
 #include "model/initializer.h"
 #include "model/variable.h"
 #include "ops/tensor.h"
+#include "util/span.h"
 
 namespace tower {
 
@@ -49,6 +50,18 @@ class Layer {
   // returns dL/dx — or an empty handle when `need_input_grad` is false (the first layer).
   virtual StatusOr<Tensor> Backward(int replica, const Tensor& dy, const LayerCache& cache,
                                     bool need_input_grad, std::vector<Tensor>* grads) = 0;
+  // Backward for a replica whose gradients are added into running sums (one per variable,
+  // in variables() order, float32, each shaped as its variable: another replica's
+  // gradients so far, strategy/gradient_folding.h; null where not ready). For each variable
+  // the layer either adds its gradient into the sum and appends the sum itself to `grads`,
+  // or appends a new gradient as Backward does (the caller adds it; always for a null sum). Adding in place spares a zeroed buffer
+  // and a pass over it; Dense does it for its kernel. By default: Backward.
+  virtual StatusOr<Tensor> BackwardAddingInto(int replica, const Tensor& dy,
+                                              const LayerCache& cache, bool need_input_grad,
+                                              Span<Tensor* const> sums,
+                                              std::vector<Tensor>* grads) {
+    return Backward(replica, dy, cache, need_input_grad, grads);
+  }
 
   // The dtype to compute in (model/precision.h): float32, or a mixed policy's 16-bit type.
   // Layers that always compute in float32 ignore it (and take any input dtype).

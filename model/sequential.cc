@@ -413,7 +413,19 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
     layer_grads.clear();
     {
       trace::Span span("backward", trace::Category::kBackward, static_cast<int>(i));
-      TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(replica, d, caches[i], i > 0, &layer_grads));
+      // A replica that folds its gradients into its group's adds them where the sums are.
+      const size_t end = i + 1 < layers_.size() ? first_gradient_[i + 1] : trainable_.size();
+      Span<Tensor* const> sums;
+      if (options.reducer != nullptr && end > first_gradient_[i]) {
+        TOWER_ASSIGN_OR_RETURN(sums, options.reducer->RunningSums(static_cast<size_t>(backward_index),
+                                                                  end - first_gradient_[i]));
+      }
+      if (sums.empty()) {
+        TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(replica, d, caches[i], i > 0, &layer_grads));
+      } else {
+        TOWER_ASSIGN_OR_RETURN(
+            d, layers_[i]->BackwardAddingInto(replica, d, caches[i], i > 0, sums, &layer_grads));
+      }
     }
     for (size_t k = 0; k < layer_grads.size(); ++k) {
       Tensor& slot = pass->gradients[first_gradient_[i] + k];
@@ -518,6 +530,9 @@ class TimedReducer final : public GradientReducer {
     return status;
   }
   bool HandOverSums(SummedGradientSink* sink) override { return reducer_.HandOverSums(sink); }
+  StatusOr<Span<Tensor* const>> RunningSums(size_t first, size_t count) override {
+    return reducer_.RunningSums(first, count);
+  }
 
  private:
   GradientReducer& reducer_;
