@@ -75,6 +75,19 @@ class CrossDeviceOps {
                                          SummedGradientSink* sink) {
     return UnimplementedError("the " + name() + " all-reduce cannot hand sums over");
   }
+  // Whether AllReduceSumFolded works on this path, for replicas folded into `groups` groups
+  // (strategy/gradient_folding.h; the in-process all-reduce once EnableFolding'd).
+  virtual bool CanFold(int groups) const { return false; }
+  // AllReduceSumHandingOver (AllReduceSum with `handed` 0) where the first `folded` tensors
+  // are the gradients of folded replicas: every replica of a group passes its group's
+  // running sums there (the same tensors as the group's first replica), so they are read
+  // once per group, from replicas 0 … groups − 1, and summed in that order. The rest (the
+  // extras: each replica's loss) are summed over every replica as usual.
+  virtual Status AllReduceSumFolded(int replica, Span<Tensor* const> tensors, size_t folded,
+                                    size_t handed, size_t first_gradient,
+                                    SummedGradientSink* sink) {
+    return UnimplementedError("the " + name() + " all-reduce cannot sum folded gradients");
+  }
   // The sums of a fixed tree (deterministic mode): the partial sums of every replica (of
   // every process: together they hold each leaf once) are combined along the tree of
   // strategy/summation_tree.h, and every replica gets each tensor's root in `roots` (which

@@ -71,6 +71,11 @@ void GradientBuckets::Sent() {
   ++bucket_;
 }
 
+size_t GradientBuckets::BucketEnd(size_t index) const {
+  const auto end = std::upper_bound(bucket_ends_.begin(), bucket_ends_.end(), index);
+  return end == bucket_ends_.end() ? sizes_.size() : *end;
+}
+
 Status GradientBuckets::CheckComplete(const char* what) const {
   if (next_ == sizes_.size()) return OkStatus();
   return InvalidArgumentError(std::string("gradient reducer: the ") + what + " ended after " +
@@ -84,6 +89,66 @@ Status BucketedGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pa
   // Every pass of a step announces the same gradients.
   TOWER_RETURN_IF_ERROR(buckets_.Start(gradient_bytes, /*must_match=*/pass > 0));
   started_ = true;
+  if (folding_ != nullptr) {
+    // Every replica begins the same passes in a run; a step of several passes (gradient
+    // accumulation) keeps each replica's own gradients.
+    if (folding_->run() != run_) {
+      run_ = folding_->run();
+      begins_ = 0;
+    }
+    generation_ = folding_->Generation(begins_++);
+    for (Tensor& sum : running_sums_) sum = Tensor();  // a failed step's, if any
+    folding_step_ = passes == 1 && !gradient_bytes.empty() &&
+                    gradient_bytes.size() <= GradientFolding::kMaxGradients;
+  }
+  return OkStatus();
+}
+
+StatusOr<Span<Tensor* const>> BucketedGradientReducer::RunningSums(size_t first, size_t count) {
+  if (!started_ || !folding_step_ || folding_->leads(replica_)) return Span<Tensor* const>();
+  // The replica before this one sends the bucket of gradient `first` before it makes the
+  // gradients after that bucket, and the bucket waits for this replica too: so only the sums
+  // up to the bucket's end are waited for, the others are null (the layer makes those
+  // gradients new, and Fold adds them). The first is always there, so which gradients are
+  // added in place depends on the layers alone, not on the buckets or the timing.
+  const size_t ready = std::min(count, buckets_.BucketEnd(first) - first);
+  TOWER_ASSIGN_OR_RETURN(Span<Tensor* const> sums,
+                         folding_->WaitForSums(replica_, generation_, first, ready));
+  running_sums_.resize(count);
+  running_sum_pointers_.resize(count);
+  for (size_t k = 0; k < count; ++k) {
+    running_sums_[k] = k < ready ? *sums[k] : Tensor();
+    running_sum_pointers_[k] = k < ready ? &running_sums_[k] : nullptr;
+  }
+  return Span<Tensor* const>(running_sum_pointers_.data(), count);
+}
+
+Status BucketedGradientReducer::Fold(size_t index, Tensor* gradient) {
+  if (folding_->leads(replica_)) {
+    folding_->Publish(replica_, generation_, index, gradient);
+    return OkStatus();
+  }
+  TOWER_ASSIGN_OR_RETURN(Span<Tensor* const> sums,
+                         folding_->WaitForSums(replica_, generation_, index, 1));
+  const Tensor sum = *sums[0];  // a handle: see WaitForSums
+  if (gradient->raw_data() != sum.raw_data()) {
+    // A layer that made a new gradient: added here, on the host (folding is for host
+    // replicas), in the group's order.
+    if (gradient->dtype() != DType::kFloat32 || sum.dtype() != DType::kFloat32 ||
+        gradient->num_elements() != sum.num_elements() ||
+        !gradient->device()->stream().host_addressable() ||
+        !sum.device()->stream().host_addressable()) {
+      return InvalidArgumentError("gradient folding: gradient " + std::to_string(index + 1) +
+                                  " of replica " + std::to_string(replica_) +
+                                  " is not a float32 host tensor of its group sum's size");
+    }
+    float* to = sum.data<float>();
+    const float* from = gradient->data<float>();
+    const int64_t n = sum.num_elements();
+    for (int64_t i = 0; i < n; ++i) to[i] += from[i];
+    *gradient = sum;
+  }
+  folding_->Publish(replica_, generation_, index, nullptr);
   return OkStatus();
 }
 
@@ -93,6 +158,7 @@ Status BucketedGradientReducer::Add(Tensor* gradient) {
   // An earlier pass's gradient joins the local partial sum; the last pass's receives it.
   TOWER_RETURN_IF_ERROR(passes_.Add(buckets_.added() - 1, gradient));
   if (!passes_.last_pass()) return OkStatus();
+  if (folding_step_) TOWER_RETURN_IF_ERROR(Fold(buckets_.added() - 1, gradient));
   // A full bucket is summed now, except the last (Finish adds the extras to it).
   if (buckets_.JoinBucket(gradient)) {
     TOWER_RETURN_IF_ERROR(SumPending(buckets_.pending().size()));
@@ -104,9 +170,13 @@ Status BucketedGradientReducer::Add(Tensor* gradient) {
 Status BucketedGradientReducer::SumPending(size_t gradients) {
   std::vector<Tensor*>& pending = buckets_.pending();
   return SumBucketRecorded(replica_, buckets_.bucket(), pending, [&]() -> Status {
-    if (sink_ == nullptr) return ops_->AllReduceSum(replica_, pending);
     // The bucket's gradients are the last `gradients` counted so far.
     const size_t first = buckets_.added() - gradients;
+    if (folding_step_) {
+      return ops_->AllReduceSumFolded(replica_, pending, gradients,
+                                      sink_ == nullptr ? 0 : gradients, first, sink_);
+    }
+    if (sink_ == nullptr) return ops_->AllReduceSum(replica_, pending);
     return ops_->AllReduceSumHandingOver(replica_, pending, gradients, first, sink_);
   });
 }
@@ -128,6 +198,8 @@ Status BucketedGradientReducer::Finish(Span<Tensor* const> extra) {
   for (Tensor* tensor : extra) pending.push_back(tensor);
   if (!pending.empty()) TOWER_RETURN_IF_ERROR(SumPending(gradients));
   pending.clear();
+  folding_step_ = false;
+  for (Tensor& sum : running_sums_) sum = Tensor();
   return ops_->FinishReductions(replica_);
 }
 

@@ -17,6 +17,7 @@
 #include "model/distribution.h"
 #include "model/pass_accumulator.h"
 #include "strategy/cross_device_ops.h"
+#include "strategy/gradient_folding.h"
 #include "util/flight_recorder.h"
 #include "util/trace.h"
 
@@ -61,6 +62,9 @@ class GradientBuckets {
   void Sent();
   // Every announced gradient came.
   Status CheckComplete(const char* what) const;
+  // One past the last gradient of the bucket that holds gradient `index`: a replica sends
+  // that bucket before it makes the gradients from there on.
+  size_t BucketEnd(size_t index) const;
 
   const std::vector<int64_t>& sizes() const { return sizes_; }
   size_t added() const { return next_; }
@@ -80,14 +84,18 @@ class GradientBuckets {
 
 class BucketedGradientReducer : public GradientReducer {
  public:
-  // Sums through `ops` as local replica `replica`.
-  BucketedGradientReducer(CrossDeviceOps* ops, int replica, int64_t bucket_bytes)
-      : ops_(ops), replica_(replica), buckets_(bucket_bytes) {}
+  // Sums through `ops` as local replica `replica`. With `folding` (which `ops` can fold for),
+  // a step of one pass folds this replica's gradients into its group's
+  // (strategy/gradient_folding.h).
+  BucketedGradientReducer(CrossDeviceOps* ops, int replica, int64_t bucket_bytes,
+                          GradientFolding* folding = nullptr)
+      : ops_(ops), replica_(replica), buckets_(bucket_bytes), folding_(folding) {}
 
   // Passes before the last (gradient accumulation) are summed locally (PassAccumulator);
   // the last pass's gradients, holding them, are summed across replicas in buckets.
   Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) override;
   Status Add(Tensor* gradient) override;
+  StatusOr<Span<Tensor* const>> RunningSums(size_t first, size_t count) override;
   Status Finish(Span<Tensor* const> extra) override;
   // Where the path can (CrossDeviceOps::CanHandOverSums).
   bool HandOverSums(SummedGradientSink* sink) override;
@@ -97,6 +105,9 @@ class BucketedGradientReducer : public GradientReducer {
  private:
   // All-reduces the open bucket, whose first `gradients` tensors are gradients.
   Status SumPending(size_t gradients);
+  // Folds gradient `index` (`gradient`) into the group's sum: a leader's is the sum; a
+  // member's is added into it unless the layer already did, and becomes that sum.
+  Status Fold(size_t index, Tensor* gradient);
 
   CrossDeviceOps* const ops_;
   const int replica_;
@@ -104,6 +115,15 @@ class BucketedGradientReducer : public GradientReducer {
   PassAccumulator passes_;
   bool started_ = false;
   SummedGradientSink* sink_ = nullptr;
+  GradientFolding* const folding_;
+  // RunningSums' answer: handles on the sums (they stay valid whatever the group's other
+  // fibers do meanwhile), and pointers to them; capacity kept, emptied by Finish.
+  std::vector<Tensor> running_sums_;
+  std::vector<Tensor*> running_sum_pointers_;
+  bool folding_step_ = false;  // this step's gradients are folded
+  uint64_t generation_ = 0;    // this step's, GradientFolding::Generation
+  uint64_t run_ = 0;           // the run whose passes begins_ counts
+  uint64_t begins_ = 0;
 };
 
 }  // namespace tower

@@ -115,10 +115,26 @@ void InProcessAllReduce::Publish(int replica, Span<Tensor* const> tensors) {
   }
 }
 
-Status InProcessAllReduce::CheckPublished(int replica) const {
+Status InProcessAllReduce::CheckFolded(size_t folded) const {
+  for (size_t r = static_cast<size_t>(fold_groups_); r < flat_.size(); ++r) {
+    const size_t leader = r % static_cast<size_t>(fold_groups_);
+    for (size_t t = 0; t < folded; ++t) {
+      if (flat_[r].tensors[t].data != flat_[leader].tensors[t].data) {
+        return InvalidArgumentError("all-reduce of folded gradients: " + names_[r] +
+                                    " passed another tensor " + std::to_string(t) + " than " +
+                                    names_[leader] + ", the first of its group (a bug of "
+                                    "the caller: folded replicas pass their group's sums)");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status InProcessAllReduce::CheckPublished(int replica, size_t folded) const {
   for (const FlatList& flat : flat_) {
     if (flat.fingerprint != flat_[0].fingerprint) return CheckAll();
   }
+  if (folded > 0) TOWER_RETURN_IF_ERROR(CheckFolded(folded));
   // One layout: this replica's list stands for all of them.
   const Span<Tensor* const>& mine = published_[replica];
   for (size_t t = 0; t < mine.size(); ++t) TOWER_RETURN_IF_ERROR(CheckSummable(replica, t));
@@ -169,7 +185,21 @@ Status InProcessAllReduce::CheckSummable(int replica, size_t t) const {
 }
 
 Status InProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors) {
-  return Sum(replica, tensors, /*handed=*/0, /*first_gradient=*/0, /*sink=*/nullptr);
+  return Sum(replica, tensors, /*handed=*/0, /*first_gradient=*/0, /*sink=*/nullptr,
+             /*folded=*/0);
+}
+
+Status InProcessAllReduce::AllReduceSumFolded(int replica, Span<Tensor* const> tensors,
+                                              size_t folded, size_t handed,
+                                              size_t first_gradient, SummedGradientSink* sink) {
+  if (fold_groups_ <= 0 || folded > tensors.size() || handed > tensors.size() ||
+      (handed > 0 && sink == nullptr)) {
+    return InvalidArgumentError("all-reduce: " + std::to_string(folded) + " folded and " +
+                                std::to_string(handed) + " handed-over tensors of " +
+                                std::to_string(tensors.size()) + (fold_groups_ <= 0
+                                    ? ", but folding is not enabled" : ""));
+  }
+  return Sum(replica, tensors, handed, first_gradient, sink, folded);
 }
 
 Status InProcessAllReduce::AllReduceSumHandingOver(int replica, Span<Tensor* const> tensors,
@@ -180,11 +210,12 @@ Status InProcessAllReduce::AllReduceSumHandingOver(int replica, Span<Tensor* con
                                 std::to_string(tensors.size()) + " tensors handed over to " +
                                 (sink == nullptr ? "no sink" : "a sink"));
   }
-  return Sum(replica, tensors, handed, first_gradient, sink);
+  return Sum(replica, tensors, handed, first_gradient, sink, /*folded=*/0);
 }
 
 Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t handed,
-                               size_t first_gradient, SummedGradientSink* sink) {
+                               size_t first_gradient, SummedGradientSink* sink,
+                               size_t folded) {
   const int n = static_cast<int>(names_.size());
   if (n == 1) {
     // One replica: its tensors are the sums.
@@ -203,12 +234,12 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
   // a hang; and one that reads no other core's data when it splits.
   auto decide = [&]() -> uint64_t {
     if (total > kSummedWholeElementsPerReplica * n) return kSplit;
-    Status check = CheckPublished(replica);
+    Status check = CheckPublished(replica, folded);
     if (!check.ok()) {
       decision_ = std::move(check);  // written only then: see decision_
       return kRefused;
     }
-    SumSlice(tensors, 0, total, handed, first_gradient, sink);
+    SumSlice(tensors, 0, total, handed, first_gradient, sink, folded);
     return kSummedWhole;
   };
   uint64_t decided = kSplit;
@@ -218,20 +249,20 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
   // Every replica checks the lists before touching another replica's memory, so all of
   // them return the same error on a mismatch and none reads past a smaller tensor. They
   // still meet once more: the lists must outlive everyone's check.
-  const Status check = CheckPublished(replica);
+  const Status check = CheckPublished(replica, folded);
   if (!check.ok()) {
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
     return check;
   }
   // This replica's share of the elements of all tensors laid end to end.
   SumSlice(tensors, total * replica / n, total * (replica + 1) / n, handed, first_gradient,
-           sink);
+           sink, folded);
   return barrier_.Wait(replica);
 }
 
 void InProcessAllReduce::SumSlice(Span<Tensor* const> tensors, int64_t begin, int64_t end,
                                   size_t handed, size_t first_gradient,
-                                  SummedGradientSink* sink) {
+                                  SummedGradientSink* sink, size_t folded) {
   const int n = static_cast<int>(names_.size());
   float* buffers[64];
   std::vector<float*> heap;
@@ -246,16 +277,18 @@ void InProcessAllReduce::SumSlice(Span<Tensor* const> tensors, int64_t begin, in
     const int64_t lo = std::max(begin, offset);
     const int64_t hi = std::min(end, offset + count);
     if (lo < hi) {
-      for (int k = 0; k < n; ++k) ptrs[k] = flat_[k].tensors[t].data;
+      // A folded tensor is one per group: the others' lists hold the same buffers.
+      const int lists = t < folded ? fold_groups_ : n;
+      for (int k = 0; k < lists; ++k) ptrs[k] = flat_[k].tensors[t].data;
       if (t < handed) {
         alignas(64) float sum[kHandOverBlock];
         for (int64_t i = lo - offset; i < hi - offset; i += kHandOverBlock) {
           const int64_t len = std::min(kHandOverBlock, hi - offset - i);
-          SumBlock(ptrs, n, i, len, sum);
+          SumBlock(ptrs, lists, i, len, sum);
           sink->Consume(first_gradient + t, i, i + len, sum);
         }
-      } else {
-        SumIntoAll(ptrs, n, lo - offset, hi - offset);
+      } else if (lists > 1) {
+        SumIntoAll(ptrs, lists, lo - offset, hi - offset);
       }
     }
     offset += count;
@@ -388,7 +421,7 @@ Status InProcessAllReduce::Broadcast(int replica, Span<Tensor* const> tensors) {
   if (n == 1) return OkStatus();
   Publish(replica, tensors);
   TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-  const Status check = CheckPublished(replica);
+  const Status check = CheckPublished(replica, /*folded=*/0);
   if (!check.ok()) {
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
     return check;

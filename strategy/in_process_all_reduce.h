@@ -35,19 +35,29 @@ class InProcessAllReduce : public CrossDeviceOps {
   bool CanHandOverSums() const override { return true; }
   Status AllReduceSumHandingOver(int replica, Span<Tensor* const> tensors, size_t handed,
                                  size_t first_gradient, SummedGradientSink* sink) override;
+  // Folded gradients (strategy/gradient_folding.h) from replicas in `groups` groups; set
+  // once, before the first call.
+  void EnableFolding(int groups) { fold_groups_ = groups; }
+  bool CanFold(int groups) const override { return groups > 0 && groups == fold_groups_; }
+  Status AllReduceSumFolded(int replica, Span<Tensor* const> tensors, size_t folded,
+                            size_t handed, size_t first_gradient,
+                            SummedGradientSink* sink) override;
   Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override;
   Status Broadcast(int replica, Span<Tensor* const> tensors) override;
   void Abort(const Status& reason) override { barrier_.Abort(reason); }
   void Reset() override { barrier_.Reset(); }
 
  private:
-  // Both entry points: the first `handed` tensors' sums go to `sink`, the rest back.
+  // Every entry point: the first `handed` tensors' sums go to `sink`, the rest back; the
+  // first `folded` are read from the groups' first replicas only.
   Status Sum(int replica, Span<Tensor* const> tensors, size_t handed, size_t first_gradient,
-             SummedGradientSink* sink);
+             SummedGradientSink* sink, size_t folded);
   // Sums elements [begin, end) of the tensors laid end to end over every published list, in
   // replica order: the first `handed` tensors' sums to `sink`, the rest into every list.
+  // The first `folded` tensors: over the lists of replicas 0 … fold_groups_ − 1 only (the
+  // others' are the same tensors).
   void SumSlice(Span<Tensor* const> tensors, int64_t begin, int64_t end, size_t handed,
-                size_t first_gradient, SummedGradientSink* sink);
+                size_t first_gradient, SummedGradientSink* sink, size_t folded);
   // Publishes `tensors` as replica `replica`'s list: the list, and its flat form with its
   // layout's fingerprint.
   void Publish(int replica, Span<Tensor* const> tensors);
@@ -60,7 +70,10 @@ class InProcessAllReduce : public CrossDeviceOps {
   // fingerprints are all checked, exactly. (Two layouts with one 64-bit fingerprint would
   // let a mismatch through: a chance of 2⁻⁶⁴ per mismatch, and a mismatch is a bug of the
   // caller.)
-  Status CheckPublished(int replica) const;
+  // With `folded`, every replica's first `folded` tensors must be its group's first
+  // replica's (what folding promises; anything else would add a replica twice or never).
+  Status CheckPublished(int replica, size_t folded) const;
+  Status CheckFolded(size_t folded) const;
   // Checks replica `replica`'s published list against replica 0's; CheckAll: every one.
   Status CheckAgainstFirst(int replica) const;
   Status CheckAll() const;
@@ -82,6 +95,7 @@ class InProcessAllReduce : public CrossDeviceOps {
                     int64_t end);
 
   const std::vector<std::string> names_;
+  int fold_groups_ = 0;  // EnableFolding's; 0: never folded
   ReplicaBarrier barrier_;
   // Published per replica for the current call; read by all after the first barrier.
   std::vector<Span<Tensor* const>> published_;

@@ -37,7 +37,8 @@ class MirroredStrategy::Replica : public ReplicaContext {
           ops, id, strategy->bucket_bytes_, shards,
           TreeNode{static_cast<int>(leaves.first), static_cast<int>(leaves.end())});
     } else {
-      reducer_ = std::make_unique<BucketedGradientReducer>(ops, id, strategy->bucket_bytes_);
+      reducer_ = std::make_unique<BucketedGradientReducer>(ops, id, strategy->bucket_bytes_,
+                                                           strategy->folding_.get());
     }
   }
   int replica_id() const override { return id_; }
@@ -188,10 +189,19 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
   const int intra_op = Context::Global().GetIntraOpParallelismThreads();
   setup.intra_op_threads = intra_op > 0 ? intra_op : std::max(1, cores / setup.threads);
   switch (setup.choice.kind) {
-    case CrossDeviceOpsKind::kInProcess:
-      setup.ops = std::make_unique<InProcessAllReduce>(setup.names, options.collective_timeout,
-                                                       setup.spin);
+    case CrossDeviceOpsKind::kInProcess: {
+      auto ops = std::make_unique<InProcessAllReduce>(setup.names, options.collective_timeout,
+                                                      setup.spin);
+      // Replicas as fibers fold their gradients, one group per thread (not in deterministic
+      // mode, whose sums follow its tree).
+      if (options.fold_replica_gradients && setup.threads < replicas &&
+          setup.virtual_shards == 0) {
+        setup.fold_groups = setup.threads;
+        ops->EnableFolding(setup.fold_groups);
+      }
+      setup.ops = std::move(ops);
       break;
+    }
     case CrossDeviceOpsKind::kNccl: {
       TOWER_ASSIGN_OR_RETURN(setup.ops, MakeNcclAllReduce(setup.devices, setup.names,
                                                           options.collective_timeout));
@@ -260,6 +270,10 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       timeout_(setup.timeout),
       intra_op_threads_(setup.intra_op_threads),
       share_variables_(setup.share_variables) {
+  if (setup.fold_groups > 0 && cross_device_ops_->CanFold(setup.fold_groups)) {
+    folding_ = std::make_unique<GradientFolding>(static_cast<int>(devices_.size()),
+                                                 setup.fold_groups);
+  }
   for (size_t r = 0; r < devices_.size(); ++r) {
     replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r)));
   }
@@ -324,6 +338,7 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
       }
     }
     cross_device_ops_->Abort(named);
+    if (folding_ != nullptr) folding_->Abort(named);
     return named;
   }
   return OkStatus();
@@ -341,6 +356,7 @@ void MirroredStrategy::RunScheduled(void* self, int replica) {
 Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
   if (fn_ != &fn) fn_ = &fn;
+  if (folding_ != nullptr) folding_->StartRun();
   scheduler_->Run(&MirroredStrategy::RunScheduled, this);
   // Every replica has returned (the scheduler's run ends after them): what they wrote is
   // visible here.
@@ -357,6 +373,7 @@ Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext
   const Status dumped = FlightRecorder::Get().Dump(failure.message());
   if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
   cross_device_ops_->Reset();  // ready for the next run
+  if (folding_ != nullptr) folding_->Reset();
   return failure;
 }
 

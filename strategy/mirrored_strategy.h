@@ -76,6 +76,13 @@ struct MirroredStrategyOptions {
   // (Distribution::ReplicasShareVariables). The bits are those of a copy per replica.
   // Off: a copy per replica, as on GPUs. Across workers each process keeps its own copies.
   bool share_variables = true;
+  // Host replicas that run as fibers (more of them than replica threads) fold their
+  // gradients: the replicas of one thread add theirs into one running sum, and the
+  // all-reduce reads one sum per thread (strategy/gradient_folding.h). Less memory and fewer
+  // reads per step; the bits are still the same run after run for the same replicas and
+  // threads, but not those of a thread per replica (off), which adds every replica's
+  // gradients in replica order whatever the threads. Deterministic mode never folds.
+  bool fold_replica_gradients = true;
   // Reduced-precision all-reduce across workers (MultiWorkerMirroredStrategy over MPI):
   // bfloat16 or float16 sends each gradient in 16 bits and sums in float32 (half the bytes
   // of float32, each sum rounded once to 16 bits; strategy/mpi/cross_process_all_reduce.h).
@@ -113,6 +120,9 @@ class MirroredStrategy : public Distribution {
   Device* replica_device(int replica) const override { return devices_[replica]; }
   bool is_chief() const override { return world_->rank() == 0; }
   int virtual_shards() const override { return virtual_shards_; }
+  // Whether its replicas fold their gradients (MirroredStrategyOptions::fold_replica_gradients,
+  // and the replicas run as fibers on the in-process all-reduce).
+  bool folds_replica_gradients() const { return folding_ != nullptr; }
   bool ReplicasShareVariables() const override {
     return share_variables_ && world_->size() == 1;
   }
@@ -168,6 +178,7 @@ class MirroredStrategy : public Distribution {
     int threads = 1;  // OS threads for the local replicas (fibers when fewer than replicas)
     int intra_op_threads = 1;  // threads each replica's CPU kernels may use
     bool share_variables = false;  // several host replicas, sharing asked for
+    int fold_groups = 0;  // > 0: gradients folded into this many groups, if `ops` can
     DType cross_process_dtype = DType::kFloat32;
   };
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
@@ -197,6 +208,8 @@ class MirroredStrategy : public Distribution {
   const std::chrono::milliseconds timeout_;
   const int intra_op_threads_;
   const bool share_variables_;
+  // Gradient folding, when on (null otherwise); before replicas_, which point to it.
+  std::unique_ptr<GradientFolding> folding_;
   std::vector<std::unique_ptr<Replica>> replicas_;
 
   // The run in progress: fn_ on every replica, through the scheduler. Every replica thread

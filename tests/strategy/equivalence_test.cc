@@ -35,7 +35,7 @@ Trained Train(int replicas, const data::Dataset& dataset, std::unique_ptr<Optimi
               std::unique_ptr<Loss> loss = MeanSquaredErrorLoss(), int64_t outputs = 1,
               int64_t bucket_bytes = 25ll << 20,
               CrossDeviceOpsKind cross_device_ops = CrossDeviceOpsKind::kAuto,
-              int replica_threads = 0) {
+              int replica_threads = 0, bool fold_replica_gradients = true) {
   auto context = MakeContextWithFakeGpus({});
   TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
       context->ListPhysicalDevices("CPU")[0],
@@ -49,6 +49,7 @@ Trained Train(int replicas, const data::Dataset& dataset, std::unique_ptr<Optimi
     options.bucket_bytes = bucket_bytes;
     options.cross_device_ops = cross_device_ops;
     options.replica_threads = replica_threads;
+    options.fold_replica_gradients = fold_replica_gradients;
     strategy = std::move(MirroredStrategy::Create(options)).value();
     auto scope = strategy->Scope();
     TOWER_CHECK_OK(model.Compile(std::move(loss), std::move(optimizer)));
@@ -129,8 +130,9 @@ TEST(EquivalenceTest, RunToRunBitwiseIdentical) {
   EXPECT_EQ(a.losses, b.losses);
 }
 
-// Replicas that outnumber the threads run as fibers: that changes which thread runs a
-// replica, never what it computes or which slice of the sums it owns.
+// Replicas that outnumber the threads run as fibers: with gradient folding off, that changes
+// which thread runs a replica, never what it computes or which slice of the sums it owns.
+// (Folded, the sums follow the threads: gradient_folding_test.)
 TEST(EquivalenceTest, ReplicasAsFibersGiveTheBitsOfAThreadPerReplica) {
   const data::Dataset dataset = Mlp(6 * 32 + 5, 32);
   for (int replicas : {3, 4, 8}) {
@@ -138,7 +140,8 @@ TEST(EquivalenceTest, ReplicasAsFibersGiveTheBitsOfAThreadPerReplica) {
                                       1, 1024, CrossDeviceOpsKind::kAuto, replicas);
     for (int threads : {1, 2}) {
       const Trained fibers = Train(replicas, dataset, SGD(0.002f, 0.9f), MeanSquaredErrorLoss(),
-                                   1, 1024, CrossDeviceOpsKind::kAuto, threads);
+                                   1, 1024, CrossDeviceOpsKind::kAuto, threads,
+                                   /*fold_replica_gradients=*/false);
       EXPECT_EQ(fibers.weights, own_threads.weights) << replicas << " on " << threads;
       EXPECT_EQ(fibers.losses, own_threads.losses) << replicas << " on " << threads;
     }
