@@ -60,6 +60,8 @@ struct Options {
   bool ab_deterministic = false;
   bool share_variables = true;      // MirroredStrategyOptions::share_variables
   bool ab_share_variables = false;  // a copy per replica and shared, side by side
+  bool fold_gradients = true;       // MirroredStrategyOptions::fold_replica_gradients
+  bool ab_fold_gradients = false;   // unfolded and folded, side by side
   int64_t virtual_shards = 8;
   std::string precision = "float32";  // model/precision.h
   bool ab_precision = false;          // float32 and --precision side by side
@@ -92,7 +94,8 @@ struct Trainer {
 };
 
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtual_shards,
-                                               bool share_variables, PrecisionPolicy precision,
+                                               bool share_variables, bool fold,
+                                               PrecisionPolicy precision,
                                                std::vector<std::string> devices,
                                                CrossDeviceOpsKind kind,
                                                const data::Dataset& dataset) {
@@ -110,6 +113,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtu
     mirrored.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
     mirrored.virtual_shards = virtual_shards;
     mirrored.share_variables = share_variables;
+    mirrored.fold_replica_gradients = fold;
     TOWER_ASSIGN_OR_RETURN(trainer->strategy, MirroredStrategy::Create(mirrored));
   }
   std::vector<std::shared_ptr<Layer>> layers;
@@ -205,7 +209,7 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
       "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
       "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
-      "intra_op_threads=%d virtual_shards=%d shared_variables=%d precision=%s%s\n",
+      "intra_op_threads=%d virtual_shards=%d shared_variables=%d folded=%d precision=%s%s\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
@@ -213,6 +217,7 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
       dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0,
+      trainer.strategy != nullptr && trainer.strategy->folds_replica_gradients() ? 1 : 0,
       std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str(),
       suffix.c_str());
 }
@@ -282,9 +287,10 @@ Status Run(Options options) {
     return InvalidArgumentError("give --deterministic or --ab-deterministic, not both");
   }
   if (static_cast<int>(options.ab_deterministic) + static_cast<int>(options.ab_share_variables) +
-          static_cast<int>(options.ab_precision) + static_cast<int>(options.ab_trace) > 1) {
+          static_cast<int>(options.ab_precision) + static_cast<int>(options.ab_trace) +
+          static_cast<int>(options.ab_fold_gradients) > 1) {
     return InvalidArgumentError("give one of --ab-deterministic, --ab-share-variables, "
-                                "--ab-precision and --ab-trace");
+                                "--ab-precision, --ab-trace and --ab-fold-gradients");
   }
   TOWER_ASSIGN_OR_RETURN(const PrecisionPolicy precision,
                          ParsePrecisionPolicy(options.precision));
@@ -315,25 +321,32 @@ Status Run(Options options) {
   const int shards = static_cast<int>(options.virtual_shards);
   std::vector<std::unique_ptr<Trainer>> trainers;
   const bool share = options.share_variables;
+  const bool fold = options.fold_gradients;
   const int mode_shards = options.deterministic ? shards : 0;
   if (options.ab_deterministic) {
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, 0, share, precision, devices, kind, dataset));
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, shards, share, precision,
+                           MakeTrainer(options, 0, share, fold, precision, devices, kind, dataset));
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, shards, share, fold, precision,
                                                                 devices, kind, dataset));
   } else if (options.ab_share_variables) {
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, false,
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, false, fold,
                                                                 precision, devices, kind, dataset));
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, true,
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, true, fold,
                                                                 precision, devices, kind, dataset));
   } else if (options.ab_precision) {
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, mode_shards, share, PrecisionPolicy::kFloat32,
+                           MakeTrainer(options, mode_shards, share, fold, PrecisionPolicy::kFloat32,
                                        devices, kind, dataset));
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share,
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share, fold,
                                                                 precision, devices, kind, dataset));
+  } else if (options.ab_fold_gradients) {
+    for (bool folded : {false, true}) {
+      TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
+                             MakeTrainer(options, mode_shards, share, folded, precision, devices,
+                                         kind, dataset));
+    }
   } else {
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share,
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share, fold,
                                                                 precision, devices, kind, dataset));
   }
   int64_t params = 0;
@@ -414,6 +427,11 @@ int main(int argc, char** argv) {
   parser.AddBool("ab-share-variables", &options.ab_share_variables,
                  "a copy per replica and one shared copy side by side, timed windows "
                  "alternating (one line each)");
+  parser.AddBool("fold-gradients", &options.fold_gradients,
+                 "replicas that share a thread fold their gradients into one sum (default on)");
+  parser.AddBool("ab-fold-gradients", &options.ab_fold_gradients,
+                 "unfolded and folded gradients side by side, timed windows alternating (one "
+                 "line each, folded=0|1)");
   parser.AddInt("virtual-shards", &options.virtual_shards,
                 "with --deterministic or --ab-deterministic (default 8)");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");
