@@ -115,8 +115,13 @@ void InProcessAllReduce::Publish(int replica, Span<Tensor* const> tensors) {
   }
 }
 
-Status InProcessAllReduce::CheckFolded(size_t folded) const {
-  for (size_t r = static_cast<size_t>(fold_groups_); r < flat_.size(); ++r) {
+Status InProcessAllReduce::CheckFolded(int replica, size_t folded) const {
+  // One replica's list against its group's first (a line of its own thread's), or every
+  // replica's (the last to arrive, summing the lists whole, checks for all).
+  const size_t first = replica < 0 ? static_cast<size_t>(fold_groups_)
+                                   : static_cast<size_t>(replica);
+  const size_t end = replica < 0 ? flat_.size() : first + 1;
+  for (size_t r = first; r < end && r >= static_cast<size_t>(fold_groups_); ++r) {
     const size_t leader = r % static_cast<size_t>(fold_groups_);
     for (size_t t = 0; t < folded; ++t) {
       if (flat_[r].tensors[t].data != flat_[leader].tensors[t].data) {
@@ -130,11 +135,11 @@ Status InProcessAllReduce::CheckFolded(size_t folded) const {
   return OkStatus();
 }
 
-Status InProcessAllReduce::CheckPublished(int replica, size_t folded) const {
+Status InProcessAllReduce::CheckPublished(int replica, size_t folded, bool for_all) const {
   for (const FlatList& flat : flat_) {
     if (flat.fingerprint != flat_[0].fingerprint) return CheckAll();
   }
-  if (folded > 0) TOWER_RETURN_IF_ERROR(CheckFolded(folded));
+  if (folded > 0) TOWER_RETURN_IF_ERROR(CheckFolded(for_all ? -1 : replica, folded));
   // One layout: this replica's list stands for all of them.
   const Span<Tensor* const>& mine = published_[replica];
   for (size_t t = 0; t < mine.size(); ++t) TOWER_RETURN_IF_ERROR(CheckSummable(replica, t));
@@ -234,7 +239,7 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
   // a hang; and one that reads no other core's data when it splits.
   auto decide = [&]() -> uint64_t {
     if (total > kSummedWholeElementsPerReplica * n) return kSplit;
-    Status check = CheckPublished(replica, folded);
+    Status check = CheckPublished(replica, folded, /*for_all=*/true);
     if (!check.ok()) {
       decision_ = std::move(check);  // written only then: see decision_
       return kRefused;
@@ -249,7 +254,7 @@ Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t 
   // Every replica checks the lists before touching another replica's memory, so all of
   // them return the same error on a mismatch and none reads past a smaller tensor. They
   // still meet once more: the lists must outlive everyone's check.
-  const Status check = CheckPublished(replica, folded);
+  const Status check = CheckPublished(replica, folded, /*for_all=*/false);
   if (!check.ok()) {
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
     return check;
@@ -421,7 +426,7 @@ Status InProcessAllReduce::Broadcast(int replica, Span<Tensor* const> tensors) {
   if (n == 1) return OkStatus();
   Publish(replica, tensors);
   TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
-  const Status check = CheckPublished(replica, /*folded=*/0);
+  const Status check = CheckPublished(replica, /*folded=*/0, /*for_all=*/false);
   if (!check.ok()) {
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
     return check;

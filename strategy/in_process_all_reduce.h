@@ -70,10 +70,14 @@ class InProcessAllReduce : public CrossDeviceOps {
   // fingerprints are all checked, exactly. (Two layouts with one 64-bit fingerprint would
   // let a mismatch through: a chance of 2⁻⁶⁴ per mismatch, and a mismatch is a bug of the
   // caller.)
-  // With `folded`, every replica's first `folded` tensors must be its group's first
-  // replica's (what folding promises; anything else would add a replica twice or never).
-  Status CheckPublished(int replica, size_t folded) const;
-  Status CheckFolded(size_t folded) const;
+  // With `folded`, a replica's first `folded` tensors must be its group's first replica's
+  // (what folding promises; anything else would add a replica twice or never): checked for
+  // `replica` alone, or with `for_all` for every replica (the last to arrive, summing the
+  // lists whole for all). Either way reading any list is safe: only the groups' first
+  // replicas' tensors, checked as summable, are read for folded tensors.
+  Status CheckPublished(int replica, size_t folded, bool for_all) const;
+  // CheckPublished's folded part: for `replica`, or every replica when it is negative.
+  Status CheckFolded(int replica, size_t folded) const;
   // Checks replica `replica`'s published list against replica 0's; CheckAll: every one.
   Status CheckAgainstFirst(int replica) const;
   Status CheckAll() const;

@@ -178,6 +178,25 @@ TEST(GradientFoldingTest, AFailedReplicaEndsItsGroupsWaitsAndTheNextRunWorks) {
   }
 }
 
+// A folded replica must pass its group's sums; any other tensor is refused (it would be
+// added never, or its group's twice), whether the lists are summed whole (small) or in
+// slices, and the run fails instead of summing.
+TEST(GradientFoldingTest, AFoldedReplicaWithATensorOfItsOwnIsRefused) {
+  auto context = Cpus(4);
+  auto strategy = Strategy(*context, 2, /*fold=*/true);
+  ASSERT_TRUE(strategy->cross_device_ops().CanFold(2));
+  for (int64_t elements : {int64_t{1}, int64_t{100000}}) {
+    const Status status = strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+      TOWER_ASSIGN_OR_RETURN(Tensor own, Tensor::Zeros(ctx.device(), Shape{elements}));
+      Tensor* list[] = {&own};
+      return strategy->cross_device_ops().AllReduceSumFolded(ctx.replica_id(), list,
+                                                              /*folded=*/1, 0, 0, nullptr);
+    });
+    EXPECT_TRUE(IsInvalidArgument(status)) << elements << ": " << status;
+    EXPECT_THAT(status.message(), HasSubstr("passed another tensor 0 than replica"));
+  }
+}
+
 struct Trained {
   std::vector<std::vector<float>> weights;
   std::vector<double> losses;
