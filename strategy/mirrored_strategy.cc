@@ -249,6 +249,11 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Assemble(std::stri
     TOWER_LOG(INFO) << "Variables: one copy in host memory shared by the "
                     << strategy->num_local_replicas() << " replicas";
   }
+  if (strategy->folding_ != nullptr) {
+    TOWER_LOG(INFO) << "Gradients: folded into one running sum per replica thread ("
+                    << strategy->folding_->groups() << " for " << strategy->num_local_replicas()
+                    << " replicas)";
+  }
   if (strategy->virtual_shards_ > 0) {
     TOWER_LOG(INFO) << "Deterministic: every batch in " << strategy->virtual_shards_
                     << " virtual shard(s), summed along a fixed tree";
