@@ -12,6 +12,29 @@ using internal::CheckFloat;
 using internal::CheckFloating;
 using internal::CheckRank;
 
+namespace {
+
+// op(a) · op(b)'s shape [m, n], for rank-2 a and b whose inner dimensions agree.
+StatusOr<Shape> ProductShape(const char* op, const Tensor& a, const Tensor& b, bool transpose_a,
+                             bool transpose_b) {
+  TOWER_RETURN_IF_ERROR(CheckRank(op, "a", a, 2));
+  TOWER_RETURN_IF_ERROR(CheckRank(op, "b", b, 2));
+  const int64_t m = transpose_a ? a.shape().dim(1) : a.shape().dim(0);
+  const int64_t ka = transpose_a ? a.shape().dim(0) : a.shape().dim(1);
+  const int64_t kb = transpose_b ? b.shape().dim(1) : b.shape().dim(0);
+  const int64_t n = transpose_b ? b.shape().dim(0) : b.shape().dim(1);
+  if (ka != kb) {
+    return InvalidArgumentError(
+        std::string(op) + ": inner dimensions differ: a " + a.shape().ToString() +
+        (transpose_a ? " (transposed)" : "") + " and b " + b.shape().ToString() +
+        (transpose_b ? " (transposed)" : "") + " give " + std::to_string(ka) + " vs " +
+        std::to_string(kb));
+  }
+  return Shape{m, n};
+}
+
+}  // namespace
+
 StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "a", a));
   return MatMul(a, b, transpose_a, transpose_b, a.dtype());
@@ -30,21 +53,10 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool
         "or like-typed result; got " + std::string(DTypeName(a.dtype())) + " · " +
         std::string(DTypeName(b.dtype())) + " -> " + std::string(DTypeName(out)));
   }
-  TOWER_RETURN_IF_ERROR(CheckRank("MatMul", "a", a, 2));
-  TOWER_RETURN_IF_ERROR(CheckRank("MatMul", "b", b, 2));
-  const int64_t m = transpose_a ? a.shape().dim(1) : a.shape().dim(0);
-  const int64_t ka = transpose_a ? a.shape().dim(0) : a.shape().dim(1);
-  const int64_t kb = transpose_b ? b.shape().dim(1) : b.shape().dim(0);
-  const int64_t n = transpose_b ? b.shape().dim(0) : b.shape().dim(1);
-  if (ka != kb) {
-    return InvalidArgumentError(
-        "MatMul: inner dimensions differ: a " + a.shape().ToString() +
-        (transpose_a ? " (transposed)" : "") + " and b " + b.shape().ToString() +
-        (transpose_b ? " (transposed)" : "") + " give " + std::to_string(ka) + " vs " +
-        std::to_string(kb));
-  }
+  TOWER_ASSIGN_OR_RETURN(const Shape product, ProductShape("MatMul", a, b, transpose_a,
+                                                           transpose_b));
   const attrs::MatMul attrs{transpose_a, transpose_b};
-  return RunSingle(kOp, {&a, &b}, OutputSpec{Shape{m, n}, out}, &attrs);
+  return RunSingle(kOp, {&a, &b}, OutputSpec{product, out}, &attrs);
 }
 
 Status MatMulAddInto(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
@@ -53,17 +65,14 @@ Status MatMulAddInto(const Tensor& a, const Tensor& b, bool transpose_a, bool tr
   TOWER_RETURN_IF_ERROR(CheckFloat("MatMulAdd", "a", a));
   TOWER_RETURN_IF_ERROR(CheckFloat("MatMulAdd", "b", b));
   TOWER_RETURN_IF_ERROR(CheckFloat("MatMulAdd", "sum", sum));
-  TOWER_RETURN_IF_ERROR(CheckRank("MatMulAdd", "a", a, 2));
-  TOWER_RETURN_IF_ERROR(CheckRank("MatMulAdd", "b", b, 2));
-  const int64_t m = transpose_a ? a.shape().dim(1) : a.shape().dim(0);
-  const int64_t ka = transpose_a ? a.shape().dim(0) : a.shape().dim(1);
-  const int64_t kb = transpose_b ? b.shape().dim(1) : b.shape().dim(0);
-  const int64_t n = transpose_b ? b.shape().dim(0) : b.shape().dim(1);
-  if (ka != kb || sum.shape() != Shape{m, n}) {
-    return InvalidArgumentError(
-        "MatMulAdd: a " + a.shape().ToString() + (transpose_a ? " (transposed)" : "") +
-        " and b " + b.shape().ToString() + (transpose_b ? " (transposed)" : "") +
-        " do not give the sum's shape " + sum.shape().ToString());
+  TOWER_ASSIGN_OR_RETURN(const Shape product, ProductShape("MatMulAdd", a, b, transpose_a,
+                                                           transpose_b));
+  if (sum.shape() != product) {
+    return InvalidArgumentError("MatMulAdd: a " + a.shape().ToString() +
+                                (transpose_a ? " (transposed)" : "") + " and b " +
+                                b.shape().ToString() + (transpose_b ? " (transposed)" : "") +
+                                " give " + product.ToString() + ", not the sum's shape " +
+                                sum.shape().ToString());
   }
   const attrs::MatMul attrs{transpose_a, transpose_b};
   RunOptions options;

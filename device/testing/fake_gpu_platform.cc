@@ -116,4 +116,12 @@ std::unique_ptr<Context> MakeContextWithFakeGpus(std::vector<FakeGpuSpec> gpus,
   return std::make_unique<Context>(std::move(platforms), std::move(options));
 }
 
+std::unique_ptr<Context> MakeContextWithLogicalCpus(int n) {
+  auto context = MakeContextWithFakeGpus({});
+  TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
+      context->ListPhysicalDevices("CPU")[0], std::vector<LogicalDeviceConfiguration>(n)));
+  TOWER_CHECK_OK(context->EnsureInitialized());
+  return context;
+}
+
 }  // namespace tower::testing

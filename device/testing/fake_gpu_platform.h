@@ -52,6 +52,10 @@ class FakeGpuPlatform : public Platform {
 std::unique_ptr<Context> MakeContextWithFakeGpus(std::vector<FakeGpuSpec> gpus,
                                                  ContextOptions options = ContextOptions());
 
+// A Context whose CPU is split into `n` logical CPUs (no GPUs), initialised: the devices of
+// n host replicas.
+std::unique_ptr<Context> MakeContextWithLogicalCpus(int n);
+
 }  // namespace tower::testing
 
 #endif  // TOWER_DEVICE_TESTING_FAKE_GPU_PLATFORM_H_

@@ -184,7 +184,7 @@ TEST(OpsCpuTest, MatMulAddIntoRefusesShapesAndTypesThatDoNotFit) {
   Tensor wrong = Make(Shape{2, 5}, Values(10, 0.0f));
   const Status shape = ops::MatMulAddInto(a, b, false, false, wrong);
   EXPECT_TRUE(IsInvalidArgument(shape)) << shape;
-  EXPECT_THAT(shape.message(), HasSubstr("do not give the sum's shape [2, 5]"));
+  EXPECT_THAT(shape.message(), HasSubstr("give [2, 4], not the sum's shape [2, 5]"));
   EXPECT_EQ(*wrong.ToHost(), Values(10, 0.0f));  // nothing written
   Tensor half = *ops::Cast(Make(Shape{2, 4}, Values(8, 0.0f)), DType::kBFloat16);
   EXPECT_FALSE(ops::MatMulAddInto(a, b, false, false, half).ok());

@@ -29,13 +29,7 @@ using testing::ReplicaNames;
 float Value(int r, int t, int64_t i) { return (r + 1) * static_cast<float>(i % 7 + t) / 2; }
 float Expected(int n, int t, int64_t i) { return n * (n + 1) / 2 * static_cast<float>(i % 7 + t) / 2; }
 
-std::unique_ptr<Context> Cpus(int n) {
-  auto context = MakeContextWithFakeGpus({});
-  TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
-      context->ListPhysicalDevices("CPU")[0], std::vector<LogicalDeviceConfiguration>(n)));
-  TOWER_CHECK_OK(context->EnsureInitialized());
-  return context;
-}
+std::unique_ptr<Context> Cpus(int n) { return testing::MakeContextWithLogicalCpus(n); }
 
 
 // Replica r's tensors of these sizes, holding Value(r, t, i), on its device.

@@ -19,12 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::MakeContextWithFakeGpus;
 
-std::unique_ptr<Context> Cpus(int n) {
-  auto context = MakeContextWithFakeGpus({});
-  TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
-      context->ListPhysicalDevices("CPU")[0], std::vector<LogicalDeviceConfiguration>(n)));
-  return context;
-}
+std::unique_ptr<Context> Cpus(int n) { return testing::MakeContextWithLogicalCpus(n); }
 
 std::unique_ptr<MirroredStrategy> Strategy(Context& context, std::vector<std::string> devices = {},
                                            std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
