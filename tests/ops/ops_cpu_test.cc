@@ -124,6 +124,7 @@ TEST(OpsCpuTest, TheComparisonFailsOnNaNAndInf) {
   ExpectClose({1, 2.0001f, nan, inf}, {1, 2, nan, inf}, 1e-3f, "within");
 }
 
+// MatMul, and MatMulAddInto over the same operands.
 TEST(OpsCpuTest, MatMulAllTransposes) {
   for (const Case& c : kCases) {
     const int64_t m = c.rows, k = c.cols, n = 11;
@@ -133,46 +134,32 @@ TEST(OpsCpuTest, MatMulAllTransposes) {
         const Shape b_shape = tb ? Shape{n, k} : Shape{k, n};
         const Values a = RandomValues(m * k, c.scale, 1);
         const Values b = RandomValues(k * n, c.scale, 2);
+        const std::string what = Name(c) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
         const Values got = Host(ops::MatMul(Make(a_shape, a), Make(b_shape, b), ta, tb));
         const Values want = reference::MatMul(a, a_shape, b, b_shape, ta, tb);
         // Error bound of a float dot product of length k: k·ε·Σ|a||b| (plus headroom).
-        Values bound = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
+        const Values magnitude = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
+        Values bound = magnitude;
         for (float& x : bound) x *= 2 * (k + 1) * kEps;
-        ExpectWithin(got, want, bound, "MatMul " + Name(c) + " ta=" + std::to_string(ta) +
-                                           " tb=" + std::to_string(tb));
-      }
-    }
-  }
-}
-
-// sum += op(a)·op(b) in place: against the reference product added to the sum's old values,
-// and, for depths within one of Eigen's blocks, bitwise MatMul then Add (one rounding each).
-TEST(OpsCpuTest, MatMulAddIntoAddsTheProductToTheSumForAllTransposes) {
-  for (const Case& c : kCases) {
-    const int64_t m = c.rows, k = c.cols, n = 11;
-    for (int ta = 0; ta < 2; ++ta) {
-      for (int tb = 0; tb < 2; ++tb) {
-        const std::string what = "MatMulAddInto " + Name(c) + " ta=" + std::to_string(ta) +
-                                 " tb=" + std::to_string(tb);
-        const Shape a_shape = ta ? Shape{k, m} : Shape{m, k};
-        const Shape b_shape = tb ? Shape{n, k} : Shape{k, n};
-        const Values a = RandomValues(m * k, c.scale, 1);
-        const Values b = RandomValues(k * n, c.scale, 2);
+        ExpectWithin(got, want, bound, "MatMul " + what);
+        // MatMulAddInto: the product added into a sum in place, against the reference product
+        // plus the sum's old values; for depths within one of Eigen's blocks (all of these),
+        // bitwise MatMul then Add (one rounding each).
         const Values before = RandomValues(m * n, c.scale * c.scale, 3);
         Tensor sum = Make(Shape{m, n}, before);
         ASSERT_TRUE(ops::MatMulAddInto(Make(a_shape, a), Make(b_shape, b), ta, tb, sum).ok());
-        const Values got = *sum.ToHost();
-        Values want = reference::MatMul(a, a_shape, b, b_shape, ta, tb);
-        Values bound = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
+        const Values added = *sum.ToHost();
+        Values want_added = want;
+        Values bound_added = magnitude;
         for (size_t i = 0; i < want.size(); ++i) {
-          want[i] += before[i];
-          bound[i] = (bound[i] + std::fabs(before[i])) * 2 * (k + 2) * kEps;
+          want_added[i] += before[i];
+          bound_added[i] = (bound_added[i] + std::fabs(before[i])) * 2 * (k + 2) * kEps;
         }
-        ExpectWithin(got, want, bound, what);
-        const Values then_add =
-            Host(ops::Add(Make(Shape{m, n}, before),
-                          *ops::MatMul(Make(a_shape, a), Make(b_shape, b), ta, tb)));
-        EXPECT_EQ(got, then_add) << what;
+        ExpectWithin(added, want_added, bound_added, "MatMulAddInto " + what);
+        EXPECT_EQ(added, Host(ops::Add(Make(Shape{m, n}, before), *ops::MatMul(Make(a_shape, a),
+                                                                              Make(b_shape, b),
+                                                                              ta, tb))))
+            << "MatMulAddInto " << what;
       }
     }
   }

@@ -180,6 +180,7 @@ class OpsGpuTest : public ::testing::Test {
   std::map<std::string, double> max_error_;
 };
 
+// MatMul, and MatMulAddInto over the same operands.
 TEST_F(OpsGpuTest, MatMulAllTransposes) {
   std::vector<Case> cases(std::begin(kCases), std::end(kCases));
   cases.push_back({300, 1000, 1});  // a long inner dimension
@@ -191,15 +192,27 @@ TEST_F(OpsGpuTest, MatMulAllTransposes) {
         const Shape b_shape = tb ? Shape{n, k} : Shape{k, n};
         const Values a = RandomValues(m * k, c.scale, 1);
         const Values b = RandomValues(k * n, c.scale, 2);
+        const std::string what = Name(c) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
         const Values got = Host(ops::MatMul(Make(a_shape, a), Make(b_shape, b), ta, tb));
         const Values want = reference::MatMul(a, a_shape, b, b_shape, ta, tb);
         // A float dot product of length k, in any order: k·ε·Σ|a||b| (plus headroom). cuBLAS
         // runs in true FP32 (CUBLAS_DEFAULT_MATH): TF32 would exceed this by ~1000×.
-        Values bound = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
+        const Values magnitude = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
+        Values bound = magnitude;
         for (float& x : bound) x *= 2 * (k + 1) * kEps;
-        ExpectWithin(
-            "MatMul", got, want, bound,
-            "MatMul " + Name(c) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+        ExpectWithin("MatMul", got, want, bound, "MatMul " + what);
+        // MatMulAddInto (cuBLAS with beta = 1): the reference product plus the sum's old values;
+        // an empty inner dimension leaves the sum as it was.
+        const Values before = RandomValues(m * n, c.scale * c.scale, 3);
+        Tensor sum = Make(Shape{m, n}, before);
+        ASSERT_TRUE(ops::MatMulAddInto(Make(a_shape, a), Make(b_shape, b), ta, tb, sum).ok());
+        Values want_added = want;
+        Values bound_added = magnitude;
+        for (size_t i = 0; i < want.size(); ++i) {
+          want_added[i] += before[i];
+          bound_added[i] = (bound_added[i] + std::fabs(before[i])) * 2 * (k + 2) * kEps;
+        }
+        ExpectWithin("MatMulAdd", *sum.ToHost(), want_added, bound_added, "MatMulAddInto " + what);
       }
     }
   }
@@ -208,34 +221,6 @@ TEST_F(OpsGpuTest, MatMulAllTransposes) {
                              Make(Shape{3, 2}, {1, 2, 3, 4, 5, 6}))),
             (Values{22, 28, 49, 64}));
   EXPECT_EQ(Host(ops::MatMul(Make(Shape{2, 0}, {}), Make(Shape{0, 3}, {}))), Values(6, 0.0f));
-}
-
-// sum += op(a)·op(b) on the card (cuBLAS with beta = 1): the reference product added to the
-// sum's old values; an empty inner dimension leaves the sum as it was.
-TEST_F(OpsGpuTest, MatMulAddIntoAddsTheProductToTheSum) {
-  for (const Case& c : kCases) {
-    const int64_t m = c.rows, k = c.cols, n = 11;
-    for (int ta = 0; ta < 2; ++ta) {
-      for (int tb = 0; tb < 2; ++tb) {
-        const Shape a_shape = ta ? Shape{k, m} : Shape{m, k};
-        const Shape b_shape = tb ? Shape{n, k} : Shape{k, n};
-        const Values a = RandomValues(m * k, c.scale, 1);
-        const Values b = RandomValues(k * n, c.scale, 2);
-        const Values before = RandomValues(m * n, c.scale * c.scale, 3);
-        Tensor sum = Make(Shape{m, n}, before);
-        ASSERT_TRUE(ops::MatMulAddInto(Make(a_shape, a), Make(b_shape, b), ta, tb, sum).ok());
-        Values want = reference::MatMul(a, a_shape, b, b_shape, ta, tb);
-        Values bound = reference::MatMul(Abs(a), a_shape, Abs(b), b_shape, ta, tb);
-        for (size_t i = 0; i < want.size(); ++i) {
-          want[i] += before[i];
-          bound[i] = (bound[i] + std::fabs(before[i])) * 2 * (k + 2) * kEps;
-        }
-        ExpectWithin("MatMulAdd", *sum.ToHost(), want, bound,
-                     "MatMulAddInto " + Name(c) + " ta=" + std::to_string(ta) +
-                         " tb=" + std::to_string(tb));
-      }
-    }
-  }
 }
 
 TEST_F(OpsGpuTest, ElementwiseBinaryOps) {
