@@ -11,14 +11,15 @@
 //
 // The bits: a group's sum is (g_g + g_{g+G}) + g_{g+2G} …, each addition in that order (a
 // member waits, yielding, until the member before it has added gradient i before it adds
-// its own), and the all-reduce adds the group sums in group order. So the bits depend on the
+// its own; a product added in place adds its depth blocks one after the other, a fixed
+// order too), and the all-reduce adds the group sums in group order. So the bits depend on the
 // replicas and the threads, never on timing: run to run they are the same. They differ from
 // a thread per replica's (every replica's gradients added in replica order), which is what
 // MirroredStrategyOptions::fold_replica_gradients = false keeps, and from deterministic mode
 // (virtual shards), which never folds.
 //
-// The groups' state is touched by the fibers of one thread only, except for Abort: a
-// replica that failed stops the waits of every other.
+// A group's state is touched by the fibers of its thread only, except for StartRun (the
+// caller, between runs) and Abort: a replica that failed stops the waits of every other.
 #ifndef TOWER_STRATEGY_GRADIENT_FOLDING_H_
 #define TOWER_STRATEGY_GRADIENT_FOLDING_H_
 
