@@ -1,10 +1,13 @@
 // A one-GPU training step reads its loss once forward has computed it and returns while its
 // backward and update still run on the device (Sequential::set_step_waits_for_device), with
 // the bits of a step that waits for all its work; several replicas still wait. Under the
-// emulation with every stream item delayed a random 0..2 ms (CUDAEMU_STREAM_DELAY_US): a step
+// emulation with every stream item delayed a random 0..2 ms (CUDAEMU_STREAM_DELAY_US, at
+// least that for the first test, whatever the environment): a step
 // that returned early leaves work on its stream, one that waited leaves none, and
 // Sequential::WaitForDevices leaves none either.
 #include <cuda_runtime_api.h>
+
+#include <cstdlib>
 
 #include <gtest/gtest.h>
 
@@ -75,7 +78,20 @@ Trained Train(int replicas, bool wait, int steps) {
   return run;
 }
 
+// What the first test checks needs the backward's stream items to outlast the host's return
+// from the step: up to 2 ms each (BUILD's setting). The shaken CI runs give every test
+// 200 µs (CUDAEMU_STREAM_DELAY_US), with which a whole backward sometimes finished first
+// (5 of 6 steps left work, once in 10 runs); a shorter setting is raised here, before any
+// stream exists (the emulation reads it when a stream starts). The delays stay random.
+void AtLeastTwoMillisecondsPerStreamItem() {
+  const char* delay = std::getenv("CUDAEMU_STREAM_DELAY_US");
+  if (delay == nullptr || std::atoll(delay) < 2000) {
+    setenv("CUDAEMU_STREAM_DELAY_US", "2000", /*overwrite=*/1);
+  }
+}
+
 TEST(EarlyLossReadTest, OneGpuStepReturnsBeforeBackwardWithTheSameBits) {
+  AtLeastTwoMillisecondsPerStreamItem();
   const int steps = 6;
   const Trained waited = Train(0, /*wait=*/true, steps);
   const Trained early = Train(0, /*wait=*/false, steps);
