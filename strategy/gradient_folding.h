@@ -44,6 +44,11 @@ class GradientFolding {
 
   // Steps with more gradients than this are not folded (a count must fit its field).
   static constexpr size_t kMaxGradients = (size_t{1} << 24) - 1;
+  // Whether a step of `gradients` gradients in `passes` passes folds: one pass (gradient
+  // accumulation keeps each replica's own gradients), and a count that fits its field.
+  static bool FoldsStep(size_t gradients, int passes) {
+    return passes == 1 && gradients > 0 && gradients <= kMaxGradients;
+  }
 
   int groups() const { return groups_; }
   // A run of the replicas starts (MirroredStrategy::RunOnReplicas, before any replica runs).

@@ -98,8 +98,7 @@ Status BucketedGradientReducer::Begin(Span<const int64_t> gradient_bytes, int pa
     }
     generation_ = folding_->Generation(begins_++);
     for (Tensor& sum : running_sums_) sum = Tensor();  // a failed step's, if any
-    folding_step_ = passes == 1 && !gradient_bytes.empty() &&
-                    gradient_bytes.size() <= GradientFolding::kMaxGradients;
+    folding_step_ = GradientFolding::FoldsStep(gradient_bytes.size(), passes);
   }
   return OkStatus();
 }

@@ -5,6 +5,8 @@
 // and one device's result to float rounding.
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -15,6 +17,7 @@
 #include "model/sequential.h"
 #include "strategy/gradient_folding.h"
 #include "strategy/mirrored_strategy.h"
+#include "util/logging.h"
 
 namespace tower {
 namespace {
@@ -96,6 +99,16 @@ TEST(GradientFoldingTest, AWaitTakesOnlyThisPasssSums) {
   EXPECT_THAT(aborted.message(), HasSubstr("bad shard"));
   folding.Reset();
   EXPECT_TRUE(IsFailedPrecondition(folding.WaitForSums(1, folding.Generation(0), 0, 1).status()));
+}
+
+// Which steps fold: one pass, and at least one gradient but no more than a count's field
+// holds (a larger count would wrap into the generation and match a stale word).
+TEST(GradientFoldingTest, OnlyStepsOfOnePassAndCountableGradientsFold) {
+  EXPECT_TRUE(GradientFolding::FoldsStep(1, 1));
+  EXPECT_TRUE(GradientFolding::FoldsStep(GradientFolding::kMaxGradients, 1));
+  EXPECT_FALSE(GradientFolding::FoldsStep(GradientFolding::kMaxGradients + 1, 1));
+  EXPECT_FALSE(GradientFolding::FoldsStep(0, 1));
+  EXPECT_FALSE(GradientFolding::FoldsStep(6, 2));  // gradient accumulation
 }
 
 // 1e8 + 1 rounds to 1e8 in float32, so the order of the additions shows in the sum.
@@ -197,10 +210,17 @@ struct Trained {
   std::vector<double> losses;
 };
 
-// The equivalence test's model and data; 0 replicas: one device, no strategy.
-Trained Train(int replicas, int threads, bool fold, int64_t bucket_bytes = 25ll << 20) {
+// The equivalence test's model and data; 0 replicas: one device, no strategy. With
+// `placement_log`, the training's placement log (one line per op run) is captured into it.
+Trained Train(int replicas, int threads, bool fold, int64_t bucket_bytes = 25ll << 20,
+              std::string* placement_log = nullptr) {
   auto context = Cpus(std::max(replicas, 1));
   ScopedDefaultContext use(*context);
+  std::optional<ScopedLogCapture> capture;
+  if (placement_log != nullptr) {
+    context->SetLogDevicePlacement(true);
+    capture.emplace();
+  }
   std::unique_ptr<MirroredStrategy> strategy;
   Sequential model({Dense(32, "tanh"), Dense(16, "relu"), Dense(1)}, 11);
   if (replicas > 0) {
@@ -224,6 +244,7 @@ Trained Train(int replicas, int threads, bool fold, int64_t bucket_bytes = 25ll 
     out.weights.push_back(*variable->Read());
   }
   out.losses = history->values("loss");
+  if (placement_log != nullptr) *placement_log = capture->text();
   return out;
 }
 
@@ -254,6 +275,38 @@ TEST(GradientFoldingTest, AFoldedModelTrainsLikeOneDeviceWithTheSameBitsEveryRun
       const Trained bucketed = Train(replicas, threads, true, /*bucket_bytes=*/1);
       EXPECT_EQ(bucketed.weights, folded.weights) << replicas << " on " << threads;
     }
+  }
+}
+
+// Which path Dense takes. Folded, every replica of a thread but its first adds each kernel's
+// gradient into the running sum (MatMulAdd), for any bucket size; unfolded, none does. At
+// these depths the in-place add and MatMul-then-add give the same bits, so only the ops that
+// ran tell the paths apart.
+TEST(GradientFoldingTest, LaterReplicasOfAThreadAddEveryKernelGradientInPlace) {
+  auto count = [](const std::string& log, const std::string& line) {
+    int n = 0;
+    for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
+    return n;
+  };
+  auto matmul_adds_on = [&](const std::string& log, int replica) {
+    return count(log, "Executing op MatMulAdd in device /job:localhost/replica:0/task:0/device:CPU:" +
+                          std::to_string(replica) + "\n");
+  };
+  // 197 rows in batches of 32: 7 steps an epoch (the last of 5 rows, still on every
+  // replica), 2 epochs; 3 Dense layers.
+  const int kernel_gradients = 14 * 3;
+  for (int64_t bucket_bytes : {25ll << 20, 1ll}) {
+    std::string log;
+    Train(/*replicas=*/4, /*threads=*/2, /*fold=*/true, bucket_bytes, &log);
+    // 4 replicas on 2 threads: replicas 2 and 3 follow 0 and 1 on their threads, and add into
+    // their leaders' sums (an op runs where its output lives: the leaders' devices).
+    EXPECT_EQ(matmul_adds_on(log, 0), kernel_gradients) << bucket_bytes;
+    EXPECT_EQ(matmul_adds_on(log, 1), kernel_gradients) << bucket_bytes;
+    EXPECT_EQ(matmul_adds_on(log, 2), 0) << bucket_bytes;
+    EXPECT_EQ(matmul_adds_on(log, 3), 0) << bucket_bytes;
+    Train(/*replicas=*/4, /*threads=*/2, /*fold=*/false, bucket_bytes, &log);
+    EXPECT_GT(count(log, "Executing op MatMul in device"), 0) << bucket_bytes;
+    EXPECT_EQ(count(log, "Executing op MatMulAdd in device"), 0) << bucket_bytes;
   }
 }
 
