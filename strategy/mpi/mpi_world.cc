@@ -25,6 +25,12 @@ constexpr std::chrono::milliseconds kProbeWindow(1000);
 // How long MPI_Abort may take before this worker exits by itself: it can block on a peer it
 // cannot reach (a cut link), and a worker that gave up must end.
 constexpr std::chrono::milliseconds kAbortGrace(1000);
+// How long a worker that failed at a collective waits before it ends the job. Its peers fail
+// at the same collective (a divergence, a deadline) and each writes its flight recorder file
+// as it does; once mpirun ends the job, a rank that has not yet seen the failure gets a
+// SIGTERM with its SIGKILL following at once (Open MPI's default odls_base_sigkill_timeout),
+// too soon to write its file under load. So the first to fail waits for the others.
+constexpr std::chrono::milliseconds kPeerRecordGrace(1000);
 
 std::string HexFingerprint(uint64_t fingerprint) {
   char text[19];
@@ -529,6 +535,9 @@ void MpiWorld::AbortJob(int exit_code) {
     const Status dumped = FlightRecorder::Get().Dump(
         Describe(rank_) + ": the job is aborted (exit code " + std::to_string(exit_code) + ")");
     if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
+  } else if (size_ > 1) {
+    // A collective failed here, so it fails on the others too: let them record it first.
+    std::this_thread::sleep_for(kPeerRecordGrace);
   }
   std::vector<UnreachableWorker> report;
   for (int rank : unreachable()) {

@@ -81,8 +81,10 @@ class MpiWorld : public World {
                                                std::chrono::milliseconds timeout,
                                                const std::string& what) override;
 
-  // Ends every worker at once (MPI_Abort), after a failure this worker cannot recover from.
-  // First prints the report line naming the workers found unreachable, if any.
+  // Ends every worker (MPI_Abort), after a failure this worker cannot recover from. Where a
+  // collective failed here, first waits 1 s so that the others, which fail at it too, write
+  // their flight recorder files. Prints the report line naming the workers found
+  // unreachable, if any.
   [[noreturn]] void AbortJob(int exit_code) override;
   // The workers this one gave up on (never arrived, or stopped answering), in rank order.
   std::vector<int> unreachable() const;

@@ -111,14 +111,16 @@ class MultiHostTest : public ::testing::Test {
     const auto at = Clock::now();
     fault();
     // Every surviving worker (host1, host2) ends within the deadline, the probe that names
-    // the silent peer (1 s at most) and a few seconds of slack for a loaded machine.
-    const auto limit = std::chrono::seconds(kDeadlineS + 1 + 4);
+    // the silent peer (1 s at most), the wait that lets the other survivors record the failed
+    // collective (1 s) and a few seconds of slack for a loaded machine.
+    const auto limit = std::chrono::seconds(kDeadlineS + 1 + 1 + 4);
     while (Clock::now() - at < limit && WorkersRunOn({"host1", "host2"})) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     const double took = std::chrono::duration<double>(Clock::now() - at).count();
     EXPECT_FALSE(WorkersRunOn({"host1", "host2"}))
         << fault_name << ": survivors still running " << took << " s later";
+    std::printf("%s: the survivors were gone %.1f s after the fault\n", fault_name.c_str(), took);
     EXPECT_EQ(run.Wait(), 1) << ReadText(log);
     const std::string text = ReadText(log);
     // Tower's own words, from each survivor: who is lost, on which host, and who gives up.

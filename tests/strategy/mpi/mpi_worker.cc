@@ -11,6 +11,9 @@
 //              6's): every rank must stop at once, each writing its flight recorder file
 //              ($TOWER_FLIGHT_RECORDER_DIR) for `tower doctor`
 //   shape      as skip, but at step 5 rank 2 sends one tensor with one element more
+//   late-shape as shape, and rank 0 reaches step 5's all-reduce 300 ms after the others: the
+//              first ranks to see the divergence must not end the job before rank 0 has
+//              seen it too and written its file
 //   mismatch   rank 1 builds a different model; every rank must report it
 //   replicas-mismatch  rank 1 has one local replica more; every rank must refuse to start
 //   buckets-mismatch   rank 1 sums gradients in other buckets; every rank must report it
@@ -64,8 +67,12 @@ Status AllReduceRounds(MirroredStrategy& strategy, int rounds, const std::string
       if (fault == "stall") std::this_thread::sleep_for(std::chrono::seconds(30));
     }
     if (round == 4 && rank == 1 && fault == "skip") continue;
-    // Step 5 on rank 2 of the shape fault: tensor 3 has one element more.
-    const bool longer = round == 4 && rank == 2 && fault == "shape";
+    // Step 5 on rank 2 of the shape faults: tensor 3 has one element more.
+    const bool shape_fault = fault == "shape" || fault == "late-shape";
+    const bool longer = round == 4 && rank == 2 && shape_fault;
+    if (round == 4 && rank == 0 && fault == "late-shape") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
     TOWER_RETURN_IF_ERROR(strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
       std::vector<Tensor> tensors;
       for (size_t t = 0; t < sizes.size(); ++t) {
@@ -277,7 +284,7 @@ int Main(int argc, char** argv) {
   } else if (scenario == "loss-scale") {
     status = LossScale(**strategy);
   } else {
-    status = AllReduceRounds(**strategy, scenario == "skip" || scenario == "shape" ? 8 : 5,
+    status = AllReduceRounds(**strategy, scenario == "skip" || scenario == "shape" || scenario == "late-shape" ? 8 : 5,
                              scenario);
   }
   if (!status.ok()) {

@@ -138,6 +138,15 @@ TEST(SeeInsideTest, TowerDoctorNamesTheRankThatSentAnotherShape) {
               HasSubstr("it sends 404036 bytes where the others send 404032"));
 }
 
+// Rank 0 comes 300 ms late to the collective where rank 2 sends another shape: ranks 1 and 2
+// see the divergence first, and wait for rank 0 to see it and write its file before the job
+// ends (before, rank 0 was killed first, and left no record of that collective).
+TEST(SeeInsideTest, ALateRankStillRecordsTheDivergence) {
+  const Divergence divergence = RunDivergence("late-shape", 2);
+  EXPECT_THAT(divergence.doctor.text,
+              HasSubstr("it sends 404036 bytes where the others send 404032"));
+}
+
 TEST(SeeInsideTest, TowerDoctorNamesTheRankThatNeverArrived) {
   const std::string dir = FreshDirectory("stall");
   const int deadline_ms = 1500;
