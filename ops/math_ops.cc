@@ -33,15 +33,9 @@ StatusOr<Shape> ProductShape(const char* op, const Tensor& a, const Tensor& b, b
   return Shape{m, n};
 }
 
-}  // namespace
-
-StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
-  TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "a", a));
-  return MatMul(a, b, transpose_a, transpose_b, a.dtype());
-}
-
-StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
-                        DType out) {
+// MatMul's checks and kernel, for MatMul and MatMulByWeight.
+StatusOr<Tensor> RunMatMul(const Tensor& a, const Tensor& b, const attrs::MatMul& attrs,
+                           DType out) {
   static const OpKernels& kOp = KernelsOf(op_names::kMatMul);
   TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "a", a));
   TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "b", b));
@@ -53,10 +47,28 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool
         "or like-typed result; got " + std::string(DTypeName(a.dtype())) + " · " +
         std::string(DTypeName(b.dtype())) + " -> " + std::string(DTypeName(out)));
   }
-  TOWER_ASSIGN_OR_RETURN(const Shape product, ProductShape("MatMul", a, b, transpose_a,
-                                                           transpose_b));
-  const attrs::MatMul attrs{transpose_a, transpose_b};
+  TOWER_ASSIGN_OR_RETURN(const Shape product, ProductShape("MatMul", a, b, attrs.transpose_a,
+                                                           attrs.transpose_b));
   return RunSingle(kOp, {&a, &b}, OutputSpec{product, out}, &attrs);
+}
+
+}  // namespace
+
+StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "a", a));
+  return MatMul(a, b, transpose_a, transpose_b, a.dtype());
+}
+
+StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                        DType out) {
+  return RunMatMul(a, b, attrs::MatMul{transpose_a, transpose_b}, out);
+}
+
+StatusOr<Tensor> MatMulByWeight(const Tensor& x, const Tensor& weight, bool transpose_weight,
+                                uint64_t weight_version) {
+  TOWER_RETURN_IF_ERROR(internal::CheckValid("MatMul", "a", x));
+  return RunMatMul(x, weight, attrs::MatMul{false, transpose_weight, weight_version},
+                   x.dtype());
 }
 
 Status MatMulAddInto(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,

@@ -13,6 +13,9 @@ namespace tower::attrs {
 struct MatMul {
   bool transpose_a = false;
   bool transpose_b = false;
+  // Non-zero: b is a weight that holds the same values in every product with this version on
+  // this thread, so a kernel may keep its packing for the next (ops::MatMulByWeight).
+  uint64_t b_version = 0;
 };
 
 // Scale (y = alpha·x), Axpy (z = alpha·x + y), Fill (value).

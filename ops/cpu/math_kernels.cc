@@ -9,6 +9,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/eigen.h"
 #include "ops/cpu/half_matmul.h"
+#include "ops/cpu/shared_packing.h"
 #include "ops/op_attrs.h"
 
 namespace tower::cpu {
@@ -129,9 +130,18 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
   }
   if (job.chunks > 1) {
     ParallelFor(job.chunks, ProductChunk, &job);
-  } else {
-    ProductBlock(job, 0, m, 0, n);  // one chunk: the whole product
+    return;
   }
+  if (attrs.b_version != 0 && !attrs.transpose_a) {
+    // A weight this thread's replicas share (ops::MatMulByWeight): its packing is kept.
+    if (!accumulate) std::memset(job.out, 0, static_cast<size_t>(m * n) * sizeof(float));
+    if (ProductWithSharedPacking(a.data<float>(), m, k, b.data<float>(), n, attrs.transpose_b,
+                                 attrs.b_version, job.out)) {
+      return;
+    }
+    job.accumulate = true;  // zeroed above
+  }
+  ProductBlock(job, 0, m, 0, n);  // one chunk: the whole product
 }
 
 }  // namespace

@@ -1,0 +1,152 @@
+#include "ops/cpu/shared_packing.h"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+namespace tower::cpu {
+namespace {
+
+using Index = Eigen::Index;
+
+// One weight's packing: every (row block, depth block) of Eigen's lhs, each at its own
+// 64-byte aligned offset, for one blocking.
+struct PackedWeight {
+  const float* weight = nullptr;
+  uint64_t version = 0;
+  bool transposed = false;
+  Index rows = 0;  // Eigen's lhs rows: the product's n
+  Index depth = 0;
+  Index columns = 0;  // Eigen's rhs columns: the product's m (the blocking depends on it)
+  std::vector<float, Eigen::aligned_allocator<float>> blocks;
+};
+
+// A thread's cache (shared by the replicas, fibers, that run on it: a fiber yields only in a
+// wait, never inside a product, so one product at a time uses it).
+struct ThreadCache {
+  PackedWeight entries[kMaxPackedWeights];
+  int next = 0;  // the entry to replace next (round robin)
+  std::vector<float, Eigen::aligned_allocator<float>> rhs_block;
+};
+
+std::atomic<int64_t> packed_count{0};
+std::atomic<int64_t> reused_count{0};
+
+ThreadCache& Cache() {
+  static thread_local ThreadCache cache;
+  return cache;
+}
+
+constexpr Index kAlignFloats = 16;
+
+// The column-major problem Eigen solves for a row-major product: out[m, n] row-major is
+// outᵀ[n, m] column-major = wᵀ[n, depth] · aᵀ[depth, m]. Eigen's lhs is wᵀ: column-major with
+// stride n when w is [depth, n] row-major; row-major with stride depth when w is [n, depth]
+// row-major and transposed. Its rhs is aᵀ, column-major with stride depth; its result outᵀ,
+// column-major with stride n.
+template <int LhsOrder>
+void Multiply(const float* a, Index m, Index depth, const float* w, Index n, uint64_t version,
+              float* out, ThreadCache& cache, PackedWeight& entry, Index kc, Index mc,
+              Index nc) {
+  using namespace Eigen::internal;
+  typedef gebp_traits<float, float> Traits;
+  typedef const_blas_data_mapper<float, Index, LhsOrder> LhsMapper;
+  typedef const_blas_data_mapper<float, Index, Eigen::ColMajor> RhsMapper;
+  typedef blas_data_mapper<float, Index, Eigen::ColMajor, Eigen::Unaligned, 1> ResMapper;
+  const LhsMapper lhs(w, LhsOrder == Eigen::RowMajor ? depth : n);
+  const RhsMapper rhs(a, depth);
+  const ResMapper res(out, n);
+  gemm_pack_lhs<float, Index, LhsMapper, Traits::mr, Traits::LhsProgress,
+                typename Traits::LhsPacket4Packing, LhsOrder>
+      pack_lhs;
+  gemm_pack_rhs<float, Index, RhsMapper, Traits::nr, Eigen::ColMajor> pack_rhs;
+  gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false> gebp;
+
+  const bool pack = !(entry.weight == w && entry.version == version && entry.rows == n &&
+                      entry.depth == depth && entry.columns == m &&
+                      entry.transposed == (LhsOrder == Eigen::RowMajor));
+  const Index depth_blocks = (depth + kc - 1) / kc;
+  const Index block_floats = (mc * kc + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  if (pack) {
+    entry.weight = nullptr;  // incomplete until every block is packed
+    entry.blocks.resize(static_cast<size_t>((n + mc - 1) / mc * depth_blocks * block_floats));
+    packed_count.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    reused_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  cache.rhs_block.resize(std::max<size_t>(cache.rhs_block.size(), static_cast<size_t>(kc * nc)));
+  float* const rhs_block = cache.rhs_block.data();
+  // Eigen's sequential loop (general_matrix_matrix_product::run), the lhs blocks kept.
+  for (Index i2 = 0; i2 < n; i2 += mc) {
+    const Index actual_mc = std::min(i2 + mc, n) - i2;
+    for (Index k2 = 0; k2 < depth; k2 += kc) {
+      const Index actual_kc = std::min(k2 + kc, depth) - k2;
+      float* const lhs_block =
+          entry.blocks.data() + ((i2 / mc) * depth_blocks + k2 / kc) * block_floats;
+      if (pack) pack_lhs(lhs_block, lhs.getSubMapper(i2, k2), actual_kc, actual_mc);
+      for (Index j2 = 0; j2 < m; j2 += nc) {
+        const Index actual_nc = std::min(j2 + nc, m) - j2;
+        pack_rhs(rhs_block, rhs.getSubMapper(k2, j2), actual_kc, actual_nc);
+        gebp(res.getSubMapper(i2, j2), lhs_block, rhs_block, actual_mc, actual_kc, actual_nc,
+             1.0f);
+      }
+    }
+  }
+  if (pack) {
+    entry.weight = w;
+    entry.version = version;
+    entry.transposed = LhsOrder == Eigen::RowMajor;
+    entry.rows = n;
+    entry.depth = depth;
+    entry.columns = m;
+  }
+}
+
+}  // namespace
+
+bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const float* w,
+                              int64_t n, bool transpose_w, uint64_t version, float* out) {
+  // Eigen multiplies a single row or column as a matrix-vector product: other bits.
+  if (version == 0 || m < 2 || n < 2 || depth < 1 || n * depth < kMinPackedElements) {
+    return false;
+  }
+  // Eigen's blocking for this product, as Eigen computes it for a row-major result
+  // (gemm_blocking_space<RowMajor>(m, n, depth): its mc is our n, its nc our m).
+  Index kc = depth, mc = n, nc = m;
+  Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, Index{1});
+  mc = std::min<Index>(n, mc);
+  nc = std::min<Index>(m, nc);
+  const Index block_floats = (mc * kc + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  const int64_t packed_bytes =
+      (n + mc - 1) / mc * ((depth + kc - 1) / kc) * block_floats * int64_t{sizeof(float)};
+  if (packed_bytes > kMaxPackedBytes) return false;
+
+  ThreadCache& cache = Cache();
+  PackedWeight* entry = nullptr;
+  for (PackedWeight& candidate : cache.entries) {
+    if (candidate.weight == w && candidate.transposed == transpose_w &&
+        candidate.columns == m) {
+      entry = &candidate;
+    }
+  }
+  if (entry == nullptr) {
+    entry = &cache.entries[cache.next];
+    cache.next = (cache.next + 1) % kMaxPackedWeights;
+    entry->weight = nullptr;
+  }
+  if (transpose_w) {
+    Multiply<Eigen::RowMajor>(a, m, depth, w, n, version, out, cache, *entry, kc, mc, nc);
+  } else {
+    Multiply<Eigen::ColMajor>(a, m, depth, w, n, version, out, cache, *entry, kc, mc, nc);
+  }
+  return true;
+}
+
+SharedPackingCounts SharedPackingCountsSoFar() {
+  return {packed_count.load(std::memory_order_relaxed),
+          reused_count.load(std::memory_order_relaxed)};
+}
+
+}  // namespace tower::cpu
