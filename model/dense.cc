@@ -76,7 +76,10 @@ StatusOr<Tensor> DenseLayer::Forward(int replica, const Tensor& x, LayerCache* c
   const DType compute = compute_dtype();
   TOWER_ASSIGN_OR_RETURN(Tensor input, InDType(x, compute));
   TOWER_ASSIGN_OR_RETURN(Tensor kernel, InDType(kernel_->value(replica), compute));
-  TOWER_ASSIGN_OR_RETURN(Tensor z, ops::MatMul(input, kernel));
+  // A float32 kernel is the variable's own buffer, constant for the step's version; a cast
+  // one is this pass's own copy.
+  const uint64_t version = compute == DType::kFloat32 ? weights_version_ : 0;
+  TOWER_ASSIGN_OR_RETURN(Tensor z, ops::MatMulByWeight(input, kernel, false, version));
   if (bias_ != nullptr) {
     TOWER_ASSIGN_OR_RETURN(z, ops::BiasAdd(z, bias_->value(replica)));
   }
@@ -119,8 +122,9 @@ StatusOr<Tensor> DenseLayer::BackwardAddingInto(int replica, const Tensor& dy,
     grads->push_back(std::move(dbias));
   }
   if (!need_input_grad) return Tensor();
-  const Tensor& kernel = compute == DType::kFloat32 ? kernel_->value(replica) : cache.kernel;
-  return ops::MatMul(dz, kernel, false, /*transpose_b=*/true);
+  if (compute != DType::kFloat32) return ops::MatMul(dz, cache.kernel, false, /*transpose_b=*/true);
+  return ops::MatMulByWeight(dz, kernel_->value(replica), /*transpose_weight=*/true,
+                             weights_version_);
 }
 
 }  // namespace tower

@@ -39,6 +39,7 @@ class DenseLayer : public Layer {
   // A 16-bit type: the input, kernel and activations in it, products accumulated in float32
   // and the variables' gradients in float32. A softmax layer stays float32.
   void set_compute_dtype(DType dtype) override { compute_dtype_ = dtype; }
+  void set_weights_version(uint64_t version) override { weights_version_ = version; }
   DType compute_dtype() const {
     return activation_ == Activation::kSoftmax ? DType::kFloat32 : compute_dtype_;
   }
@@ -50,6 +51,7 @@ class DenseLayer : public Layer {
   Variable* kernel_ = nullptr;  // owned by the model
   Variable* bias_ = nullptr;
   DType compute_dtype_ = DType::kFloat32;
+  uint64_t weights_version_ = 0;  // set_weights_version
 };
 
 // Keras-style constructors: Dense(1), Dense(64, "relu").

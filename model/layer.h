@@ -4,6 +4,7 @@
 #ifndef TOWER_MODEL_LAYER_H_
 #define TOWER_MODEL_LAYER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,12 @@ class Layer {
   // The dtype to compute in (model/precision.h): float32, or a mixed policy's 16-bit type.
   // Layers that always compute in float32 ignore it (and take any input dtype).
   virtual void set_compute_dtype(DType dtype) {}
+
+  // Non-zero: until it is set again, the layer's variables hold the same values in every
+  // pass, on every replica, so a replica thread may pack a weight once for all the replicas
+  // it runs (ops::MatMulByWeight). The model's step sets a new version for each step whose
+  // replicas share variables and threads, and 0 after it. Layers without weights ignore it.
+  virtual void set_weights_version(uint64_t version) {}
 };
 
 }  // namespace tower

@@ -1,5 +1,6 @@
 #include "model/sequential.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -507,6 +508,12 @@ StatusOr<Tensor> OwnRowsOfAll(Device* device, const Tensor& outputs, RowRange mi
   return Tensor::FromHost(device, Shape{global_rows, out_dim}, all);
 }
 
+// A number no step of any model in this process had before (Layer::set_weights_version).
+uint64_t NextWeightsVersion() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 // Forwards every call to a replica's reducer and, when `seconds` is set, adds the wall time
 // spent inside Add and Finish to it (StepStats::all_reduce_seconds). Lives on the stack.
 class TimedReducer final : public GradientReducer {
@@ -737,6 +744,23 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   if (update_in_reduce) {
     TOWER_ASSIGN_OR_RETURN(step.update, optimizer_->AttrsOf(iteration));
   }
+  // Replicas that run one after another on a thread and share their variables multiply by
+  // the same weights: the step's own version lets each thread pack a weight once for all of
+  // them. No replica uses a weight after its update: an update follows the all-reduce of its
+  // gradient, which waits for every replica's backward through that layer.
+  struct WeightsVersion {
+    const std::vector<std::shared_ptr<Layer>>& layers;
+    WeightsVersion(const std::vector<std::shared_ptr<Layer>>& layers, uint64_t version)
+        : layers(layers) {
+      for (const auto& layer : layers) layer->set_weights_version(version);
+    }
+    ~WeightsVersion() {
+      for (const auto& layer : layers) layer->set_weights_version(0);
+    }
+  } weights_version(layers_, share_weight_packing_ && dist.ReplicasShareVariables() &&
+                                     dist.ReplicasShareThreads()
+                                 ? NextWeightsVersion()
+                                 : 0);
   TOWER_RETURN_IF_ERROR(dist.RunOnReplicas(replica_step.fn));
   if (training) {
     step_stats_.value.iteration = iteration;

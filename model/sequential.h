@@ -268,6 +268,12 @@ class Sequential {
   void set_step_waits_for_device(bool on) { step_waits_for_device_ = on; }
   bool step_waits_for_device() const { return step_waits_for_device_; }
 
+  // Where several host replicas share a thread and their variables, a thread packs each
+  // weight once per step for the products of all the replicas it runs, with the bits of
+  // packing it for each (ops/cpu/shared_packing.h). On by default; off for comparisons.
+  void set_share_weight_packing(bool on) { share_weight_packing_ = on; }
+  bool share_weight_packing() const { return share_weight_packing_; }
+
   // The last training step's figures (StepStats). The gradient norm is computed only while
   // set_record_gradient_norm is on (the TensorBoard callback turns it on): it costs a pass
   // over every summed gradient, and where replicas share variables the optimizer then
@@ -344,6 +350,7 @@ class Sequential {
   bool stop_training_ = false;
   bool check_numerics_ = false;
   bool step_waits_for_device_ = false;
+  bool share_weight_packing_ = true;
   bool record_gradient_norm_ = false;
   bool record_step_times_ = false;
   // Written by the caller after every step; the replica threads read the fields around it

@@ -1,0 +1,131 @@
+// MatMulByWeight on the CPU (ops/cpu/shared_packing.h): the bits of MatMul for every shape and
+// both layouts of the weight, one packing reused for a version, a new one for a new version,
+// and Eigen's own path where keeping the packing does not pay or a product is split over
+// intra-op threads.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "device/context.h"
+#include "device/intra_op.h"
+#include "ops/cpu/shared_packing.h"
+#include "ops/math_ops.h"
+
+namespace tower {
+namespace {
+
+using Values = std::vector<float>;
+
+Device* Cpu() { return *Context::Global().FindDevice("/device:CPU:0"); }
+
+Values RandomValues(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  Values v(static_cast<size_t>(n));
+  for (float& x : v) x = uniform(rng);
+  return v;
+}
+
+Tensor Make(const Shape& shape, const Values& values) {
+  return std::move(Tensor::FromHost(Cpu(), shape, values)).value();
+}
+
+Values Host(const StatusOr<Tensor>& t) {
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return {};
+  return std::move(t->ToHost()).value();
+}
+
+struct Case {
+  int64_t rows, depth, units;  // x [rows, depth], the weight [depth, units]
+};
+
+// The shapes of replicas' products (64 and 32 rows of a 1024-wide layer, a 256-wide input
+// layer), several of Eigen's depth and row blocks, odd sizes, and the smallest weight that is
+// packed.
+const Case kCases[] = {{64, 1024, 1024}, {32, 1024, 1024}, {64, 256, 1024}, {128, 1024, 256},
+                       {5, 1500, 700},   {37, 333, 517},   {2, 256, 256},   {300, 64, 1024}};
+
+// Exactly MatMul's bits (EXPECT_EQ on the vectors: a NaN anywhere fails it).
+TEST(SharedPackingTest, GivesMatMulsBitsForEveryShapeAndLayout) {
+  ScopedIntraOpThreads whole(1);  // as on a thread of several replicas: products unsplit
+  uint64_t version = 1000;
+  for (const Case& c : kCases) {
+    for (bool transpose : {false, true}) {
+      const Values x = RandomValues(c.rows * c.depth, 1);
+      const Values w = RandomValues(c.depth * c.units, 2);
+      const Tensor xt = Make(Shape{c.rows, c.depth}, x);
+      const Tensor wt =
+          Make(transpose ? Shape{c.units, c.depth} : Shape{c.depth, c.units}, w);
+      const Values want = Host(ops::MatMul(xt, wt, false, transpose));
+      const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
+      ++version;
+      EXPECT_EQ(Host(ops::MatMulByWeight(xt, wt, transpose, version)), want)
+          << c.rows << "x" << c.depth << "x" << c.units << " transposed " << transpose;
+      // Again with the same version: the packing is reused, the bits are the same.
+      EXPECT_EQ(Host(ops::MatMulByWeight(xt, wt, transpose, version)), want);
+      const cpu::SharedPackingCounts after = cpu::SharedPackingCountsSoFar();
+      EXPECT_EQ(after.packed - before.packed, 1) << c.rows << "x" << c.depth << "x" << c.units;
+      EXPECT_EQ(after.reused - before.reused, 1) << c.rows << "x" << c.depth << "x" << c.units;
+    }
+  }
+}
+
+// The version is the caller's promise that the weight has not changed: under one version the
+// packing made first is used (so a changed weight needs a new version), and a new version
+// packs the weight's new values.
+TEST(SharedPackingTest, AVersionKeepsItsPackingAndANewOnePacksAgain) {
+  ScopedIntraOpThreads whole(1);
+  const int64_t rows = 16, depth = 512, units = 256;
+  const Tensor x = Make(Shape{rows, depth}, RandomValues(rows * depth, 3));
+  const Values before_values = RandomValues(depth * units, 4);
+  const Values after_values = RandomValues(depth * units, 5);
+  const Tensor w = Make(Shape{depth, units}, before_values);
+  const Values before = Host(ops::MatMul(x, w));
+  ASSERT_EQ(Host(ops::MatMulByWeight(x, w, false, 7)), before);
+  std::copy(after_values.begin(), after_values.end(), w.data<float>());  // the same buffer
+  const Values after = Host(ops::MatMul(x, w));
+  ASSERT_NE(after, before);
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, 7)), before);
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, 8)), after);
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, 8)), after);
+  // Version 0 is a plain MatMul.
+  const cpu::SharedPackingCounts counts = cpu::SharedPackingCountsSoFar();
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, 0)), after);
+  EXPECT_EQ(cpu::SharedPackingCountsSoFar().packed, counts.packed);
+  EXPECT_EQ(cpu::SharedPackingCountsSoFar().reused, counts.reused);
+}
+
+// Where keeping a packing does not pay, Eigen's path runs: a single row or column (Eigen's
+// matrix-vector product), a small weight, a weight whose packing would crowd the cache.
+TEST(SharedPackingTest, SmallAndHugeWeightsAndVectorsStayOnEigensPath) {
+  ScopedIntraOpThreads whole(1);
+  const Case cases[] = {{1, 1024, 1024},
+                        {64, 1024, 1},
+                        {64, 128, 256},  // 32 K elements
+                        {8, 2048, 1024}};  // 8 MiB packed
+  for (const Case& c : cases) {
+    const Tensor x = Make(Shape{c.rows, c.depth}, RandomValues(c.rows * c.depth, 6));
+    const Tensor w = Make(Shape{c.depth, c.units}, RandomValues(c.depth * c.units, 7));
+    const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
+    EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, 99)), Host(ops::MatMul(x, w)));
+    EXPECT_EQ(cpu::SharedPackingCountsSoFar().packed, before.packed)
+        << c.rows << "x" << c.depth << "x" << c.units;
+  }
+}
+
+// A product split over intra-op threads (a replica with idle cores) keeps Eigen's path: each
+// chunk packs only its own columns.
+TEST(SharedPackingTest, ASplitProductStaysOnEigensPath) {
+  ScopedIntraOpThreads split(2);
+  const Tensor x = Make(Shape{64, 1024}, RandomValues(64 * 1024, 8));
+  const Tensor w = Make(Shape{1024, 1024}, RandomValues(1024 * 1024, 9));
+  const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, true, 123)), Host(ops::MatMul(x, w, false, true)));
+  EXPECT_EQ(cpu::SharedPackingCountsSoFar().packed, before.packed);
+}
+
+}  // namespace
+}  // namespace tower

@@ -1,0 +1,113 @@
+// Replicas that share a thread and their variables pack each weight once per step for all the
+// products of that thread (Sequential::set_share_weight_packing, ops/cpu/shared_packing.h):
+// how often a step packs and reuses, the bits of packing per product, and the setups that do
+// not share (a thread per replica, a copy of the variables per replica, the switch off).
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "device/testing/fake_gpu_platform.h"
+#include "model/dense.h"
+#include "model/sequential.h"
+#include "ops/cpu/shared_packing.h"
+#include "strategy/mirrored_strategy.h"
+
+namespace tower {
+namespace {
+
+struct TrainedRun {
+  std::vector<std::vector<float>> weights;
+  std::vector<double> losses;
+  int64_t packed = 0;  // products that packed a weight, and that reused one, in the run
+  int64_t reused = 0;
+};
+
+struct TrainSetup {
+  int replicas = 4;
+  int threads = 2;
+  bool share_variables = true;
+  bool share_packing = true;
+};
+
+// 256 → 320 → 256 → 1: the first two kernels (and the second's transpose, for the input
+// gradient) are large enough to keep packed; the last is not. 6 batches of 64 rows, 2 epochs:
+// 12 steps, every replica's shard the same size.
+constexpr int kSteps = 12;
+constexpr int kPackedPerLeader = 3;  // x·W1, h·W2 and dz·W2ᵀ
+
+TrainedRun Train(const TrainSetup& setup) {
+  auto context = testing::MakeContextWithLogicalCpus(setup.replicas);
+  ScopedDefaultContext use(*context);
+  Sequential model({Dense(320, "relu"), Dense(256, "relu"), Dense(1)}, 3);
+  MirroredStrategyOptions options;
+  options.context = context.get();
+  options.replica_threads = setup.threads;
+  options.share_variables = setup.share_variables;
+  std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
+  {
+    auto scope = strategy->Scope();
+    TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.001f, 0.9f)));
+  }
+  model.set_share_weight_packing(setup.share_packing);
+  data::SyntheticOptions data;
+  data.name = "mlp";
+  data.rows = 6 * 64;
+  data.seed = 9;
+  FitOptions fit;
+  fit.epochs = 2;
+  fit.verbose = 0;
+  const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
+  StatusOr<History> history = model.Fit(data::Dataset::Synthetic(data)->Batch(64), fit);
+  TOWER_CHECK_OK(history.status());
+  const cpu::SharedPackingCounts after = cpu::SharedPackingCountsSoFar();
+  TrainedRun run;
+  for (Variable* variable : model.trainable_variables()) {
+    run.weights.push_back(*variable->Read());
+  }
+  run.losses = history->values("loss");
+  run.packed = after.packed - before.packed;
+  run.reused = after.reused - before.reused;
+  return run;
+}
+
+TEST(SharedWeightPackingTest, EachThreadPacksAWeightOncePerStepWithTheBitsOfPackingPerProduct) {
+  for (int replicas : {4, 8}) {
+    for (int threads : {1, 2}) {
+      TrainSetup setup;
+      setup.replicas = replicas;
+      setup.threads = threads;
+      const TrainedRun shared = Train(setup);
+      setup.share_packing = false;
+      const TrainedRun apart = Train(setup);
+      EXPECT_EQ(shared.weights, apart.weights) << replicas << " on " << threads;
+      EXPECT_EQ(shared.losses, apart.losses) << replicas << " on " << threads;
+      ASSERT_FALSE(shared.losses.empty());
+      EXPECT_TRUE(std::isfinite(shared.losses.back()));
+      // Each thread's first replica packs each large weight; the thread's others reuse it.
+      const int64_t packings = int64_t{kSteps} * threads * kPackedPerLeader;
+      EXPECT_EQ(shared.packed, packings) << replicas << " on " << threads;
+      EXPECT_EQ(shared.reused, packings * (replicas / threads - 1))
+          << replicas << " on " << threads;
+      EXPECT_EQ(apart.packed + apart.reused, 0) << replicas << " on " << threads;
+    }
+  }
+}
+
+TEST(SharedWeightPackingTest, NothingIsSharedWithAThreadPerReplicaOrACopyPerReplica) {
+  TrainSetup own_threads;
+  own_threads.replicas = 2;
+  own_threads.threads = 2;
+  const TrainedRun one_each = Train(own_threads);
+  EXPECT_EQ(one_each.packed + one_each.reused, 0);
+  TrainSetup copies;
+  copies.share_variables = false;
+  const TrainedRun copied = Train(copies);
+  EXPECT_EQ(copied.packed + copied.reused, 0);
+  // The copies give the bits of shared variables (the equivalence tests' promise): and so
+  // the bits of shared packing.
+  EXPECT_EQ(copied.weights, Train(TrainSetup()).weights);
+}
+
+}  // namespace
+}  // namespace tower
