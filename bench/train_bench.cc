@@ -62,6 +62,8 @@ struct Options {
   bool ab_share_variables = false;  // a copy per replica and shared, side by side
   bool fold_gradients = true;       // MirroredStrategyOptions::fold_replica_gradients
   bool ab_fold_gradients = false;   // unfolded and folded, side by side
+  bool share_packing = true;        // Sequential::set_share_weight_packing
+  bool ab_share_packing = false;    // each replica packing its weights, and shared, side by side
   int64_t virtual_shards = 8;
   std::string precision = "float32";  // model/precision.h
   bool ab_precision = false;          // float32 and --precision side by side
@@ -209,7 +211,8 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       "workload=%s replicas=%d steps_per_s=%.1f samples_per_s=%.0f gflops=%.2f params=%lld "
       "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
       "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
-      "intra_op_threads=%d virtual_shards=%d shared_variables=%d folded=%d precision=%s%s\n",
+      "intra_op_threads=%d virtual_shards=%d shared_variables=%d folded=%d shared_packing=%d "
+      "precision=%s%s\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
@@ -218,6 +221,10 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
       dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0,
       trainer.strategy != nullptr && trainer.strategy->folds_replica_gradients() ? 1 : 0,
+      trainer.model->share_weight_packing() && dist->ReplicasShareVariables() &&
+              dist->ReplicasShareThreads()
+          ? 1
+          : 0,
       std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str(),
       suffix.c_str());
 }
@@ -288,9 +295,11 @@ Status Run(Options options) {
   }
   if (static_cast<int>(options.ab_deterministic) + static_cast<int>(options.ab_share_variables) +
           static_cast<int>(options.ab_precision) + static_cast<int>(options.ab_trace) +
-          static_cast<int>(options.ab_fold_gradients) > 1) {
+          static_cast<int>(options.ab_fold_gradients) +
+          static_cast<int>(options.ab_share_packing) > 1) {
     return InvalidArgumentError("give one of --ab-deterministic, --ab-share-variables, "
-                                "--ab-precision, --ab-trace and --ab-fold-gradients");
+                                "--ab-precision, --ab-trace, --ab-fold-gradients and "
+                                "--ab-share-packing");
   }
   TOWER_ASSIGN_OR_RETURN(const PrecisionPolicy precision,
                          ParsePrecisionPolicy(options.precision));
@@ -345,9 +354,19 @@ Status Run(Options options) {
                              MakeTrainer(options, mode_shards, share, folded, precision, devices,
                                          kind, dataset));
     }
+  } else if (options.ab_share_packing) {
+    for (bool shared : {false, true}) {
+      TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
+                             MakeTrainer(options, mode_shards, share, fold, precision, devices,
+                                         kind, dataset));
+      trainers.back()->model->set_share_weight_packing(shared);
+    }
   } else {
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share, fold,
                                                                 precision, devices, kind, dataset));
+  }
+  if (!options.ab_share_packing) {
+    for (auto& trainer : trainers) trainer->model->set_share_weight_packing(options.share_packing);
   }
   int64_t params = 0;
   for (const Variable* v : trainers[0]->model->trainable_variables()) {
@@ -432,6 +451,12 @@ int main(int argc, char** argv) {
   parser.AddBool("ab-fold-gradients", &options.ab_fold_gradients,
                  "unfolded and folded gradients side by side, timed windows alternating (one "
                  "line each, folded=0|1)");
+  parser.AddBool("share-packing", &options.share_packing,
+                 "replicas that share a thread and their weights pack each weight once per "
+                 "step (default on)");
+  parser.AddBool("ab-share-packing", &options.ab_share_packing,
+                 "each replica packing its weights and one packing per thread side by side, "
+                 "timed windows alternating (one line each, shared_packing=0|1)");
   parser.AddInt("virtual-shards", &options.virtual_shards,
                 "with --deterministic or --ab-deterministic (default 8)");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");

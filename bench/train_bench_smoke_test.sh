@@ -12,7 +12,8 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
             "--workload=linreg --replicas=1 --steps=50 --batches=1 --deterministic --virtual-shards=1" \
             "--workload=linreg --replicas=2 --steps=50 --batches=1 --ab-deterministic" \
             "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1 --hidden=64 --ab-share-variables" \
-            "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1 --hidden=64 --ab-precision --precision=mixed_bfloat16"; do
+            "--workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1 --hidden=64 --ab-precision --precision=mixed_bfloat16" \
+            "--workload=mlp --replicas=4 --inter-op-threads=2 --steps=3 --lr=0.001 --batches=1 --ab-share-packing"; do
   out="$("$bench" $args --repeats=1 --warmup-s=0.01 --check-loss)"
   echo "$out"
   grep -q '^workload=.* replicas=.* steps_per_s=.* samples_per_s=.* gflops=' <<<"$out"
@@ -34,6 +35,12 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
     [[ "$(grep -c '^workload=' <<<"$out")" == 2 ]]
     grep -q ' precision=float32$' <<<"$out"
     grep -q ' precision=mixed_bfloat16$' <<<"$out"
+  elif [[ "$args" == *--ab-share-packing* ]]; then
+    # Two lines: each replica packing its weights, then one packing per thread (4 replicas
+    # on 2 threads share them).
+    [[ "$(grep -c '^workload=' <<<"$out")" == 2 ]]
+    grep -q ' shared_packing=0 ' <<<"$out"
+    grep -q ' shared_packing=1 ' <<<"$out"
   elif [[ "$args" == *--deterministic* ]]; then
     grep -q ' virtual_shards=[18] ' <<<"$out"
   else
@@ -57,7 +64,7 @@ err="${TEST_TMPDIR:-/tmp}/train_bench_err.$$"
 for args in "--workload=cnn" "--bucket-mb=0" "--replicas=x" "--window-s=0" \
             "--replicas=4 --deterministic --virtual-shards=2" "--deterministic --ab-deterministic" \
             "--ab-deterministic --ab-share-variables" "--precision=mixed_float32" \
-            "--ab-trace --ab-precision"; do
+            "--ab-trace --ab-precision" "--ab-share-packing --ab-fold-gradients"; do
   if out="$("$bench" $args 2>"$err")"; then
     echo "train_bench $args should have failed"; exit 1
   fi
