@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "ops/math_ops.h"
 #include "ops/training_ops.h"
 #include "tests/testing/held_intra_op_pool.h"
+#include "tests/testing/random_values.h"
 
 namespace tower {
 namespace {
@@ -38,13 +38,7 @@ void UseThreeIntraOpThreads() {
 
 Device* Cpu() { return *Context::Global().FindDevice("/CPU:0"); }
 
-Values RandomValues(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Values v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+Values RandomValues(int64_t n, uint32_t seed) { return testing::UniformValues(n, seed); }
 
 struct Case {
   int64_t m, k, n;

@@ -3,7 +3,6 @@
 // and Eigen's own path where keeping the packing does not pay or a product is split over
 // intra-op threads.
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -12,6 +11,7 @@
 #include "device/intra_op.h"
 #include "ops/cpu/shared_packing.h"
 #include "ops/math_ops.h"
+#include "tests/testing/random_values.h"
 
 namespace tower {
 namespace {
@@ -20,13 +20,7 @@ using Values = std::vector<float>;
 
 Device* Cpu() { return *Context::Global().FindDevice("/device:CPU:0"); }
 
-Values RandomValues(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  Values v(static_cast<size_t>(n));
-  for (float& x : v) x = uniform(rng);
-  return v;
-}
+Values RandomValues(int64_t n, uint32_t seed) { return testing::UniformValues(n, seed); }
 
 Tensor Make(const Shape& shape, const Values& values) {
   return std::move(Tensor::FromHost(Cpu(), shape, values)).value();
