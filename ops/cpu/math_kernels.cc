@@ -132,7 +132,8 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
     ParallelFor(job.chunks, ProductChunk, &job);
     return;
   }
-  if (attrs.b_version != 0 && !attrs.transpose_a) {
+  // (Fewer than 2 rows or columns: Eigen's matrix-vector product, or nothing to compute.)
+  if (attrs.b_version != 0 && !attrs.transpose_a && m >= 2 && n >= 2) {
     // A weight this thread's replicas share (ops::MatMulByWeight): its packing is kept.
     if (!accumulate) std::memset(job.out, 0, static_cast<size_t>(m * n) * sizeof(float));
     if (ProductWithSharedPacking(a.data<float>(), m, k, b.data<float>(), n, attrs.transpose_b,

@@ -92,11 +92,13 @@ TEST(SharedPackingTest, AVersionKeepsItsPackingAndANewOnePacksAgain) {
   EXPECT_EQ(cpu::SharedPackingCountsSoFar().reused, counts.reused);
 }
 
-// Where keeping a packing does not pay, Eigen's path runs: a single row or column (Eigen's
-// matrix-vector product), a small weight, a weight whose packing would crowd the cache.
+// Where keeping a packing does not pay, Eigen's path runs: no rows (a replica's empty shard),
+// a single row or column (Eigen's matrix-vector product), a small weight, a weight whose
+// packing would crowd the cache.
 TEST(SharedPackingTest, SmallAndHugeWeightsAndVectorsStayOnEigensPath) {
   ScopedIntraOpThreads whole(1);
-  const Case cases[] = {{1, 1024, 1024},
+  const Case cases[] = {{0, 1024, 1024},  // an empty shard
+                        {1, 1024, 1024},
                         {64, 1024, 1},
                         {64, 128, 256},  // 32 K elements
                         {8, 2048, 1024}};  // 8 MiB packed
