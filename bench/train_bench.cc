@@ -221,10 +221,7 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
       dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0,
       trainer.strategy != nullptr && trainer.strategy->folds_replica_gradients() ? 1 : 0,
-      trainer.model->share_weight_packing() && dist->ReplicasShareVariables() &&
-              dist->ReplicasShareThreads()
-          ? 1
-          : 0,
+      trainer.model->SharesWeightPacking() ? 1 : 0,
       std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str(),
       suffix.c_str());
 }

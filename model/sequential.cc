@@ -705,6 +705,11 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
   return OkStatus();
 }
 
+bool Sequential::SharesWeightPacking() const {
+  return share_weight_packing_ && distribution_ != nullptr &&
+         distribution_->ReplicasShareVariables() && distribution_->ReplicasShareThreads();
+}
+
 StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
                                       std::vector<float>* predictions) {
   Distribution& dist = *distribution_;
@@ -757,10 +762,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
     ~WeightsVersion() {
       for (const auto& layer : layers) layer->set_weights_version(0);
     }
-  } weights_version(layers_, share_weight_packing_ && dist.ReplicasShareVariables() &&
-                                     dist.ReplicasShareThreads()
-                                 ? NextWeightsVersion()
-                                 : 0);
+  } weights_version(layers_, SharesWeightPacking() ? NextWeightsVersion() : 0);
   TOWER_RETURN_IF_ERROR(dist.RunOnReplicas(replica_step.fn));
   if (training) {
     step_stats_.value.iteration = iteration;

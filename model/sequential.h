@@ -273,6 +273,9 @@ class Sequential {
   // packing it for each (ops/cpu/shared_packing.h). On by default; off for comparisons.
   void set_share_weight_packing(bool on) { share_weight_packing_ = on; }
   bool share_weight_packing() const { return share_weight_packing_; }
+  // Whether its steps share packings now: the setting above, and a distribution whose
+  // replicas share variables and threads.
+  bool SharesWeightPacking() const;
 
   // The last training step's figures (StepStats). The gradient norm is computed only while
   // set_record_gradient_norm is on (the TensorBoard callback turns it on): it costs a pass

@@ -41,15 +41,39 @@ ThreadCache& Cache() {
 
 constexpr Index kAlignFloats = 16;
 
+// Eigen's blocking of one product, and where each packed (row block, depth block) of the
+// weight lives in a PackedWeight's buffer.
+struct Blocking {
+  Index kc, mc, nc;      // depth, weight-row (the product's n) and batch-row block sizes
+  Index depth_blocks;    // blocks along the depth
+  Index block_floats;    // one packed block, rounded up to 64 bytes
+  Index packed_floats;   // every block of the weight
+};
+
+// As Eigen computes it for a row-major result (gemm_blocking_space<RowMajor>(m, n, depth):
+// its mc is our n, its nc our m).
+Blocking EigensBlocking(Index m, Index depth, Index n) {
+  Index kc = depth, mc = n, nc = m;
+  Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, Index{1});
+  Blocking b;
+  b.kc = kc;
+  b.mc = std::min(n, mc);
+  b.nc = std::min(m, nc);
+  b.depth_blocks = (depth + b.kc - 1) / b.kc;
+  b.block_floats = (b.mc * b.kc + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  b.packed_floats = (n + b.mc - 1) / b.mc * b.depth_blocks * b.block_floats;
+  return b;
+}
+
 // The column-major problem Eigen solves for a row-major product: out[m, n] row-major is
 // outᵀ[n, m] column-major = wᵀ[n, depth] · aᵀ[depth, m]. Eigen's lhs is wᵀ: column-major with
 // stride n when w is [depth, n] row-major; row-major with stride depth when w is [n, depth]
 // row-major and transposed. Its rhs is aᵀ, column-major with stride depth; its result outᵀ,
-// column-major with stride n.
+// column-major with stride n. With `pack`, the weight's blocks are packed into `packed` as
+// the loop reaches them; else they are read from it.
 template <int LhsOrder>
-void Multiply(const float* a, Index m, Index depth, const float* w, Index n, uint64_t version,
-              float* out, ThreadCache& cache, PackedWeight& entry, Index kc, Index mc,
-              Index nc) {
+void Multiply(const float* a, Index m, Index depth, const float* w, Index n, float* out,
+              const Blocking& blocking, bool pack, float* packed, ThreadCache& cache) {
   using namespace Eigen::internal;
   typedef gebp_traits<float, float> Traits;
   typedef const_blas_data_mapper<float, Index, LhsOrder> LhsMapper;
@@ -63,19 +87,7 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, uin
       pack_lhs;
   gemm_pack_rhs<float, Index, RhsMapper, Traits::nr, Eigen::ColMajor> pack_rhs;
   gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false> gebp;
-
-  const bool pack = !(entry.weight == w && entry.version == version && entry.rows == n &&
-                      entry.depth == depth && entry.columns == m &&
-                      entry.transposed == (LhsOrder == Eigen::RowMajor));
-  const Index depth_blocks = (depth + kc - 1) / kc;
-  const Index block_floats = (mc * kc + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-  if (pack) {
-    entry.weight = nullptr;  // incomplete until every block is packed
-    entry.blocks.resize(static_cast<size_t>((n + mc - 1) / mc * depth_blocks * block_floats));
-    packed_count.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    reused_count.fetch_add(1, std::memory_order_relaxed);
-  }
+  const Index kc = blocking.kc, mc = blocking.mc, nc = blocking.nc;
   cache.rhs_block.resize(std::max<size_t>(cache.rhs_block.size(), static_cast<size_t>(kc * nc)));
   float* const rhs_block = cache.rhs_block.data();
   // Eigen's sequential loop (general_matrix_matrix_product::run), the lhs blocks kept.
@@ -84,7 +96,7 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, uin
     for (Index k2 = 0; k2 < depth; k2 += kc) {
       const Index actual_kc = std::min(k2 + kc, depth) - k2;
       float* const lhs_block =
-          entry.blocks.data() + ((i2 / mc) * depth_blocks + k2 / kc) * block_floats;
+          packed + ((i2 / mc) * blocking.depth_blocks + k2 / kc) * blocking.block_floats;
       if (pack) pack_lhs(lhs_block, lhs.getSubMapper(i2, k2), actual_kc, actual_mc);
       for (Index j2 = 0; j2 < m; j2 += nc) {
         const Index actual_nc = std::min(j2 + nc, m) - j2;
@@ -93,14 +105,6 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, uin
              1.0f);
       }
     }
-  }
-  if (pack) {
-    entry.weight = w;
-    entry.version = version;
-    entry.transposed = LhsOrder == Eigen::RowMajor;
-    entry.rows = n;
-    entry.depth = depth;
-    entry.columns = m;
   }
 }
 
@@ -112,17 +116,11 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
   if (version == 0 || m < 2 || n < 2 || depth < 1 || n * depth < kMinPackedElements) {
     return false;
   }
-  // Eigen's blocking for this product, as Eigen computes it for a row-major result
-  // (gemm_blocking_space<RowMajor>(m, n, depth): its mc is our n, its nc our m).
-  Index kc = depth, mc = n, nc = m;
-  Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, Index{1});
-  mc = std::min<Index>(n, mc);
-  nc = std::min<Index>(m, nc);
-  const Index block_floats = (mc * kc + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-  const int64_t packed_bytes =
-      (n + mc - 1) / mc * ((depth + kc - 1) / kc) * block_floats * int64_t{sizeof(float)};
-  if (packed_bytes > kMaxPackedBytes) return false;
+  const Blocking blocking = EigensBlocking(m, depth, n);
+  if (blocking.packed_floats * Index{sizeof(float)} > kMaxPackedBytes) return false;
 
+  // The entry of this weight, layout and row count (the blocking depends on the rows), or the
+  // next one to replace.
   ThreadCache& cache = Cache();
   PackedWeight* entry = nullptr;
   for (PackedWeight& candidate : cache.entries) {
@@ -136,10 +134,29 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
     cache.next = (cache.next + 1) % kMaxPackedWeights;
     entry->weight = nullptr;
   }
-  if (transpose_w) {
-    Multiply<Eigen::RowMajor>(a, m, depth, w, n, version, out, cache, *entry, kc, mc, nc);
+  const bool pack = !(entry->weight == w && entry->version == version && entry->rows == n &&
+                      entry->depth == depth);
+  if (pack) {
+    entry->weight = nullptr;  // incomplete until every block is packed
+    entry->blocks.resize(static_cast<size_t>(blocking.packed_floats));
+    packed_count.fetch_add(1, std::memory_order_relaxed);
   } else {
-    Multiply<Eigen::ColMajor>(a, m, depth, w, n, version, out, cache, *entry, kc, mc, nc);
+    reused_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (transpose_w) {
+    Multiply<Eigen::RowMajor>(a, m, depth, w, n, out, blocking, pack, entry->blocks.data(),
+                              cache);
+  } else {
+    Multiply<Eigen::ColMajor>(a, m, depth, w, n, out, blocking, pack, entry->blocks.data(),
+                              cache);
+  }
+  if (pack) {
+    entry->weight = w;
+    entry->version = version;
+    entry->transposed = transpose_w;
+    entry->rows = n;
+    entry->depth = depth;
+    entry->columns = m;
   }
   return true;
 }

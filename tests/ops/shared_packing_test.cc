@@ -123,5 +123,16 @@ TEST(SharedPackingTest, ASplitProductStaysOnEigensPath) {
   EXPECT_EQ(cpu::SharedPackingCountsSoFar().packed, before.packed);
 }
 
+// Bad operands get MatMul's errors, before any kernel runs.
+TEST(SharedPackingTest, MismatchedOperandsGetMatMulsError) {
+  const Tensor x = Make(Shape{4, 300}, RandomValues(4 * 300, 10));
+  const Tensor w = Make(Shape{256, 512}, RandomValues(256 * 512, 11));
+  const StatusOr<Tensor> product = ops::MatMulByWeight(x, w, false, 5);
+  ASSERT_FALSE(product.ok());
+  EXPECT_EQ(product.status().code(), StatusCode::kInvalidArgument) << product.status();
+  EXPECT_NE(product.status().message().find("inner dimensions differ"), std::string::npos)
+      << product.status();
+}
+
 }  // namespace
 }  // namespace tower
