@@ -1,6 +1,7 @@
 #include "strategy/mpi/mpi_world.h"
 
 #include <mpi.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,20 @@ Status MpiError(int code, const std::string& call) {
     if (tower_mpi_code_ != MPI_SUCCESS) return MpiError(tower_mpi_code_, #call); \
   } while (0)
 
+// Open MPI's TCP transport writes to its peers with writev, which raises SIGPIPE when a
+// peer's process has died and its connection was reset. SIGPIPE's default action ends this
+// worker at once and without a word, so a survivor that happened to be sending to the dead
+// peer could never name it (the multi-host test of a killed host, now and then under load).
+// Ignored, the write fails with EPIPE, which Open MPI treats as a lost connection, and
+// Tower's deadline names the peer. A handler the program installed itself is kept.
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
+      (current.sa_flags & SA_SIGINFO) == 0) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
 void FinalizeAtExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -72,6 +87,7 @@ StatusOr<MpiWorld*> MpiWorld::Get() {
   static MpiWorld* world = nullptr;
   std::lock_guard<std::mutex> lock(*mu);
   if (world != nullptr) return world;
+  IgnoreSigpipeUnlessHandled();
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {

@@ -69,6 +69,18 @@ TEST(MpiTest, AKilledWorkerIsNamedByTheSurvivorsWithinTheDeadline) {
   EXPECT_THAT(line, HasSubstr("rank 1 (host")) << out.text;
 }
 
+// Open MPI's TCP transport writes to a peer that died mid-transfer with writev: SIGPIPE's
+// default action would end the writing worker silently, before it could name the dead peer
+// (a killed host's survivor did so now and then). Every worker must get EPIPE instead.
+TEST(MpiTest, AWriteToADeadPeersSocketFailsInsteadOfEndingTheWorker) {
+  ProgramOutput out = Worker(2, "closed-socket 1");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(out.text, HasSubstr("rank " + std::to_string(r) +
+                                    ": closed-socket OK (2 replicas in sync)"));
+  }
+}
+
 TEST(MpiTest, AStalledWorkerIsNamedByTheOthers) {
   const auto start = std::chrono::steady_clock::now();
   ProgramOutput out = Worker(2, "stall 1 1500");

@@ -14,6 +14,9 @@
 //   late-shape as shape, and rank 0 reaches step 5's all-reduce 300 ms after the others: the
 //              first ranks to see the divergence must not end the job before rank 0 has
 //              seen it too and written its file
+//   closed-socket  every rank writes to a socket whose other end is closed, as Open MPI does
+//              when a peer's process dies mid-transfer: the write must fail with EPIPE,
+//              not end the worker (SIGPIPE); then the allreduce rounds
 //   mismatch   rank 1 builds a different model; every rank must report it
 //   replicas-mismatch  rank 1 has one local replica more; every rank must refuse to start
 //   buckets-mismatch   rank 1 sums gradients in other buckets; every rank must report it
@@ -28,13 +31,16 @@
 //              them): the lines must agree across ranks.
 // Exit code 0 on success, 1 on a (reported) error.
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <string>
 #include <thread>
@@ -250,6 +256,24 @@ Status LossScale(MirroredStrategy& strategy) {
   return OkStatus();
 }
 
+// The closed-socket scenario, once the strategy has started MPI.
+Status WriteToAClosedSocket() {
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, ends) != 0) {
+    return InternalError(std::string("socketpair: ") + std::strerror(errno));
+  }
+  close(ends[1]);
+  const char byte = 0;
+  const ssize_t written = write(ends[0], &byte, 1);
+  const int error = errno;
+  close(ends[0]);
+  if (written != -1 || error != EPIPE) {
+    return InternalError("a write to a closed socket returned " + std::to_string(written) +
+                         " (" + std::strerror(error) + "), not EPIPE");
+  }
+  return OkStatus();
+}
+
 int Main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: mpi_worker <scenario> <local replicas> [timeout ms]\n");
@@ -281,6 +305,9 @@ int Main(int argc, char** argv) {
     status = Mismatch(**strategy, /*same_model=*/scenario != "mismatch");
   } else if (scenario == "api") {
     status = Api(**strategy);
+  } else if (scenario == "closed-socket") {
+    status = WriteToAClosedSocket();
+    if (status.ok()) status = AllReduceRounds(**strategy, 5, scenario);
   } else if (scenario == "loss-scale") {
     status = LossScale(**strategy);
   } else {
