@@ -1,7 +1,8 @@
 // Replicas that share a thread and their variables pack each weight once per step for all the
 // products of that thread (Sequential::set_share_weight_packing, ops/cpu/shared_packing.h):
 // how often a step packs and reuses, the bits of packing per product, and the setups that do
-// not share (a thread per replica, a copy of the variables per replica, the switch off).
+// not share (a thread per replica, a copy of the variables per replica, the switch off), and
+// deterministic mode with uneven shards.
 #include <cmath>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct TrainSetup {
   int threads = 2;
   bool share_variables = true;
   bool share_packing = true;
+  int virtual_shards = 0;  // deterministic mode's shards (0: off)
+  int batch = 64;          // rows per global batch, of 6 × 64
 };
 
 // 256 → 320 → 256 → 1: the first two kernels (and the second's transpose, for the input
@@ -44,6 +47,7 @@ TrainedRun Train(const TrainSetup& setup) {
   options.context = context.get();
   options.replica_threads = setup.threads;
   options.share_variables = setup.share_variables;
+  options.virtual_shards = setup.virtual_shards;
   std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
   {
     auto scope = strategy->Scope();
@@ -58,7 +62,7 @@ TrainedRun Train(const TrainSetup& setup) {
   fit.epochs = 2;
   fit.verbose = 0;
   const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
-  StatusOr<History> history = model.Fit(data::Dataset::Synthetic(data)->Batch(64), fit);
+  StatusOr<History> history = model.Fit(data::Dataset::Synthetic(data)->Batch(setup.batch), fit);
   TOWER_CHECK_OK(history.status());
   const cpu::SharedPackingCounts after = cpu::SharedPackingCountsSoFar();
   TrainedRun run;
@@ -91,6 +95,32 @@ TEST(SharedWeightPackingTest, EachThreadPacksAWeightOncePerStepWithTheBitsOfPack
           << replicas << " on " << threads;
       EXPECT_EQ(apart.packed + apart.reused, 0) << replicas << " on " << threads;
     }
+  }
+}
+
+// Deterministic mode's virtual shards and a last batch of another size give a thread products
+// of several row counts per weight and step, more than its cache keeps: packings come and go,
+// and the bits stay those of packing per product, for any thread count.
+TEST(SharedWeightPackingTest, UnevenVirtualShardsKeepTheBitsOfPackingPerProduct) {
+  std::vector<std::vector<float>> first_weights;
+  for (int threads : {1, 2}) {
+    TrainSetup setup;
+    setup.replicas = 4;
+    setup.threads = threads;
+    setup.virtual_shards = 8;
+    setup.batch = 59;  // shards of 7 and 8 rows; the last batch of 30 rows, shards of 3 and 4
+    const TrainedRun shared = Train(setup);
+    setup.share_packing = false;
+    const TrainedRun apart = Train(setup);
+    ASSERT_FALSE(shared.losses.empty());
+    EXPECT_TRUE(std::isfinite(shared.losses.back()));
+    EXPECT_EQ(shared.weights, apart.weights) << threads;
+    EXPECT_EQ(shared.losses, apart.losses) << threads;
+    EXPECT_GT(shared.packed, 0) << threads;
+    EXPECT_GT(shared.reused, 0) << threads;
+    // Deterministic mode's promise holds with it too: the bits of any thread count.
+    if (first_weights.empty()) first_weights = shared.weights;
+    EXPECT_EQ(shared.weights, first_weights) << threads << " threads against 1";
   }
 }
 
