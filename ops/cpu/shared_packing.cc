@@ -12,14 +12,16 @@ namespace {
 using Index = Eigen::Index;
 
 // One weight's packing: every (row block, depth block) of Eigen's lhs, each at its own
-// 64-byte aligned offset, for one blocking.
+// 64-byte aligned offset, for one blocking. The packing depends on the blocking's depth and
+// weight-row block sizes, not on the product's m (its batch rows), so products of other row
+// counts with the same blocking (uneven shards: 63 and 62 rows) share it.
 struct PackedWeight {
   const float* weight = nullptr;
   uint64_t version = 0;
   bool transposed = false;
   Index rows = 0;  // Eigen's lhs rows: the product's n
   Index depth = 0;
-  Index columns = 0;  // Eigen's rhs columns: the product's m (the blocking depends on it)
+  Index kc = 0, mc = 0;  // the blocking it was packed for
   std::vector<float, Eigen::aligned_allocator<float>> blocks;
 };
 
@@ -119,13 +121,12 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
   const Blocking blocking = EigensBlocking(m, depth, n);
   if (blocking.packed_floats * Index{sizeof(float)} > kMaxPackedBytes) return false;
 
-  // The entry of this weight, layout and row count (the blocking depends on the rows), or the
-  // next one to replace.
+  // The entry of this weight, layout and blocking, or the next one to replace.
   ThreadCache& cache = Cache();
   PackedWeight* entry = nullptr;
   for (PackedWeight& candidate : cache.entries) {
     if (candidate.weight == w && candidate.transposed == transpose_w &&
-        candidate.columns == m) {
+        candidate.kc == blocking.kc && candidate.mc == blocking.mc) {
       entry = &candidate;
     }
   }
@@ -135,7 +136,8 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
     entry->weight = nullptr;
   }
   const bool pack = !(entry->weight == w && entry->version == version && entry->rows == n &&
-                      entry->depth == depth);
+                      entry->depth == depth && entry->kc == blocking.kc &&
+                      entry->mc == blocking.mc);
   if (pack) {
     entry->weight = nullptr;  // incomplete until every block is packed
     entry->blocks.resize(static_cast<size_t>(blocking.packed_floats));
@@ -156,7 +158,8 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
     entry->transposed = transpose_w;
     entry->rows = n;
     entry->depth = depth;
-    entry->columns = m;
+    entry->kc = blocking.kc;
+    entry->mc = blocking.mc;
   }
   return true;
 }
