@@ -23,7 +23,8 @@ namespace tower::cpu {
 // out[m, n] (row-major) += a[m, depth] · w, where w is the row-major weight [depth, n], or,
 // with `transpose_w`, the transpose of the row-major weight [n, depth]. a is row-major.
 // Returns false, having done nothing, where the packing is not worth keeping (a product too
-// small, a weight whose packing would not fit the cache); the caller then multiplies as usual.
+// small, a weight whose packing would not fit the cache) or there is no room for it (every
+// entry holds another weight of this version); the caller then multiplies as usual.
 bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const float* w,
                               int64_t n, bool transpose_w, uint64_t version, float* out);
 

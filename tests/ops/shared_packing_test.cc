@@ -1,7 +1,8 @@
 // MatMulByWeight on the CPU (ops/cpu/shared_packing.h): the bits of MatMul for every shape and
 // both layouts of the weight, one packing reused for a version (by products of other row
-// counts too), a new one for a new version, and Eigen's own path where keeping the packing does not pay or a product is split over
-// intra-op threads.
+// counts too), a new one for a new version, and Eigen's own path for the weights past a full
+// cache, where keeping the packing does not pay, and where a product is split over intra-op
+// threads.
 #include <cstdint>
 #include <vector>
 
@@ -116,6 +117,35 @@ TEST(SharedPackingTest, UnevenShardsOfOneBlockingShareAPacking) {
       EXPECT_EQ(after.packed - before.packed, 1) << c.depth << "x" << c.units << " " << transpose;
       EXPECT_EQ(after.reused - before.reused, 3) << c.depth << "x" << c.units << " " << transpose;
     }
+  }
+}
+
+// More weights in a version than the cache keeps: the first kMaxPackedWeights are packed and
+// reused, the others take Eigen's path. Replacing an entry of this version instead would evict
+// every packing before its reuse when the products come round in the same order again (each
+// replica's step), so nothing would be reused at all.
+TEST(SharedPackingTest, WeightsPastAFullCacheOfThisVersionTakeEigensPath) {
+  ScopedIntraOpThreads whole(1);
+  const int64_t rows = 16, depth = 256, units = 512;
+  const Tensor x = Make(Shape{rows, depth}, RandomValues(rows * depth, 8));
+  std::vector<Tensor> weights;
+  std::vector<Values> want;
+  for (int i = 0; i < cpu::kMaxPackedWeights + 2; ++i) {
+    weights.push_back(Make(Shape{depth, units}, RandomValues(depth * units, 20 + i)));
+    want.push_back(Host(ops::MatMul(x, weights.back())));
+  }
+  for (uint64_t version : {9001, 9002}) {
+    const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
+    for (int round = 0; round < 3; ++round) {  // three replicas, in the same order
+      for (size_t i = 0; i < weights.size(); ++i) {
+        EXPECT_EQ(Host(ops::MatMulByWeight(x, weights[i], false, version)), want[i])
+            << "weight " << i << " round " << round;
+      }
+    }
+    const cpu::SharedPackingCounts after = cpu::SharedPackingCountsSoFar();
+    // A new version finds every entry free again: the same counts.
+    EXPECT_EQ(after.packed - before.packed, cpu::kMaxPackedWeights) << version;
+    EXPECT_EQ(after.reused - before.reused, 2 * cpu::kMaxPackedWeights) << version;
   }
 }
 
