@@ -272,7 +272,6 @@ class Sequential {
   // weight once per step for the products of all the replicas it runs, with the bits of
   // packing it for each (ops/cpu/shared_packing.h). On by default; off for comparisons.
   void set_share_weight_packing(bool on) { share_weight_packing_ = on; }
-  bool share_weight_packing() const { return share_weight_packing_; }
   // Whether its steps share packings now: the setting above, and a distribution whose
   // replicas share variables and threads.
   bool SharesWeightPacking() const;

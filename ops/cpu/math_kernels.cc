@@ -132,15 +132,12 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
     ParallelFor(job.chunks, ProductChunk, &job);
     return;
   }
-  // (Fewer than 2 rows or columns: Eigen's matrix-vector product, or nothing to compute.)
-  if (attrs.b_version != 0 && !attrs.transpose_a && m >= 2 && n >= 2) {
-    // A weight this thread's replicas share (ops::MatMulByWeight): its packing is kept.
-    if (!accumulate) std::memset(job.out, 0, static_cast<size_t>(m * n) * sizeof(float));
-    if (ProductWithSharedPacking(a.data<float>(), m, k, b.data<float>(), n, attrs.transpose_b,
-                                 attrs.b_version, job.out)) {
-      return;
-    }
-    job.accumulate = true;  // zeroed above
+  // A weight this thread's replicas share (ops::MatMulByWeight): its packing is kept, where
+  // that pays (ProductWithSharedPacking decides).
+  if (!attrs.transpose_a && !accumulate &&
+      ProductWithSharedPacking(a.data<float>(), m, k, b.data<float>(), n, attrs.transpose_b,
+                               attrs.b_version, job.out)) {
+    return;
   }
   ProductBlock(job, 0, m, 0, n);  // one chunk: the whole product
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 namespace tower::cpu {
@@ -113,7 +114,8 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, flo
 
 bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const float* w,
                               int64_t n, bool transpose_w, uint64_t version, float* out) {
-  // Eigen multiplies a single row or column as a matrix-vector product: other bits.
+  // Version 0 promises nothing: a plain product. A single row or column: Eigen multiplies it
+  // as a matrix-vector product, with other bits (and no rows: nothing to compute).
   if (version == 0 || m < 2 || n < 2 || depth < 1 || n * depth < kMinPackedElements) {
     return false;
   }
@@ -142,9 +144,9 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
     entry = unused;
     entry->weight = nullptr;
   }
+  // (A matched entry has this blocking; a replaced one has no weight.)
   const bool pack = !(entry->weight == w && entry->version == version && entry->rows == n &&
-                      entry->depth == depth && entry->kc == blocking.kc &&
-                      entry->mc == blocking.mc);
+                      entry->depth == depth);
   if (pack) {
     entry->weight = nullptr;  // incomplete until every block is packed
     entry->blocks.resize(static_cast<size_t>(blocking.packed_floats));
@@ -152,6 +154,8 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
   } else {
     reused_count.fetch_add(1, std::memory_order_relaxed);
   }
+  // Eigen's kernel adds to the result (Eigen's evalTo zeroes it first).
+  std::memset(out, 0, static_cast<size_t>(m * n) * sizeof(float));
   if (transpose_w) {
     Multiply<Eigen::RowMajor>(a, m, depth, w, n, out, blocking, pack, entry->blocks.data(),
                               cache);

@@ -20,7 +20,7 @@
 
 namespace tower::cpu {
 
-// out[m, n] (row-major) += a[m, depth] · w, where w is the row-major weight [depth, n], or,
+// out[m, n] (row-major) = a[m, depth] · w, where w is the row-major weight [depth, n], or,
 // with `transpose_w`, the transpose of the row-major weight [n, depth]. a is row-major.
 // Returns false, having done nothing, where the packing is not worth keeping (a product too
 // small, a weight whose packing would not fit the cache) or there is no room for it (every

@@ -79,6 +79,13 @@ TEST(MpiTest, AWriteToADeadPeersSocketFailsInsteadOfEndingTheWorker) {
     EXPECT_THAT(out.text, HasSubstr("rank " + std::to_string(r) +
                                     ": closed-socket OK (2 replicas in sync)"));
   }
+  // A program that handles SIGPIPE itself keeps its handler.
+  ProgramOutput own = Worker(2, "own-sigpipe-handler 1");
+  ASSERT_EQ(own.exit_code, 0) << own.text;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(own.text, HasSubstr("rank " + std::to_string(r) +
+                                    ": own-sigpipe-handler OK (2 replicas in sync)"));
+  }
 }
 
 TEST(MpiTest, AStalledWorkerIsNamedByTheOthers) {

@@ -17,6 +17,8 @@
 //   closed-socket  every rank writes to a socket whose other end is closed, as Open MPI does
 //              when a peer's process dies mid-transfer: the write must fail with EPIPE,
 //              not end the worker (SIGPIPE); then the allreduce rounds
+//   own-sigpipe-handler  as closed-socket, with a SIGPIPE handler installed before MPI
+//              starts: MPI must keep it, so the write calls it
 //   mismatch   rank 1 builds a different model; every rank must report it
 //   replicas-mismatch  rank 1 has one local replica more; every rank must refuse to start
 //   buckets-mismatch   rank 1 sums gradients in other buckets; every rank must report it
@@ -256,6 +258,10 @@ Status LossScale(MirroredStrategy& strategy) {
   return OkStatus();
 }
 
+// Set by the own-sigpipe-handler scenario's handler.
+volatile sig_atomic_t sigpipe_handled = 0;
+void CountSigpipe(int) { sigpipe_handled = 1; }
+
 // The closed-socket scenario, once the strategy has started MPI.
 Status WriteToAClosedSocket() {
   int ends[2];
@@ -285,6 +291,7 @@ int Main(int argc, char** argv) {
   // The rank before MPI starts (mpirun's environment), for the mismatch scenarios.
   const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
   const bool odd_one = rank_env != nullptr && std::string(rank_env) == "1";
+  if (scenario == "own-sigpipe-handler") signal(SIGPIPE, CountSigpipe);
   const int local = replicas + (scenario == "replicas-mismatch" && odd_one ? 1 : 0);
   Context& context = Context::Global();
   Status status = context.SetLogicalDeviceConfiguration(
@@ -305,8 +312,11 @@ int Main(int argc, char** argv) {
     status = Mismatch(**strategy, /*same_model=*/scenario != "mismatch");
   } else if (scenario == "api") {
     status = Api(**strategy);
-  } else if (scenario == "closed-socket") {
+  } else if (scenario == "closed-socket" || scenario == "own-sigpipe-handler") {
     status = WriteToAClosedSocket();
+    if (status.ok() && scenario == "own-sigpipe-handler" && !sigpipe_handled) {
+      status = InternalError("the program's own SIGPIPE handler was not called");
+    }
     if (status.ok()) status = AllReduceRounds(**strategy, 5, scenario);
   } else if (scenario == "loss-scale") {
     status = LossScale(**strategy);
