@@ -138,10 +138,6 @@ class Distribution {
   // of one process in host memory whose all-reduce reads every replica's memory. The
   // optimizer then updates each variable once per step, every replica its own slice.
   virtual bool ReplicasShareVariables() const { return false; }
-  // Whether some thread runs several local replicas one after another in a step (more host
-  // replicas than replica threads): each of them then multiplies by a weight they share on
-  // that thread, and the thread can pack it once (Layer::set_weights_version).
-  virtual bool ReplicasShareThreads() const { return false; }
 
   // The rows of each forward/backward pass global replica `replica` runs on a global batch
   // of `global_rows` rows, in order: its shard (ReplicaRows over num_replicas_in_sync()) cut

@@ -69,9 +69,9 @@ class Layer {
   virtual void set_compute_dtype(DType dtype) {}
 
   // Non-zero: until it is set again, the layer's variables hold the same values in every
-  // pass, on every replica, so a replica thread may pack a weight once for all the replicas
-  // it runs (ops::MatMulByWeight). The model's step sets a new version for each step whose
-  // replicas share variables and threads, and 0 after it. Layers without weights ignore it.
+  // pass, on every replica, so a weight may be packed once for all the replicas
+  // (ops::MatMulByWeight). The model's step sets a new version for each step whose replicas
+  // share variables, and 0 after it. Layers without weights ignore it.
   virtual void set_weights_version(uint64_t version) {}
 };
 

@@ -707,7 +707,7 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
 
 bool Sequential::SharesWeightPacking() const {
   return share_weight_packing_ && distribution_ != nullptr &&
-         distribution_->ReplicasShareVariables() && distribution_->ReplicasShareThreads();
+         distribution_->ReplicasShareVariables() && distribution_->num_local_replicas() > 1;
 }
 
 StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
@@ -749,10 +749,11 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   if (update_in_reduce) {
     TOWER_ASSIGN_OR_RETURN(step.update, optimizer_->AttrsOf(iteration));
   }
-  // Replicas that run one after another on a thread and share their variables multiply by
-  // the same weights: the step's own version lets each thread pack a weight once for all of
-  // them. No replica uses a weight after its update: an update follows the all-reduce of its
-  // gradient, which waits for every replica's backward through that layer.
+  // Replicas that share their variables multiply by the same weights: the step's own version
+  // lets them pack a weight once for all of them (the threads that multiply at once share the
+  // work; the replicas a thread runs later reuse it). No replica uses a weight after its
+  // update: an update follows the all-reduce of its gradient, which waits for every
+  // replica's backward through that layer, its input gradient's product included.
   struct WeightsVersion {
     const std::vector<std::shared_ptr<Layer>>& layers;
     WeightsVersion(const std::vector<std::shared_ptr<Layer>>& layers, uint64_t version)

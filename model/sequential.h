@@ -268,12 +268,13 @@ class Sequential {
   void set_step_waits_for_device(bool on) { step_waits_for_device_ = on; }
   bool step_waits_for_device() const { return step_waits_for_device_; }
 
-  // Where several host replicas share a thread and their variables, a thread packs each
-  // weight once per step for the products of all the replicas it runs, with the bits of
-  // packing it for each (ops/cpu/shared_packing.h). On by default; off for comparisons.
+  // Where several host replicas share their variables, each weight is packed once per step
+  // for the products of all of them, the replica threads that multiply at once packing it
+  // together, with the bits of packing it for each (ops/cpu/shared_packing.h). On by
+  // default; off for comparisons.
   void set_share_weight_packing(bool on) { share_weight_packing_ = on; }
-  // Whether its steps share packings now: the setting above, and a distribution whose
-  // replicas share variables and threads.
+  // Whether its steps share packings now: the setting above, and a distribution of several
+  // local replicas that share their variables.
   bool SharesWeightPacking() const;
 
   // The last training step's figures (StepStats). The gradient norm is computed only while

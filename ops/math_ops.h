@@ -22,9 +22,9 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a = fal
                         bool transpose_b = false);
 // x · op(weight) as MatMul(x, weight, false, transpose_weight) computes it, bit for bit, where
 // the caller promises that `weight` holds the same values in every call with this
-// `weight_version` (non-zero) on this thread. A CPU kernel then packs a float32 weight once
-// and later products reuse the packing: the replicas that share a thread and a weight in a
-// step (ops/cpu/shared_packing.h). 0: MatMul.
+// `weight_version` (non-zero), on any thread. A CPU kernel then packs a float32 weight once
+// for all of them, the threads that multiply at once packing it together: the replicas that
+// share a weight in a step (ops/cpu/shared_packing.h). 0: MatMul.
 StatusOr<Tensor> MatMulByWeight(const Tensor& x, const Tensor& weight, bool transpose_weight,
                                 uint64_t weight_version);
 // sum += op(a) · op(b), in place, on sum's device: float32 a, b and sum [m, n]. The product

@@ -13,8 +13,8 @@ namespace tower::attrs {
 struct MatMul {
   bool transpose_a = false;
   bool transpose_b = false;
-  // Non-zero: b is a weight that holds the same values in every product with this version on
-  // this thread, so a kernel may keep its packing for the next (ops::MatMulByWeight).
+  // Non-zero: b is a weight that holds the same values in every product with this version, on
+  // any thread, so a kernel may keep its packing for the others (ops::MatMulByWeight).
   uint64_t b_version = 0;
 };
 

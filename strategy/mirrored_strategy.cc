@@ -288,10 +288,6 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
 
 MirroredStrategy::~MirroredStrategy() = default;
 
-bool MirroredStrategy::ReplicasShareThreads() const {
-  return scheduler_->threads() < num_local_replicas();
-}
-
 std::string MirroredStrategy::Describe() const {
   std::vector<std::string> names;
   for (Device* device : devices_) names.push_back(device->full_name());

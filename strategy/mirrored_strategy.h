@@ -126,7 +126,6 @@ class MirroredStrategy : public Distribution {
   bool ReplicasShareVariables() const override {
     return share_variables_ && world_->size() == 1;
   }
-  bool ReplicasShareThreads() const override;
   Status CheckConsistent(const std::string& model_signature) override;
   void Abort(int exit_code) override { world_->AbortJob(exit_code); }
   int worker_rank() const override { return world_->rank(); }

@@ -132,8 +132,8 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
     ParallelFor(job.chunks, ProductChunk, &job);
     return;
   }
-  // A weight this thread's replicas share (ops::MatMulByWeight): its packing is kept, where
-  // that pays (ProductWithSharedPacking decides).
+  // A weight the replicas share (ops::MatMulByWeight): its packing is kept for all of them,
+  // where that pays (ProductWithSharedPacking decides).
   if (!attrs.transpose_a && !accumulate &&
       ProductWithSharedPacking(a.data<float>(), m, k, b.data<float>(), n, attrs.transpose_b,
                                attrs.b_version, job.out)) {

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace tower::cpu {
@@ -16,29 +19,48 @@ using Index = Eigen::Index;
 // 64-byte aligned offset, for one blocking. The packing depends on the blocking's depth and
 // weight-row block sizes, not on the product's m (its batch rows), so products of other row
 // counts with the same blocking (uneven shards: 63 and 62 rows) share it.
+//
+// Every thread of the process shares it: the products of one version pack its blocks
+// together, each claiming the next block nobody packs yet (`next_block`), and each reads a
+// block once the thread that packed it marked it ready (`ready[b]` holds the version packed
+// into block b). Two replicas on two cores then pack half of the weight each, where each
+// packed all of it; replicas that run later reuse every block.
 struct PackedWeight {
-  const float* weight = nullptr;
+  // Guarded by Cache::mutex.
+  const float* weight = nullptr;  // null: the entry holds nothing
   uint64_t version = 0;
   bool transposed = false;
   Index rows = 0;  // Eigen's lhs rows: the product's n
   Index depth = 0;
   Index kc = 0, mc = 0;  // the blocking it was packed for
+  int users = 0;         // products packing or reading it now: it is not replaced under them
   std::vector<float, Eigen::aligned_allocator<float>> blocks;
+  std::unique_ptr<std::atomic<uint64_t>[]> ready;
+  Index ready_size = 0;
+  // Claimed under `version` (reset, with the ready marks, only while nobody uses the entry).
+  std::atomic<Index> next_block{0};
 };
 
-// A thread's cache (shared by the replicas, fibers, that run on it: a fiber yields only in a
-// wait, never inside a product, so one product at a time uses it).
-struct ThreadCache {
+// The process's packings. A product holds the mutex only to find, claim or release its
+// entry (two short critical sections per product of 0.1-10 ms); packing and reading the
+// blocks run outside it.
+struct Cache {
+  std::mutex mutex;
   PackedWeight entries[kMaxPackedWeights];
-  std::vector<float, Eigen::aligned_allocator<float>> rhs_block;
 };
 
 std::atomic<int64_t> packed_count{0};
 std::atomic<int64_t> reused_count{0};
 
-ThreadCache& Cache() {
-  static thread_local ThreadCache cache;
-  return cache;
+Cache& Packings() {
+  static Cache* const cache = new Cache();  // never destroyed: threads may outlive statics
+  return *cache;
+}
+
+// Eigen's scratch for the activations' blocks: each thread its own.
+std::vector<float, Eigen::aligned_allocator<float>>& RhsScratch() {
+  static thread_local std::vector<float, Eigen::aligned_allocator<float>> scratch;
+  return scratch;
 }
 
 constexpr Index kAlignFloats = 16;
@@ -67,15 +89,30 @@ Blocking EigensBlocking(Index m, Index depth, Index n) {
   return b;
 }
 
+// Waits for another thread to finish packing a block: it is packing it now (packing never
+// waits), so this is a few microseconds, unless the host took that thread's core away.
+void AwaitReady(const std::atomic<uint64_t>& mark, uint64_t version) {
+  for (int spins = 0; mark.load(std::memory_order_acquire) != version; ++spins) {
+    if (spins < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 // The column-major problem Eigen solves for a row-major product: out[m, n] row-major is
 // outᵀ[n, m] column-major = wᵀ[n, depth] · aᵀ[depth, m]. Eigen's lhs is wᵀ: column-major with
 // stride n when w is [depth, n] row-major; row-major with stride depth when w is [n, depth]
 // row-major and transposed. Its rhs is aᵀ, column-major with stride depth; its result outᵀ,
-// column-major with stride n. With `pack`, the weight's blocks are packed into `packed` as
-// the loop reaches them; else they are read from it.
+// column-major with stride n. Before it reads a weight block it makes sure the block is
+// packed under `version`: packing it, and the unclaimed blocks before it, itself, or
+// waiting for the thread that claimed it.
 template <int LhsOrder>
 void Multiply(const float* a, Index m, Index depth, const float* w, Index n, float* out,
-              const Blocking& blocking, bool pack, float* packed, ThreadCache& cache) {
+              const Blocking& blocking, PackedWeight& entry, uint64_t version) {
   using namespace Eigen::internal;
   typedef gebp_traits<float, float> Traits;
   typedef const_blas_data_mapper<float, Index, LhsOrder> LhsMapper;
@@ -90,16 +127,38 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, flo
   gemm_pack_rhs<float, Index, RhsMapper, Traits::nr, Eigen::ColMajor> pack_rhs;
   gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false> gebp;
   const Index kc = blocking.kc, mc = blocking.mc, nc = blocking.nc;
-  cache.rhs_block.resize(std::max<size_t>(cache.rhs_block.size(), static_cast<size_t>(kc * nc)));
-  float* const rhs_block = cache.rhs_block.data();
+  const Index depth_blocks = blocking.depth_blocks;
+  const Index blocks = blocking.packed_floats / blocking.block_floats;
+  float* const packed = entry.blocks.data();
+  std::vector<float, Eigen::aligned_allocator<float>>& scratch = RhsScratch();
+  scratch.resize(std::max<size_t>(scratch.size(), static_cast<size_t>(kc * nc)));
+  float* const rhs_block = scratch.data();
+  // Blocks are numbered in the loop's order: row block i2 / mc, then depth block k2 / kc.
+  const auto pack_block = [&](Index b) {
+    const Index i2 = b / depth_blocks * mc, k2 = b % depth_blocks * kc;
+    pack_lhs(packed + b * blocking.block_floats, lhs.getSubMapper(i2, k2),
+             std::min(k2 + kc, depth) - k2, std::min(i2 + mc, n) - i2);
+    entry.ready[b].store(version, std::memory_order_release);
+  };
+  // Until block b is ready, pack the next unclaimed block, b or one after it: while another
+  // thread packs b, this one packs the block both will need next instead of waiting.
+  const auto make_ready = [&](Index b) {
+    while (entry.ready[b].load(std::memory_order_acquire) != version &&
+           entry.next_block.load(std::memory_order_relaxed) < blocks) {
+      const Index claimed = entry.next_block.fetch_add(1, std::memory_order_relaxed);
+      if (claimed >= blocks) break;
+      pack_block(claimed);
+    }
+    AwaitReady(entry.ready[b], version);
+  };
   // Eigen's sequential loop (general_matrix_matrix_product::run), the lhs blocks kept.
   for (Index i2 = 0; i2 < n; i2 += mc) {
     const Index actual_mc = std::min(i2 + mc, n) - i2;
     for (Index k2 = 0; k2 < depth; k2 += kc) {
       const Index actual_kc = std::min(k2 + kc, depth) - k2;
-      float* const lhs_block =
-          packed + ((i2 / mc) * blocking.depth_blocks + k2 / kc) * blocking.block_floats;
-      if (pack) pack_lhs(lhs_block, lhs.getSubMapper(i2, k2), actual_kc, actual_mc);
+      const Index b = (i2 / mc) * depth_blocks + k2 / kc;
+      make_ready(b);
+      const float* const lhs_block = packed + b * blocking.block_floats;
       for (Index j2 = 0; j2 < m; j2 += nc) {
         const Index actual_nc = std::min(j2 + nc, m) - j2;
         pack_rhs(rhs_block, rhs.getSubMapper(k2, j2), actual_kc, actual_nc);
@@ -108,6 +167,56 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, flo
       }
     }
   }
+}
+
+// The entry for this weight, layout and blocking under `version`, with its use counted; null
+// where there is none to be had. Called with the cache's mutex held.
+PackedWeight* Claim(Cache& cache, const float* w, bool transposed, Index n, Index depth,
+                    const Blocking& blocking, uint64_t version) {
+  // The entry of this weight, layout and blocking; else one that no product of this version
+  // uses (empty, or packed under an earlier version). A step multiplies by its weights in the
+  // same order on every replica, so replacing a weight this version still needs would evict
+  // each packing before its reuse once a step has more weights than entries (a 4-hidden-layer
+  // `mlp`: 7 of 4, every product repacked, 6 % slower than no sharing): the weights past
+  // the first kMaxPackedWeights take Eigen's path instead.
+  PackedWeight* entry = nullptr;
+  PackedWeight* unused = nullptr;
+  for (PackedWeight& candidate : cache.entries) {
+    if (candidate.weight == w && candidate.transposed == transposed && candidate.rows == n &&
+        candidate.depth == depth && candidate.kc == blocking.kc && candidate.mc == blocking.mc) {
+      entry = &candidate;
+    } else if (unused == nullptr && candidate.users == 0 &&
+               (candidate.weight == nullptr || candidate.version != version)) {
+      unused = &candidate;
+    }
+  }
+  if (entry != nullptr && entry->version == version) {
+    ++entry->users;
+    reused_count.fetch_add(1, std::memory_order_relaxed);
+    return entry;
+  }
+  // A new version of this weight, or a weight new to the cache: nobody may be reading it.
+  if (entry != nullptr && entry->users > 0) return nullptr;  // another model's step
+  if (entry == nullptr) entry = unused;
+  if (entry == nullptr) return nullptr;
+  const Index blocks = blocking.packed_floats / blocking.block_floats;
+  entry->blocks.resize(static_cast<size_t>(blocking.packed_floats));
+  if (entry->ready_size < blocks) {
+    entry->ready.reset(new std::atomic<uint64_t>[static_cast<size_t>(blocks)]);
+    entry->ready_size = blocks;
+  }
+  for (Index b = 0; b < blocks; ++b) entry->ready[b].store(0, std::memory_order_relaxed);
+  entry->next_block.store(0, std::memory_order_relaxed);
+  entry->weight = w;
+  entry->version = version;
+  entry->transposed = transposed;
+  entry->rows = n;
+  entry->depth = depth;
+  entry->kc = blocking.kc;
+  entry->mc = blocking.mc;
+  entry->users = 1;
+  packed_count.fetch_add(1, std::memory_order_relaxed);
+  return entry;
 }
 
 }  // namespace
@@ -122,56 +231,22 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
   const Blocking blocking = EigensBlocking(m, depth, n);
   if (blocking.packed_floats * Index{sizeof(float)} > kMaxPackedBytes) return false;
 
-  // The entry of this weight, layout and blocking; else one that no product of this version
-  // uses (empty, or packed under an earlier version). A step multiplies by its weights in the
-  // same order on every replica, so replacing a weight this version still needs would evict
-  // each packing before its reuse once a step has more weights than entries (a 4-hidden-layer
-  // `mlp`: 7 of 4, every product repacked, 6 % slower than no sharing): the weights past
-  // the first kMaxPackedWeights take Eigen's path instead.
-  ThreadCache& cache = Cache();
-  PackedWeight* entry = nullptr;
-  PackedWeight* unused = nullptr;
-  for (PackedWeight& candidate : cache.entries) {
-    if (candidate.weight == w && candidate.transposed == transpose_w &&
-        candidate.kc == blocking.kc && candidate.mc == blocking.mc) {
-      entry = &candidate;
-    } else if (unused == nullptr && (candidate.weight == nullptr || candidate.version != version)) {
-      unused = &candidate;
-    }
+  Cache& cache = Packings();
+  PackedWeight* entry;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    entry = Claim(cache, w, transpose_w, n, depth, blocking, version);
   }
-  if (entry == nullptr) {
-    if (unused == nullptr) return false;
-    entry = unused;
-    entry->weight = nullptr;
-  }
-  // (A matched entry has this blocking; a replaced one has no weight.)
-  const bool pack = !(entry->weight == w && entry->version == version && entry->rows == n &&
-                      entry->depth == depth);
-  if (pack) {
-    entry->weight = nullptr;  // incomplete until every block is packed
-    entry->blocks.resize(static_cast<size_t>(blocking.packed_floats));
-    packed_count.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    reused_count.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (entry == nullptr) return false;
   // Eigen's kernel adds to the result (Eigen's evalTo zeroes it first).
   std::memset(out, 0, static_cast<size_t>(m * n) * sizeof(float));
   if (transpose_w) {
-    Multiply<Eigen::RowMajor>(a, m, depth, w, n, out, blocking, pack, entry->blocks.data(),
-                              cache);
+    Multiply<Eigen::RowMajor>(a, m, depth, w, n, out, blocking, *entry, version);
   } else {
-    Multiply<Eigen::ColMajor>(a, m, depth, w, n, out, blocking, pack, entry->blocks.data(),
-                              cache);
+    Multiply<Eigen::ColMajor>(a, m, depth, w, n, out, blocking, *entry, version);
   }
-  if (pack) {
-    entry->weight = w;
-    entry->version = version;
-    entry->transposed = transpose_w;
-    entry->rows = n;
-    entry->depth = depth;
-    entry->kc = blocking.kc;
-    entry->mc = blocking.mc;
-  }
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  --entry->users;
   return true;
 }
 

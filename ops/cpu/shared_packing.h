@@ -1,18 +1,23 @@
-// Products whose right operand is a weight that several replicas of one thread multiply by in
-// the same step: the weight is packed into Eigen's kernel layout once per thread and step, and
-// the thread's later replicas reuse that packing.
+// Products whose right operand is a weight that several replicas multiply by in the same
+// step: the weight is packed into Eigen's kernel layout once per step for the whole process.
+// Threads that multiply by it at the same time pack its blocks together (each claims the
+// next block nobody packs yet, and reads the others' blocks once they are ready); replicas
+// that multiply later reuse every block.
 //
-// Why: with R replicas on T < R threads, each replica's product covers 1/R of the batch's
-// rows but packs the whole weight, as a product of the full batch would. At 4 and 8 replicas
-// of `mlp` on 2 threads, packing is 15-21 % of the step (docs/BENCHMARKS.md).
+// Why: each replica's product covers 1/R of the batch's rows but packs the whole weight, as a
+// product of the full batch would. With R replicas on T < R threads, packing was 15-21 % of
+// an `mlp` step at 4 and 8 replicas on 2 threads; with 2 replicas on 2 cores, each core
+// packed every weight that the other packed too (docs/BENCHMARKS.md).
 //
 // What stays: the bits. The loop is Eigen's own sequential GEMM (general_matrix_matrix_product,
 // GeneralMatrixMatrix.h) with its blocking, packing routines and kernel; only where the
-// packed weight blocks live changes (a per-thread cache instead of an L2-sized scratch block).
+// packed weight blocks live, and which thread packs each, changes (a process-wide cache
+// instead of an L2-sized scratch block per product). A packed block is the same bytes
+// whoever packs it.
 //
-// The caller's promise: `version` is non-zero, and on this thread every call with the same
-// weight pointer and `version` sees the same values in it. A model's training step gives
-// each step a new version (model/sequential.cc).
+// The caller's promise: `version` is non-zero and belongs to one step of one model, and every
+// call with the same weight pointer and `version`, on any thread, sees the same values in it.
+// A model's training step gives each step a new version (model/sequential.cc).
 #ifndef TOWER_OPS_CPU_SHARED_PACKING_H_
 #define TOWER_OPS_CPU_SHARED_PACKING_H_
 
@@ -24,11 +29,12 @@ namespace tower::cpu {
 // with `transpose_w`, the transpose of the row-major weight [n, depth]. a is row-major.
 // Returns false, having done nothing, where the packing is not worth keeping (a product too
 // small, a weight whose packing would not fit the cache) or there is no room for it (every
-// entry holds another weight of this version); the caller then multiplies as usual.
+// entry holds another weight of this version, or another model's step is using it); the
+// caller then multiplies as usual.
 bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const float* w,
                               int64_t n, bool transpose_w, uint64_t version, float* out);
 
-// Each thread keeps at most this many packed weights, and none larger than kMaxPackedBytes:
+// The process keeps at most this many packed weights, and none larger than kMaxPackedBytes:
 // the cache must stay well inside the last-level cache, or reading a packed copy back from
 // memory costs what packing saves (a copy of every weight packed once per thread, measured
 // before gradient folding, was slower: docs/BENCHMARKS.md).
@@ -37,8 +43,9 @@ inline constexpr int64_t kMaxPackedBytes = int64_t{6} << 20;
 // Below this many weight elements packing is cheap, and the product stays on Eigen's path.
 inline constexpr int64_t kMinPackedElements = 64 * 1024;
 
-// The products that packed a weight and that reused a packing, in this process so far (for
-// tests and benchmarks).
+// The products that packed a weight (the first of its version: the products running beside it
+// pack some of its blocks, and count as reuses) and that reused a packing, in this process so
+// far (for tests and benchmarks).
 struct SharedPackingCounts {
   int64_t packed = 0;
   int64_t reused = 0;

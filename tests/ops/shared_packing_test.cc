@@ -1,9 +1,11 @@
 // MatMulByWeight on the CPU (ops/cpu/shared_packing.h): the bits of MatMul for every shape and
 // both layouts of the weight, one packing reused for a version (by products of other row
-// counts too), a new one for a new version, and Eigen's own path for the weights past a full
-// cache, where keeping the packing does not pay, and where a product is split over intra-op
+// counts too), a new one for a new version, one packing for threads multiplying at once, and
+// Eigen's own path for the weights past a full cache, where keeping the packing does not pay, and where a product is split over intra-op
 // threads.
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -147,6 +149,53 @@ TEST(SharedPackingTest, WeightsPastAFullCacheOfThisVersionTakeEigensPath) {
     EXPECT_EQ(after.packed - before.packed, cpu::kMaxPackedWeights) << version;
     EXPECT_EQ(after.reused - before.reused, 2 * cpu::kMaxPackedWeights) << version;
   }
+}
+
+// Threads that multiply by one weight under one version at the same time (the replicas of a
+// step, each on its own core) pack it once between them: each claims the blocks nobody packs
+// yet and reads the others' once they are ready. Every product has MatMul's bits, and each
+// version counts one packing and a reuse per further product, however the threads interleave.
+TEST(SharedPackingTest, ThreadsOfOneVersionPackAWeightTogether) {
+  constexpr int kThreads = 3;
+  constexpr int kVersions = 24;
+  const int64_t rows = 48, depth = 1024, units = 768;  // several depth and row blocks
+  std::vector<Tensor> xs;
+  for (int t = 0; t < kThreads; ++t) {
+    xs.push_back(Make(Shape{rows, depth}, RandomValues(rows * depth, 40 + t)));
+  }
+  const Tensor w = Make(Shape{depth, units}, RandomValues(depth * units, 50));
+  const Tensor wt = Make(Shape{units, depth}, RandomValues(units * depth, 51));
+  std::vector<Values> want, want_transposed;
+  for (const Tensor& x : xs) {
+    want.push_back(Host(ops::MatMul(x, w)));
+    want_transposed.push_back(Host(ops::MatMul(x, wt, false, true)));
+  }
+  const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
+  std::atomic<int> arrived{0};
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ScopedIntraOpThreads whole(1);
+      for (int v = 0; v < kVersions; ++v) {
+        // All threads start each version's products together, so that they pack together.
+        arrived.fetch_add(1);
+        while (arrived.load() < kThreads * (v + 1)) std::this_thread::yield();
+        const uint64_t version = 70000 + static_cast<uint64_t>(v);
+        StatusOr<Tensor> product = ops::MatMulByWeight(xs[t], w, false, version);
+        StatusOr<Tensor> transposed = ops::MatMulByWeight(xs[t], wt, true, version);
+        if (!product.ok() || !transposed.ok() || *product->ToHost() != want[t] ||
+            *transposed->ToHost() != want_transposed[t]) {
+          ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, std::vector<int>(kThreads, 0)) << "products without MatMul's bits";
+  const cpu::SharedPackingCounts after = cpu::SharedPackingCountsSoFar();
+  EXPECT_EQ(after.packed - before.packed, 2 * kVersions);
+  EXPECT_EQ(after.reused - before.reused, 2 * kVersions * (kThreads - 1));
 }
 
 // Where keeping a packing does not pay, Eigen's path runs: no rows (a replica's empty shard),

@@ -1,8 +1,8 @@
-// Replicas that share a thread and their variables pack each weight once per step for all the
-// products of that thread (Sequential::set_share_weight_packing, ops/cpu/shared_packing.h):
-// how often a step packs and reuses, the bits of packing per product, and the setups that do
-// not share (a thread per replica, a copy of the variables per replica, the switch off), and
-// deterministic mode with uneven shards.
+// Replicas that share their variables pack each weight once per step for all their products,
+// on every thread (Sequential::set_share_weight_packing, ops/cpu/shared_packing.h): how often
+// a step packs and reuses, the bits of packing per product, the setups that do not share (one
+// replica, a copy of the variables per replica, the switch off), and deterministic mode with
+// uneven shards.
 #include <cmath>
 #include <vector>
 
@@ -37,7 +37,7 @@ struct TrainSetup {
 // gradient) are large enough to keep packed; the last is not. 6 batches of 64 rows, 2 epochs:
 // 12 steps, every replica's shard the same size.
 constexpr int kSteps = 12;
-constexpr int kPackedPerLeader = 3;  // x·W1, h·W2 and dz·W2ᵀ
+constexpr int kPackedPerStep = 3;  // x·W1, h·W2 and dz·W2ᵀ
 
 TrainedRun Train(const TrainSetup& setup) {
   auto context = testing::MakeContextWithLogicalCpus(setup.replicas);
@@ -75,26 +75,27 @@ TrainedRun Train(const TrainSetup& setup) {
   return run;
 }
 
-TEST(SharedWeightPackingTest, EachThreadPacksAWeightOncePerStepWithTheBitsOfPackingPerProduct) {
-  for (int replicas : {4, 8}) {
-    for (int threads : {1, 2}) {
-      TrainSetup setup;
-      setup.replicas = replicas;
-      setup.threads = threads;
-      const TrainedRun shared = Train(setup);
-      setup.share_packing = false;
-      const TrainedRun apart = Train(setup);
-      EXPECT_EQ(shared.weights, apart.weights) << replicas << " on " << threads;
-      EXPECT_EQ(shared.losses, apart.losses) << replicas << " on " << threads;
-      ASSERT_FALSE(shared.losses.empty());
-      EXPECT_TRUE(std::isfinite(shared.losses.back()));
-      // Each thread's first replica packs each large weight; the thread's others reuse it.
-      const int64_t packings = int64_t{kSteps} * threads * kPackedPerLeader;
-      EXPECT_EQ(shared.packed, packings) << replicas << " on " << threads;
-      EXPECT_EQ(shared.reused, packings * (replicas / threads - 1))
-          << replicas << " on " << threads;
-      EXPECT_EQ(apart.packed + apart.reused, 0) << replicas << " on " << threads;
-    }
+TEST(SharedWeightPackingTest, AStepPacksEachWeightOnceWithTheBitsOfPackingPerProduct) {
+  const struct {
+    int replicas, threads;
+  } setups[] = {{2, 2}, {4, 1}, {4, 2}, {8, 1}, {8, 2}};
+  for (const auto& s : setups) {
+    TrainSetup setup;
+    setup.replicas = s.replicas;
+    setup.threads = s.threads;
+    const TrainedRun shared = Train(setup);
+    setup.share_packing = false;
+    const TrainedRun apart = Train(setup);
+    EXPECT_EQ(shared.weights, apart.weights) << s.replicas << " on " << s.threads;
+    EXPECT_EQ(shared.losses, apart.losses) << s.replicas << " on " << s.threads;
+    ASSERT_FALSE(shared.losses.empty());
+    EXPECT_TRUE(std::isfinite(shared.losses.back()));
+    // One packing of each large weight per step, whichever threads pack its blocks; every
+    // other replica's product reuses it.
+    const int64_t packings = int64_t{kSteps} * kPackedPerStep;
+    EXPECT_EQ(shared.packed, packings) << s.replicas << " on " << s.threads;
+    EXPECT_EQ(shared.reused, packings * (s.replicas - 1)) << s.replicas << " on " << s.threads;
+    EXPECT_EQ(apart.packed + apart.reused, 0) << s.replicas << " on " << s.threads;
   }
 }
 
@@ -124,12 +125,12 @@ TEST(SharedWeightPackingTest, UnevenVirtualShardsKeepTheBitsOfPackingPerProduct)
   }
 }
 
-TEST(SharedWeightPackingTest, NothingIsSharedWithAThreadPerReplicaOrACopyPerReplica) {
-  TrainSetup own_threads;
-  own_threads.replicas = 2;
-  own_threads.threads = 2;
-  const TrainedRun one_each = Train(own_threads);
-  EXPECT_EQ(one_each.packed + one_each.reused, 0);
+TEST(SharedWeightPackingTest, NothingIsSharedByOneReplicaOrACopyPerReplica) {
+  TrainSetup alone;
+  alone.replicas = 1;
+  alone.threads = 1;
+  const TrainedRun one = Train(alone);
+  EXPECT_EQ(one.packed + one.reused, 0);
   TrainSetup copies;
   copies.share_variables = false;
   const TrainedRun copied = Train(copies);
