@@ -108,8 +108,8 @@ void AwaitReady(const std::atomic<uint64_t>& mark, uint64_t version) {
 // stride n when w is [depth, n] row-major; row-major with stride depth when w is [n, depth]
 // row-major and transposed. Its rhs is aᵀ, column-major with stride depth; its result outᵀ,
 // column-major with stride n. Before it reads a weight block it makes sure the block is
-// packed under `version`: packing it, and the unclaimed blocks before it, itself, or
-// waiting for the thread that claimed it.
+// packed under `version`: until it is, the thread packs the next unclaimed blocks itself,
+// then waits for the thread that claimed it, if another did.
 template <int LhsOrder>
 void Multiply(const float* a, Index m, Index depth, const float* w, Index n, float* out,
               const Blocking& blocking, PackedWeight& entry, uint64_t version) {
