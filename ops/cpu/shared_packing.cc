@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,8 +34,7 @@ struct PackedWeight {
   Index kc = 0, mc = 0;  // the blocking it was packed for
   int users = 0;         // products packing or reading it now: it is not replaced under them
   std::vector<float, Eigen::aligned_allocator<float>> blocks;
-  std::unique_ptr<std::atomic<uint64_t>[]> ready;
-  Index ready_size = 0;
+  std::vector<std::atomic<uint64_t>> ready;  // at least one mark per block
   // Claimed under `version` (reset, with the ready marks, only while nobody uses the entry).
   std::atomic<Index> next_block{0};
 };
@@ -70,8 +68,8 @@ constexpr Index kAlignFloats = 16;
 struct Blocking {
   Index kc, mc, nc;      // depth, weight-row (the product's n) and batch-row block sizes
   Index depth_blocks;    // blocks along the depth
+  Index blocks;          // every block of the weight: row blocks × depth_blocks
   Index block_floats;    // one packed block, rounded up to 64 bytes
-  Index packed_floats;   // every block of the weight
 };
 
 // As Eigen computes it for a row-major result (gemm_blocking_space<RowMajor>(m, n, depth):
@@ -84,8 +82,8 @@ Blocking EigensBlocking(Index m, Index depth, Index n) {
   b.mc = std::min(n, mc);
   b.nc = std::min(m, nc);
   b.depth_blocks = (depth + b.kc - 1) / b.kc;
+  b.blocks = (n + b.mc - 1) / b.mc * b.depth_blocks;
   b.block_floats = (b.mc * b.kc + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-  b.packed_floats = (n + b.mc - 1) / b.mc * b.depth_blocks * b.block_floats;
   return b;
 }
 
@@ -127,8 +125,7 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, flo
   gemm_pack_rhs<float, Index, RhsMapper, Traits::nr, Eigen::ColMajor> pack_rhs;
   gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false> gebp;
   const Index kc = blocking.kc, mc = blocking.mc, nc = blocking.nc;
-  const Index depth_blocks = blocking.depth_blocks;
-  const Index blocks = blocking.packed_floats / blocking.block_floats;
+  const Index depth_blocks = blocking.depth_blocks, blocks = blocking.blocks;
   float* const packed = entry.blocks.data();
   std::vector<float, Eigen::aligned_allocator<float>>& scratch = RhsScratch();
   scratch.resize(std::max<size_t>(scratch.size(), static_cast<size_t>(kc * nc)));
@@ -199,13 +196,11 @@ PackedWeight* Claim(Cache& cache, const float* w, bool transposed, Index n, Inde
   if (entry != nullptr && entry->users > 0) return nullptr;  // another model's step
   if (entry == nullptr) entry = unused;
   if (entry == nullptr) return nullptr;
-  const Index blocks = blocking.packed_floats / blocking.block_floats;
-  entry->blocks.resize(static_cast<size_t>(blocking.packed_floats));
-  if (entry->ready_size < blocks) {
-    entry->ready.reset(new std::atomic<uint64_t>[static_cast<size_t>(blocks)]);
-    entry->ready_size = blocks;
-  }
-  for (Index b = 0; b < blocks; ++b) entry->ready[b].store(0, std::memory_order_relaxed);
+  const size_t blocks = static_cast<size_t>(blocking.blocks);
+  entry->blocks.resize(blocks * static_cast<size_t>(blocking.block_floats));
+  // (Atomics do not move: a larger set of marks is a new vector.)
+  if (entry->ready.size() < blocks) entry->ready = std::vector<std::atomic<uint64_t>>(blocks);
+  for (size_t b = 0; b < blocks; ++b) entry->ready[b].store(0, std::memory_order_relaxed);
   entry->next_block.store(0, std::memory_order_relaxed);
   entry->weight = w;
   entry->version = version;
@@ -229,7 +224,9 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
     return false;
   }
   const Blocking blocking = EigensBlocking(m, depth, n);
-  if (blocking.packed_floats * Index{sizeof(float)} > kMaxPackedBytes) return false;
+  if (blocking.blocks * blocking.block_floats * Index{sizeof(float)} > kMaxPackedBytes) {
+    return false;
+  }
 
   Cache& cache = Packings();
   PackedWeight* entry;

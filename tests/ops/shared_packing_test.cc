@@ -1,8 +1,8 @@
 // MatMulByWeight on the CPU (ops/cpu/shared_packing.h): the bits of MatMul for every shape and
 // both layouts of the weight, one packing reused for a version (by products of other row
 // counts too), a new one for a new version, one packing for threads multiplying at once, and
-// Eigen's own path for the weights past a full cache, where keeping the packing does not pay, and where a product is split over intra-op
-// threads.
+// Eigen's own path for the weights past a full cache, where keeping the packing does not pay,
+// and where a product is split over intra-op threads.
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -96,7 +96,7 @@ TEST(SharedPackingTest, AVersionKeepsItsPackingAndANewOnePacksAgain) {
 }
 
 // A packed weight depends on Eigen's blocking, not on the rows it multiplies: uneven shards
-// (a batch of 250 over 4 replicas: 63, 63, 62 and 62 rows) share one packing per thread.
+// (a batch of 250 over 4 replicas: 63, 63, 62 and 62 rows) share one packing.
 // Keyed by the row count, a thread with 3 weights and 2 row counts needed 6 entries of 4
 // and repacked every product (measured: 5 % slower than no sharing at all).
 TEST(SharedPackingTest, UnevenShardsOfOneBlockingShareAPacking) {
