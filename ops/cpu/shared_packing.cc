@@ -51,6 +51,8 @@ struct Cache {
 
 std::atomic<int64_t> packed_count{0};
 std::atomic<int64_t> reused_count{0};
+std::atomic<void (*)()> after_claim_hook{nullptr};
+std::atomic<void (*)(int64_t)> before_packing_block_hook{nullptr};
 
 Cache& Packings() {
   static Cache* const cache = new Cache();  // never destroyed: threads may outlive statics
@@ -137,6 +139,7 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, flo
     const Index i2 = b / depth_blocks * mc, k2 = b % depth_blocks * kc;
     const Index block_depth = std::min(k2 + kc, depth) - k2, block_rows = std::min(i2 + mc, n) - i2;
     float* const block = packed + b * blocking.block_floats;
+    if (auto* hook = before_packing_block_hook.load(std::memory_order_relaxed)) hook(b);
     if constexpr (LhsOrder == Eigen::RowMajor) {
       PackRowMajorLhs(w + i2 * depth + k2, depth, block_rows, block_depth, block);  // Eigen's bytes
     } else {
@@ -242,6 +245,7 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
     entry = Claim(cache, w, transpose_w, n, depth, blocking, version);
   }
   if (entry == nullptr) return false;
+  if (auto* hook = after_claim_hook.load(std::memory_order_relaxed)) hook();
   // Eigen's kernel adds to the result (Eigen's evalTo zeroes it first).
   std::memset(out, 0, static_cast<size_t>(m * n) * sizeof(float));
   if (transpose_w) {
@@ -252,6 +256,11 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
   std::lock_guard<std::mutex> lock(cache.mutex);
   --entry->users;
   return true;
+}
+
+void SetSharedPackingTestHooks(const SharedPackingTestHooks& hooks) {
+  after_claim_hook.store(hooks.after_claim, std::memory_order_relaxed);
+  before_packing_block_hook.store(hooks.before_packing_block, std::memory_order_relaxed);
 }
 
 SharedPackingCounts SharedPackingCountsSoFar() {

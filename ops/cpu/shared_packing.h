@@ -54,6 +54,17 @@ struct SharedPackingCounts {
 };
 SharedPackingCounts SharedPackingCountsSoFar();
 
+// For tests: functions a product calls, where set, right after it has claimed its entry, and
+// before it packs each block it claimed (Eigen's block number in the weight). A test holds a
+// product there to reach what only overlapping products do: a new version refused while an
+// older one is in use, a thread packing the blocks of a product that has not started, and a
+// thread waiting for a block another is packing. Null (the default) calls nothing.
+struct SharedPackingTestHooks {
+  void (*after_claim)() = nullptr;
+  void (*before_packing_block)(int64_t block) = nullptr;
+};
+void SetSharedPackingTestHooks(const SharedPackingTestHooks& hooks);
+
 }  // namespace tower::cpu
 
 #endif  // TOWER_OPS_CPU_SHARED_PACKING_H_

@@ -1,11 +1,16 @@
 // MatMulByWeight on the CPU (ops/cpu/shared_packing.h): the bits of MatMul for every shape and
 // both layouts of the weight, one packing reused for a version (by products of other row
-// counts too), a new one for a new version, one packing for threads multiplying at once, and
-// Eigen's own path for the weights past a full cache, where keeping the packing does not pay,
-// and where a product is split over intra-op threads.
+// counts too), a new one for a new version, one packing for threads multiplying at once,
+// products held mid-way (an entry in use is not repacked for another version; a product waits
+// for the block another thread is packing), and Eigen's own path for the weights past a full
+// cache, where keeping the packing does not pay, and where a product is split over intra-op
+// threads.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -196,6 +201,153 @@ TEST(SharedPackingTest, ThreadsOfOneVersionPackAWeightTogether) {
   const cpu::SharedPackingCounts after = cpu::SharedPackingCountsSoFar();
   EXPECT_EQ(after.packed - before.packed, 2 * kVersions);
   EXPECT_EQ(after.reused - before.reused, 2 * kVersions * (kThreads - 1));
+}
+
+// A product held at a point of its own (cpu::SetSharedPackingTestHooks): the thread named in
+// `held_thread` stops there until `release`, saying so in `held`.
+std::atomic<std::thread::id> held_thread;
+std::atomic<bool> held{false};
+std::atomic<bool> release{false};
+
+void HoldTheHeldThread() {
+  if (std::this_thread::get_id() != held_thread.load()) return;
+  held = true;
+  while (!release.load()) std::this_thread::yield();
+}
+
+std::mutex packers_mutex;
+std::vector<std::pair<std::thread::id, int64_t>> packers;  // who packed which block
+
+void HoldBeforeBlockZero(int64_t block) {
+  {
+    std::lock_guard<std::mutex> lock(packers_mutex);
+    packers.emplace_back(std::this_thread::get_id(), block);
+  }
+  if (block == 0) HoldTheHeldThread();
+}
+
+// Sets the hooks for one test, and clears them whatever happens.
+class ScopedHooks {
+ public:
+  explicit ScopedHooks(const cpu::SharedPackingTestHooks& hooks) {
+    held_thread = std::thread::id();  // no thread's
+    held = false;
+    release = false;
+    packers.clear();
+    cpu::SetSharedPackingTestHooks(hooks);
+  }
+  ~ScopedHooks() {
+    release = true;
+    cpu::SetSharedPackingTestHooks({});
+  }
+};
+
+void AwaitHeld() {
+  while (!held.load()) std::this_thread::yield();
+}
+
+// A product keeps its entry from claim to release. Meanwhile a product of another version of
+// that weight takes Eigen's path (nothing is repacked under the first), and one of the same
+// version packs the blocks the first has not started on and reuses the entry.
+TEST(SharedPackingTest, AnEntryInUseIsNotRepackedForAnotherVersion) {
+  ScopedIntraOpThreads whole(1);
+  const int64_t rows = 64, depth = 1024, units = 1024;
+  const Tensor x = Make(Shape{rows, depth}, RandomValues(rows * depth, 60));
+  const Tensor w = Make(Shape{depth, units}, RandomValues(depth * units, 61));
+  const Values want = Host(ops::MatMul(x, w));
+  const uint64_t version = 80001, next_version = 80002;
+  cpu::SharedPackingTestHooks hooks;
+  hooks.after_claim = HoldTheHeldThread;
+  ScopedHooks scoped(hooks);
+  const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
+  Values first;
+  std::thread first_product([&] {
+    ScopedIntraOpThreads one(1);
+    held_thread = std::this_thread::get_id();
+    first = Host(ops::MatMulByWeight(x, w, false, version));
+  });
+  AwaitHeld();
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, next_version)), want);
+  cpu::SharedPackingCounts now = cpu::SharedPackingCountsSoFar();
+  EXPECT_EQ(now.packed - before.packed, 1) << "another version repacked an entry in use";
+  EXPECT_EQ(now.reused - before.reused, 0);
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, version)), want);
+  now = cpu::SharedPackingCountsSoFar();
+  EXPECT_EQ(now.packed - before.packed, 1);
+  EXPECT_EQ(now.reused - before.reused, 1);
+  release = true;
+  first_product.join();
+  EXPECT_EQ(first, want);
+  // Once nobody uses it, the next version takes the entry over.
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, next_version)), want);
+  EXPECT_EQ(cpu::SharedPackingCountsSoFar().packed - before.packed, 2);
+}
+
+// A product whose block another thread is packing packs the blocks after it meanwhile, then
+// waits for that one: it neither reads it half-packed nor packs it twice.
+TEST(SharedPackingTest, AProductWaitsForTheBlockAnotherThreadIsPacking) {
+  ScopedIntraOpThreads whole(1);
+  const int64_t rows = 64, depth = 1024, units = 1024;  // 2 depth blocks on AVX-512
+  const Tensor x = Make(Shape{rows, depth}, RandomValues(rows * depth, 62));
+  const Tensor w = Make(Shape{depth, units}, RandomValues(depth * units, 63));
+  const Values want = Host(ops::MatMul(x, w));
+  const uint64_t version = 80101;
+  cpu::SharedPackingTestHooks hooks;
+  hooks.before_packing_block = HoldBeforeBlockZero;
+  ScopedHooks scoped(hooks);
+  // How many blocks the weight packs in: a product nobody holds packs them all.
+  EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, version - 1)), want);
+  const size_t blocks = [] {
+    std::lock_guard<std::mutex> lock(packers_mutex);
+    const size_t count = packers.size();
+    packers.clear();
+    return count;
+  }();
+  ASSERT_GE(blocks, 2u);
+  const cpu::SharedPackingCounts before = cpu::SharedPackingCountsSoFar();
+  Values first, second;
+  std::thread first_product([&] {
+    ScopedIntraOpThreads one(1);
+    held_thread = std::this_thread::get_id();
+    first = Host(ops::MatMulByWeight(x, w, false, version));
+  });
+  AwaitHeld();  // the first product holds block 0, claimed and not packed
+  std::atomic<bool> second_done{false};
+  std::thread::id second_id;
+  std::thread second_product([&] {
+    ScopedIntraOpThreads one(1);
+    second_id = std::this_thread::get_id();
+    second = Host(ops::MatMulByWeight(x, w, false, version));
+    second_done = true;
+  });
+  // Once the second product has claimed every other block, only block 0 keeps it; give it
+  // time to go on without it, as it must not.
+  const auto packers_seen = [] {
+    std::lock_guard<std::mutex> lock(packers_mutex);
+    return packers.size();
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (packers_seen() < blocks && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(second_done.load()) << "a product went on without the block another packs";
+  release = true;
+  first_product.join();
+  second_product.join();
+  EXPECT_EQ(first, want);
+  EXPECT_EQ(second, want);
+  const cpu::SharedPackingCounts after = cpu::SharedPackingCountsSoFar();
+  EXPECT_EQ(after.packed - before.packed, 1);
+  EXPECT_EQ(after.reused - before.reused, 1);
+  // Each block packed once: block 0 by the first product, every later one by the second,
+  // which packed them while the first held block 0.
+  std::lock_guard<std::mutex> lock(packers_mutex);
+  ASSERT_EQ(packers.size(), blocks);
+  EXPECT_EQ(packers[0].second, 0);
+  for (size_t i = 1; i < packers.size(); ++i) {
+    EXPECT_EQ(packers[i], std::make_pair(second_id, static_cast<int64_t>(i)));
+  }
 }
 
 // Where keeping a packing does not pay, Eigen's path runs: no rows (a replica's empty shard),
