@@ -9,8 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cpu/row_major_lhs_pack.h"
-
 namespace tower::cpu {
 namespace {
 
@@ -137,14 +135,9 @@ void Multiply(const float* a, Index m, Index depth, const float* w, Index n, flo
   // Blocks are numbered in the loop's order: row block i2 / mc, then depth block k2 / kc.
   const auto pack_block = [&](Index b) {
     const Index i2 = b / depth_blocks * mc, k2 = b % depth_blocks * kc;
-    const Index block_depth = std::min(k2 + kc, depth) - k2, block_rows = std::min(i2 + mc, n) - i2;
-    float* const block = packed + b * blocking.block_floats;
     if (auto* hook = before_packing_block_hook.load(std::memory_order_relaxed)) hook(b);
-    if constexpr (LhsOrder == Eigen::RowMajor) {
-      PackRowMajorLhs(w + i2 * depth + k2, depth, block_rows, block_depth, block);  // Eigen's bytes
-    } else {
-      pack_lhs(block, lhs.getSubMapper(i2, k2), block_depth, block_rows);
-    }
+    pack_lhs(packed + b * blocking.block_floats, lhs.getSubMapper(i2, k2),
+             std::min(k2 + kc, depth) - k2, std::min(i2 + mc, n) - i2);
     entry.ready[b].store(version, std::memory_order_release);
   };
   // Until block b is ready, pack the next unclaimed block, b or one after it: while another

@@ -13,8 +13,7 @@
 // GeneralMatrixMatrix.h) with its blocking, packing routines and kernel; only where the
 // packed weight blocks live, and which thread packs each, changes (a process-wide cache
 // instead of an L2-sized scratch block per product). A packed block is the same bytes
-// whoever packs it. A transposed weight is packed by PackRowMajorLhs (row_major_lhs_pack.h):
-// Eigen's bytes, written in an order the prefetchers follow.
+// whoever packs it.
 //
 // The caller's promise: `version` is non-zero and belongs to one step of one model, and every
 // call with the same weight pointer and `version`, on any thread, sees the same values in it.
