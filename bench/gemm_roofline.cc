@@ -8,7 +8,9 @@
 //   T threads, each its own 1024³ product at once (what T data-parallel replicas do);
 //   T threads splitting one 1024³ product by columns;
 //   the mlp workload's own products at 128 rows (its per-replica batch with 2 replicas),
-//   one thread — what a replica's forward and backward are made of;
+//   one thread — what a replica's forward and backward are made of — with Eigen alone, and
+//   as Tower's step computes them (`tower_products`: the weight packed once per step for
+//   the 256 / --batch replicas that share it);
 //   the products of one mlp training step of R = 2, 4, 8 replicas on T threads (R/T replica
 //   turns per thread, every turn its own rows of the global batch of 256, the weights shared
 //   as Tower's logical CPU replicas share them), in steps/s and as a ratio to R = 2: the
@@ -302,6 +304,34 @@ int main(int argc, char** argv) {
   std::printf("eigen_sgemm mlp_shapes batch=%lld threads=1 forward=%.1f weight_grad=%.1f "
               "input_grad=%.1f gflops\n",
               static_cast<long long>(batch), fwd, wgrad, xgrad);
+  // The same products as the step computes them: the forward and input-gradient products
+  // through ops::MatMulByWeight, whose weight is packed once per step for every replica
+  // (ops/cpu/shared_packing.h), the weight gradient through ops::MatMul. A step of
+  // `shares` = 256 / batch replicas packs each weight once: here a new version every
+  // `shares` products, so each product pays its share of one packing.
+  {
+    tower::Device* const cpu = tower::Context::Global().FindDevice("/CPU:0").value();
+    const tower::ScopedIntraOpThreads one_thread(1);
+    const auto upload = [&](const Matrix& values) { return TowerTurn::Upload(cpu, values); };
+    const tower::Tensor tx = upload(x), tw = upload(w), tdz = upload(dz);
+    const int64_t shares = std::max<int64_t>(1, 256 / batch);
+    uint64_t calls = 0;
+    const auto version = [&] { return 1000 + calls++ / static_cast<uint64_t>(shares); };
+    const double shared_fwd = Rate(1, small_iters, R, f, [&](int) {
+      (void)tower::ops::MatMulByWeight(tx, tw, false, version()).value();
+    });
+    const double tower_wgrad = Rate(1, small_iters, R, f, [&](int) {
+      (void)tower::ops::MatMul(tx, tdz, true, false).value();
+    });
+    calls = 0;
+    const double shared_xgrad = Rate(1, small_iters, R, f, [&](int) {
+      (void)tower::ops::MatMulByWeight(tdz, tw, true, version()).value();
+    });
+    std::printf("tower_products mlp_shapes batch=%lld threads=1 weight_packed_per=%lld "
+                "forward=%.1f weight_grad=%.1f input_grad=%.1f gflops\n",
+                static_cast<long long>(batch), static_cast<long long>(shares), shared_fwd,
+                tower_wgrad, shared_xgrad);
+  }
 
   if (!replica_products) return 0;
   // The products of one mlp step of R replicas on T threads, R = 2, 4, 8; each kind's

@@ -9,6 +9,7 @@ echo "$out"
 positive='(0\.[0-9]*[1-9][0-9]*|[1-9][0-9]*\.[0-9]+)'  # > 0 and finite: not 0.0, nan or inf
 [[ "$(grep -Ec "^eigen_sgemm size=128 threads=[12] gflops=$positive" <<<"$out")" == 3 ]]
 grep -Eq "^eigen_sgemm mlp_shapes batch=32 threads=1 forward=$positive weight_grad=$positive input_grad=$positive gflops$" <<<"$out"
+grep -Eq "^tower_products mlp_shapes batch=32 threads=1 weight_packed_per=8 forward=$positive weight_grad=$positive input_grad=$positive gflops$" <<<"$out"
 for kind in eigen onednn_packed_once; do
   for replicas in 2 4 8; do
     grep -Eq "^mlp_replica_products kind=$kind replicas=$replicas threads=2 rows=$((256 / replicas)) steps_per_s=$positive vs_2_replicas=$positive$" <<<"$out"
