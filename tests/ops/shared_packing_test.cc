@@ -242,8 +242,12 @@ class ScopedHooks {
   }
 };
 
-void AwaitHeld() {
-  while (!held.load()) std::this_thread::yield();
+// Whether the held thread reached its hook within 30 s (a product that never reaches it, one
+// taking Eigen's path say, fails the test instead of hanging it).
+bool AwaitHeld() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!held.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  return held.load();
 }
 
 // A product keeps its entry from claim to release. Meanwhile a product of another version of
@@ -266,7 +270,10 @@ TEST(SharedPackingTest, AnEntryInUseIsNotRepackedForAnotherVersion) {
     held_thread = std::this_thread::get_id();
     first = Host(ops::MatMulByWeight(x, w, false, version));
   });
-  AwaitHeld();
+  if (!AwaitHeld()) {
+    first_product.join();
+    FAIL() << "the first product never reached its claim hook";
+  }
   EXPECT_EQ(Host(ops::MatMulByWeight(x, w, false, next_version)), want);
   cpu::SharedPackingCounts now = cpu::SharedPackingCountsSoFar();
   EXPECT_EQ(now.packed - before.packed, 1) << "another version repacked an entry in use";
@@ -311,7 +318,10 @@ TEST(SharedPackingTest, AProductWaitsForTheBlockAnotherThreadIsPacking) {
     held_thread = std::this_thread::get_id();
     first = Host(ops::MatMulByWeight(x, w, false, version));
   });
-  AwaitHeld();  // the first product holds block 0, claimed and not packed
+  if (!AwaitHeld()) {  // the first product holds block 0, claimed and not packed
+    first_product.join();
+    FAIL() << "the first product never reached block 0";
+  }
   std::atomic<bool> second_done{false};
   std::thread::id second_id;
   std::thread second_product([&] {
