@@ -2,15 +2,16 @@
 # Runs Tower's benchmarks and their PyTorch / OpenBLAS / MPI peers side by side on this
 # machine, then prints the table of ratios for every target of docs/BENCHMARKS.md.
 #
-#   bench/compare.sh                      # everything, ~7 minutes on 2 cores
+#   bench/compare.sh                      # everything, about 25 minutes on 2 cores
 #   bench/compare.sh --sweep              # plus the parameter / batch sweep of the step cost
 #   bench/compare.sh --plots=docs         # and write the plots (SVG) there
 #   bench/compare.sh --out=/tmp/run1      # where the raw outputs go (default: a new temp dir)
 #   bench/compare.sh --report-only --out=/tmp/run1 --plots=docs   # re-analyse a run
 #   bench/compare.sh --rounds=5           # alternating rounds of Tower's replica counts (default 5)
 #
-# The ratios between replica counts, and against PyTorch single, are also taken from
-# ROUNDS alternating rounds (every replica count and PyTorch once per round, windows of 1 s;
+# The ratios between replica counts, against PyTorch single, and of the mlp's 2 replicas
+# against the 2-thread SGEMM roofline are also taken from ROUNDS alternating rounds (every
+# replica count, the roofline and PyTorch once per round, windows of 1 s or less;
 # the median over rounds of each round's ratio): this 2-core guest runs two busy threads at
 # two speeds about 2x apart, switching every few minutes, and figures taken minutes apart
 # can fall in different phases.
@@ -195,6 +196,13 @@ for k in $(seq 1 "$ROUNDS"); do
       run "train_rounds_${w}_${n}_r$k.txt" "$BIN/train_bench" --workload=$w --replicas=$n \
         --window-s=1
     done
+    if [[ "$w" == mlp ]]; then
+      # The 2-thread SGEMM roofline right after the mlp's replica counts: the mlp's fraction
+      # of it then compares one state of the host (the figure above is minutes away).
+      run "gemm_rounds_tower_r$k.txt" "$BIN/gemm_roofline" --square_only
+      run "gemm_rounds_torch_r$k.txt" env OPENBLAS_NUM_THREADS=2 "$PY" bench/peers/torch_gemm.py \
+        --threads=2
+    fi
     setting="$(torch_best_setting $w)"
     if [[ -n "$setting" ]]; then
       # shellcheck disable=SC2086  # two flags

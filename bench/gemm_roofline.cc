@@ -19,6 +19,7 @@
 //   on weights packed once per step for all replicas (its blocked layout).
 // Eigen is built with EIGEN_DONT_PARALLELIZE (Tower's threads are its replicas), so the
 // T-thread figures use T std::threads. Each figure is the median of --repeats windows.
+// --square_only stops after the square products: the roofline alone, in a few seconds.
 // (OpenBLAS's rate, through PyTorch, is printed by bench/peers/torch_gemm.py.)
 #include <Eigen/Core>
 #include <algorithm>
@@ -243,6 +244,7 @@ double ReplicaProductsRate(int replicas, int threads, bool packed, int64_t steps
 int main(int argc, char** argv) {
   int64_t size = 1024, threads = 2, repeats = 3, iters = 20, batch = 128;
   bool replica_products = true;
+  bool square_only = false;
   tower::FlagParser parser("gemm_roofline");
   parser.AddInt("size", &size, "m = n = k of the square product");
   parser.AddInt("threads", &threads, "threads of the multi-thread figures");
@@ -251,6 +253,9 @@ int main(int argc, char** argv) {
   parser.AddInt("batch", &batch, "rows of the mlp-shaped products");
   parser.AddBool("replica_products", &replica_products,
                  "also time one mlp step's products of 2, 4 and 8 replicas on --threads threads");
+  parser.AddBool("square_only", &square_only,
+                 "time only the square products (1 and --threads threads): the roofline "
+                 "alone, as compare.sh's rounds take it beside each training figure");
   tower::Status status = parser.Parse(argc, argv, 1);
   if (!status.ok() || parser.help_requested()) {
     if (!status.ok()) std::fprintf(stderr, "error: %s\n", status.message().c_str());
@@ -290,6 +295,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(size), T, many);
   std::printf("eigen_sgemm size=%lld threads=%d gflops=%.1f (one product split by columns)\n",
               static_cast<long long>(size), T, split_rate);
+  if (square_only) return 0;
 
   // The mlp workload's products, per replica with `batch` rows: forward x·W, backward
   // xᵀ·dz (weight gradient) and dz·Wᵀ (input gradient), for the 1024×1024 layer.

@@ -21,6 +21,13 @@ if grep -q mlp_replica_products <<<"$out"; then
   echo "FAIL: --replica_products=false still timed the step's products" >&2
   exit 1
 fi
+# The roofline alone (compare.sh's rounds): the three square figures and nothing else.
+out="$("$bench" --size=128 --repeats=1 --iters=1 --square_only)"
+[[ "$(grep -Ec "^eigen_sgemm size=128 threads=[12] gflops=$positive" <<<"$out")" == 3 ]]
+if grep -q mlp_shapes <<<"$out"; then
+  echo "FAIL: --square_only still timed the mlp's products" >&2
+  exit 1
+fi
 # A count below 1 is refused with the flag's name and exit code 2, before any work.
 for flag in --size=0 --threads=0 --repeats=0 --iters=-1 --batch=0; do
   rc=0

@@ -1,0 +1,72 @@
+#!/bin/bash
+# Feeds bench/report.py the raw outputs of a made-up run and checks the ratios it takes from
+# alternating rounds: each round's `mlp` 2 replicas against the fastest 2-thread SGEMM of
+# that round (Eigen's independent products, Eigen's split product or OpenBLAS), then the
+# median over rounds; a NaN figure in any round fails the target. Not a timing.
+set -euo pipefail
+report="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-tower}/bench/report.py"
+[[ -f "$report" ]] || report="$(dirname "$0")/report.py"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+
+square() {  # square FILE T2 T2_SPLIT: gemm_roofline --square_only's three lines
+  printf 'eigen_sgemm size=1024 threads=1 gflops=110.0\n' > "$1"
+  printf 'eigen_sgemm size=1024 threads=2 gflops=%s (independent products)\n' "$2" >> "$1"
+  printf 'eigen_sgemm size=1024 threads=2 gflops=%s (one product split by columns)\n' "$3" >> "$1"
+}
+mlp() {  # mlp FILE GFLOPS: a train_bench line of the mlp's 2 replicas
+  echo "workload=mlp replicas=2 steps_per_s=90.0 samples_per_s=23040 gflops=$1" > "$2"
+}
+# The single windows, minutes away from each other: 190 of the fastest, OpenBLAS's 220.
+square "$dir/gemm_tower.txt" 200.0 210.0
+echo "torch_sgemm size=1024 threads=2 gflops=220.0" > "$dir/gemm_torch_t2.txt"
+mlp 190.0 "$dir/train_tower_mlp_2.txt"
+# Round 1: OpenBLAS is the fastest (220): 200 / 220. Round 2: Eigen's split product (200, and
+# OpenBLAS 150): 190 / 200. Round 3: Eigen's independent products (250): 150 / 250.
+square "$dir/gemm_rounds_tower_r1.txt" 200.0 210.0
+echo "torch_sgemm size=1024 threads=2 gflops=220.0" > "$dir/gemm_rounds_torch_r1.txt"
+mlp 200.0 "$dir/train_rounds_mlp_2_r1.txt"
+square "$dir/gemm_rounds_tower_r2.txt" 180.0 200.0
+echo "torch_sgemm size=1024 threads=2 gflops=150.0" > "$dir/gemm_rounds_torch_r2.txt"
+mlp 190.0 "$dir/train_rounds_mlp_2_r2.txt"
+square "$dir/gemm_rounds_tower_r3.txt" 250.0 240.0
+echo "torch_sgemm size=1024 threads=2 gflops=230.0" > "$dir/gemm_rounds_torch_r3.txt"
+mlp 150.0 "$dir/train_rounds_mlp_2_r3.txt"
+
+target() {  # target DIR NEEDLE: "ratio met" of the one target whose figure contains NEEDLE
+  python3 - "$1/results.json" "$2" <<'PY'
+import json, sys
+rows = [t for t in json.load(open(sys.argv[1]))["targets"] if sys.argv[2] in t["figure"]]
+assert len(rows) == 1, f"{len(rows)} targets contain {sys.argv[2]!r}"
+print(f"{rows[0]['ratio']:.6f} {rows[0]['met']}")
+PY
+}
+python3 "$report" "$dir" > "$dir/out.txt"
+rounds="roofline, median of alternating rounds"
+got="$(target "$dir" "$rounds")"
+want="$(python3 -c 'print(f"{200 / 220:.6f} True")')"  # the median of 0.909, 0.95, 0.6
+[[ "$got" == "$want" ]] || { echo "FAIL: rounds: got '$got', want '$want'" >&2; exit 1; }
+got="$(python3 - "$dir/results.json" <<'PY'
+import json, sys
+rows = [t for t in json.load(open(sys.argv[1]))["targets"]
+        if t["figure"].startswith("`mlp`, 2 replicas, GFLOP/s vs 2-thread SGEMM roofline")
+        and "rounds" not in t["figure"]]
+print(f"{rows[0]['ratio']:.6f} {rows[0]['met']}")
+PY
+)"
+want="$(python3 -c 'print(f"{190 / 220:.6f} False")')"
+[[ "$got" == "$want" ]] || { echo "FAIL: single windows: got '$got', want '$want'" >&2; exit 1; }
+grep -q "3 rounds: 60.0%, 90.9%, 95.0%" "$dir/out.txt" || {
+  echo "FAIL: the rounds' ratios are not listed" >&2; exit 1; }
+
+# A NaN in one round (the mlp's, then a roofline's) fails the target, whatever the others.
+mlp nan "$dir/train_rounds_mlp_2_r3.txt"
+python3 "$report" "$dir" > /dev/null
+got="$(target "$dir" "$rounds")"
+[[ "$got" == "nan False" ]] || { echo "FAIL: a NaN mlp round gave '$got'" >&2; exit 1; }
+mlp 150.0 "$dir/train_rounds_mlp_2_r3.txt"
+square "$dir/gemm_rounds_tower_r2.txt" nan 200.0
+python3 "$report" "$dir" > /dev/null
+got="$(target "$dir" "$rounds")"
+[[ "$got" == "nan False" ]] || { echo "FAIL: a NaN roofline round gave '$got'" >&2; exit 1; }
+echo PASS
