@@ -10,8 +10,9 @@
 #   bench/compare.sh --rounds=5           # alternating rounds of Tower's replica counts (default 5)
 #
 # The ratios between replica counts, against PyTorch single, and of the mlp's 2 replicas
-# against the 2-thread SGEMM roofline are also taken from ROUNDS alternating rounds (every
-# replica count, the roofline and PyTorch once per round, windows of 1 s or less;
+# against the 2-thread SGEMM roofline and against its products alone are also taken from
+# ROUNDS alternating rounds (every replica count, the roofline, the products alone and PyTorch
+# once per round, windows of 1 s or less;
 # the median over rounds of each round's ratio): this 2-core guest runs two busy threads at
 # two speeds about 2x apart, switching every few minutes, and figures taken minutes apart
 # can fall in different phases.
@@ -202,6 +203,12 @@ for k in $(seq 1 "$ROUNDS"); do
       run "gemm_rounds_tower_r$k.txt" "$BIN/gemm_roofline" --square_only
       run "gemm_rounds_torch_r$k.txt" env OPENBLAS_NUM_THREADS=2 "$PY" bench/peers/torch_gemm.py \
         --threads=2
+      # And what the step's products alone reach in this state (OpenBLAS, the whole batch on
+      # 2 threads, and 2 replicas a process and a thread each): the most any step could.
+      run "gemm_rounds_torch_mlp_whole_r$k.txt" env OPENBLAS_NUM_THREADS=2 "$PY" \
+        bench/peers/torch_mlp_products.py --replicas=1 --blas-threads=2 --window-s=1
+      run "gemm_rounds_torch_mlp_r$k.txt" env OPENBLAS_NUM_THREADS=1 "$PY" \
+        bench/peers/torch_mlp_products.py --replicas=2 --window-s=1
     fi
     setting="$(torch_best_setting $w)"
     if [[ -n "$setting" ]]; then

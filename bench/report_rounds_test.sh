@@ -2,7 +2,9 @@
 # Feeds bench/report.py the raw outputs of a made-up run and checks the ratios it takes from
 # alternating rounds: each round's `mlp` 2 replicas against the fastest 2-thread SGEMM of
 # that round (Eigen's independent products, Eigen's split product or OpenBLAS), then the
-# median over rounds; a NaN figure in any round fails the target. Not a timing.
+# median over rounds; a NaN figure in any round fails the target. And the bounds of the same
+# rounds: the step's products alone (the faster of OpenBLAS's two ways) against the roofline
+# and against PyTorch single, and the step against them. Not a timing.
 set -euo pipefail
 report="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-tower}/bench/report.py"
 [[ -f "$report" ]] || report="$(dirname "$0")/report.py"
@@ -33,6 +35,22 @@ square "$dir/gemm_rounds_tower_r3.txt" 250.0 240.0
 echo "torch_sgemm size=1024 threads=2 gflops=230.0" > "$dir/gemm_rounds_torch_r3.txt"
 mlp 150.0 "$dir/train_rounds_mlp_2_r3.txt"
 
+# The step's products alone in the same rounds (OpenBLAS: the whole batch on 2 threads, and 2
+# replicas a thread each; the faster counts) and PyTorch single, GFLOP/s:
+#   round 1: products 190 and 210, PyTorch 180; round 2: 150 and 190, PyTorch 170;
+#   round 3: 240 and 230, PyTorch 160.
+products() {  # products ROUND WHOLE TWO TORCH
+  echo "torch_mlp_products replicas=1 rows=256 steps_per_s=1 gflops=$2" \
+    > "$dir/gemm_rounds_torch_mlp_whole_r$1.txt"
+  echo "torch_mlp_products replicas=2 rows=128 steps_per_s=1 gflops=$3" \
+    > "$dir/gemm_rounds_torch_mlp_r$1.txt"
+  echo "torch_single workload=mlp replicas=1 steps_per_s=1 samples_per_s=20000 gflops=$4" \
+    > "$dir/torch_rounds_mlp_r$1.txt"
+}
+products 1 190.0 210.0 180.0
+products 2 150.0 190.0 170.0
+products 3 240.0 230.0 160.0
+
 target() {  # target DIR NEEDLE: "ratio met" of the one target whose figure contains NEEDLE
   python3 - "$1/results.json" "$2" <<'PY'
 import json, sys
@@ -42,7 +60,7 @@ print(f"{rows[0]['ratio']:.6f} {rows[0]['met']}")
 PY
 }
 python3 "$report" "$dir" > "$dir/out.txt"
-rounds="roofline, median of alternating rounds"
+rounds="2 replicas, GFLOP/s vs 2-thread SGEMM roofline, median"
 got="$(target "$dir" "$rounds")"
 want="$(python3 -c 'print(f"{200 / 220:.6f} True")')"  # the median of 0.909, 0.95, 0.6
 [[ "$got" == "$want" ]] || { echo "FAIL: rounds: got '$got', want '$want'" >&2; exit 1; }
@@ -58,6 +76,16 @@ want="$(python3 -c 'print(f"{190 / 220:.6f} False")')"
 [[ "$got" == "$want" ]] || { echo "FAIL: single windows: got '$got', want '$want'" >&2; exit 1; }
 grep -q "3 rounds: 60.0%, 90.9%, 95.0%" "$dir/out.txt" || {
   echo "FAIL: the rounds' ratios are not listed" >&2; exit 1; }
+# The products alone against the roofline: 210/220, 190/200, 240/250 (median 210/220); the
+# step against them: 200/210, 190/190, 150/240; them against PyTorch: 210/180, 190/170,
+# 240/160.
+for pair in "products alone (the faster:$(python3 -c 'print(f"{210 / 220:.6f}")')" \
+            "vs those products alone, median:$(python3 -c 'print(f"{200 / 210:.6f}")')" \
+            "those products alone vs PyTorch:$(python3 -c 'print(f"{210 / 180:.6f}")')"; do
+  got="$(target "$dir" "${pair%%:*}")"
+  [[ "$got" == "${pair#*:} None" ]] || {
+    echo "FAIL: '${pair%%:*}': got '$got', want '${pair#*:} None'" >&2; exit 1; }
+done
 
 # A NaN in one round (the mlp's, then a roofline's) fails the target, whatever the others.
 mlp nan "$dir/train_rounds_mlp_2_r3.txt"
