@@ -69,6 +69,17 @@ def median_of_rounds(values):
     return statistics.median(values)
 
 
+def round_ratio(num, den):
+    """One round's num / den; NaN when den is not a positive finite number (a NaN num stays
+    NaN), so that median_of_rounds fails the target."""
+    return num / den if math.isfinite(den) and den > 0 else float("nan")
+
+
+def round_number(path):
+    """The round of a rounds file: N of "..._rN.txt"."""
+    return int(re.search(r"_r(\d+)\.txt$", path).group(1))
+
+
 def square_rate(line):
     """(key, GFLOP/s) of a gemm_roofline square-product line: eigen_t1, eigen_tT, or
     eigen_tT_split (one product split over the threads); None for other lines."""
@@ -164,14 +175,14 @@ def load(d):
     # The roofline's products in the same rounds: gemm_rounds[round] = {key: GFLOP/s}.
     gemm_rounds = {}
     for path in glob.glob(f"{d}/gemm_rounds_tower_r*.txt"):
-        k = int(re.search(r"_r(\d+)\.txt$", path).group(1))
+        k = round_number(path)
         with open(path) as fh:
             for line in fh:
                 square = square_rate(line)
                 if square:
                     gemm_rounds.setdefault(k, {})[square[0]] = square[1]
     for path in glob.glob(f"{d}/gemm_rounds_torch_r*.txt"):
-        k = int(re.search(r"_r(\d+)\.txt$", path).group(1))
+        k = round_number(path)
         g = first(path, "torch_sgemm")
         if g and g.get("threads") == "2":
             gemm_rounds.setdefault(k, {})["openblas_t2"] = float(g["gflops"])
@@ -179,7 +190,7 @@ def load(d):
     for kind, key in (("torch_mlp_whole", "openblas_mlp_products_whole"),
                       ("torch_mlp", "openblas_mlp_products_r2")):
         for path in glob.glob(f"{d}/gemm_rounds_{kind}_r*.txt"):
-            k = int(re.search(r"_r(\d+)\.txt$", path).group(1))
+            k = round_number(path)
             line = first(path, "torch_mlp_products ")
             if line:
                 gemm_rounds.setdefault(k, {})[key] = float(line["gflops"])
@@ -359,27 +370,32 @@ def main():
     # round takes under a minute, so both figures of a ratio share the host's phase).
     R = r.get("rounds", {})
 
-    def round_ratio(a_rounds, b_rounds, key):
-        """Median over the rounds both ran of a's figure / b's: {round: line} each (NaN when a
-        round's figure is not a positive number)."""
-        def one(k):
-            a_, b_ = float(a_rounds[k][key]), float(b_rounds[k][key])
-            return a_ / b_ if b_ > 0 else float("nan")
-        per_round = sorted(one(k) for k in a_rounds if k in b_rounds)
-        if not per_round:
-            return None, ""
-        values = ", ".join(f"{v:.2f}" for v in per_round)
-        return median_of_rounds(per_round), f"{len(per_round)} rounds: {values}"
+    def rounds_row(figure, target, fmt, rounds, value_of, check):
+        """A row of the median of each round's value (value_of(k): None when round k lacks
+        it); no row when no round has one."""
+        values = [v for v in (value_of(k) for k in sorted(rounds)) if v is not None]
+        if values:
+            x = median_of_rounds(values)
+            rows.append((figure, f"{len(values)} rounds: " + ", ".join(fmt(v) for v in sorted(values)),
+                         target, x, check(x)))
+
+    def line_ratio(a_rounds, b_rounds, key):
+        """value_of for two programs' figures `key` ({round: line} each) in the same round."""
+        return lambda k: (round_ratio(float(a_rounds[k][key]), float(b_rounds[k][key]))
+                          if k in a_rounds and k in b_rounds else None)
+
+    times = lambda v: f"{v:.2f}"  # noqa: E731
+    percent = lambda v: f"{v * 100:.1f}%"  # noqa: E731
 
     for w, a_n, b_n, key, target in (("linreg", 4, 2, "steps_per_s", 0.5),
                                      ("linreg", 8, 2, "steps_per_s", 0.3),
                                      ("linreg", 2, 1, "steps_per_s", 0.8),
                                      ("mlp", 4, 2, "samples_per_s", 0.95),
                                      ("mlp", 8, 2, "samples_per_s", 0.95)):
-        x, text = round_ratio(R.get((w, a_n), {}), R.get((w, b_n), {}), key)
-        if x is not None:
-            rows.append((f"`{w}`, {a_n} vs {b_n} replicas, {key.replace('_per_s', '/s')}, median of "
-                         "alternating rounds", text, f"≥ {target}×", x, x >= target))
+        a_rounds = R.get((w, a_n), {})
+        rounds_row(f"`{w}`, {a_n} vs {b_n} replicas, {key.replace('_per_s', '/s')}, median of "
+                   "alternating rounds", f"≥ {target}×", times, a_rounds,
+                   line_ratio(a_rounds, R.get((w, b_n), {}), key), lambda x, t=target: x >= t)
     # linreg 2 vs 1's ceiling in each round: a 2-replica step runs one replica's 32-row
     # share on each core (at best the slower core's 32-row rate) or both shares on one core
     # (at best half the faster one's), whatever it spends meeting; against that round's
@@ -408,11 +424,11 @@ def main():
                               ("linreg", 2, "steps_per_s", 1.0),
                               ("mlp", 1, "samples_per_s", 1.0),
                               ("mlp", 2, "samples_per_s", 1.2)):
-        x, text = round_ratio(R.get((w, n), {}), torch_rounds.get(w, {}), key)
-        if x is not None:
-            rows.append((f"`{w}`, {n} replica{'s' if n > 1 else ''} vs PyTorch single (best threads), "
-                         f"{key.replace('_per_s', '/s')}, median of alternating rounds",
-                         text, f"≥ {target}×", x, x >= target))
+        a_rounds = R.get((w, n), {})
+        rounds_row(f"`{w}`, {n} replica{'s' if n > 1 else ''} vs PyTorch single (best threads), "
+                   f"{key.replace('_per_s', '/s')}, median of alternating rounds", f"≥ {target}×",
+                   times, a_rounds, line_ratio(a_rounds, torch_rounds.get(w, {}), key),
+                   lambda x, t=target: x >= t)
     # The mlp's 2 replicas against the roofline and the products alone, both taken right after
     # them in each round, and the products alone against PyTorch single in that round: what
     # any step could reach in the host's state of that round.
@@ -428,20 +444,10 @@ def main():
             return None
         return float("nan") if any(not math.isfinite(v) for v in got) else max(got)
 
-    def rounds_row(figure, target, fmt, value_of, check):
-        """A row from a per-round value (None: the round lacks it), its median over rounds."""
-        values = [v for v in (value_of(k) for k in sorted(gemm_rounds)) if v is not None]
-        if values:
-            x = median_of_rounds(values)
-            rows.append((figure, f"{len(values)} rounds: " + ", ".join(fmt(v) for v in sorted(values)),
-                         target, x, check(x)))
-
     def per_round(k, num, den):
-        """num(k) / den(k): None when round k lacks either, NaN when den is not positive."""
+        """num(k) / den(k) in round k; None when the round lacks either."""
         n_, d_ = num(k), den(k)
-        if n_ is None or d_ is None:
-            return None
-        return n_ / d_ if math.isfinite(d_) and d_ > 0 else float("nan")
+        return None if n_ is None or d_ is None else round_ratio(n_, d_)
 
     def tower(k):
         return float(mlp2[k]["gflops"]) if k in mlp2 else None
@@ -456,18 +462,19 @@ def main():
         line = torch_rounds.get("mlp", {}).get(k)
         return float(line["gflops"]) if line else None
 
-    percent = lambda v: f"{v * 100:.1f}%"  # noqa: E731
-    times = lambda v: f"{v:.2f}"  # noqa: E731
     rounds_row("`mlp`, 2 replicas, GFLOP/s vs 2-thread SGEMM roofline, median of alternating rounds",
-               "≥ 90%", percent, lambda k: per_round(k, tower, roof), lambda x: x >= 0.9)
+               "≥ 90%", percent, gemm_rounds, lambda k: per_round(k, tower, roof),
+               lambda x: x >= 0.9)
     rounds_row("bound: OpenBLAS, the mlp's products alone (the faster of the whole batch on 2 "
                "threads and 2 replicas a thread each) vs the roofline, median of alternating rounds",
-               "(limit)", percent, lambda k: per_round(k, products, roof), lambda x: None)
-    rounds_row("`mlp` 2 replicas vs those products alone, median of alternating rounds",
-               "(reached)", percent, lambda k: per_round(k, tower, products), lambda x: None)
-    rounds_row("bound: those products alone vs PyTorch single (best threads), GFLOP/s, median of "
-               "alternating rounds", "(limit)", times, lambda k: per_round(k, products, torch_single),
+               "(limit)", percent, gemm_rounds, lambda k: per_round(k, products, roof),
                lambda x: None)
+    rounds_row("`mlp` 2 replicas vs those products alone, median of alternating rounds",
+               "(reached)", percent, gemm_rounds, lambda k: per_round(k, tower, products),
+               lambda x: None)
+    rounds_row("bound: those products alone vs PyTorch single (best threads), GFLOP/s, median of "
+               "alternating rounds", "(limit)", times, gemm_rounds,
+               lambda k: per_round(k, products, torch_single), lambda x: None)
     # Mixed precision: mixed_bfloat16 against float32, same process, windows alternating;
     # and each one's loss after its windows.
     for n in (1, 2):

@@ -2,9 +2,9 @@
 # Feeds bench/report.py the raw outputs of a made-up run and checks the ratios it takes from
 # alternating rounds: each round's `mlp` 2 replicas against the fastest 2-thread SGEMM of
 # that round (Eigen's independent products, Eigen's split product or OpenBLAS), then the
-# median over rounds; a NaN figure in any round fails the target. And the bounds of the same
-# rounds: the step's products alone (the faster of OpenBLAS's two ways) against the roofline
-# and against PyTorch single, and the step against them. Not a timing.
+# median over rounds; a NaN figure or a zero denominator in any round fails the target. And
+# the bounds of the same rounds: the step's products alone (the faster of OpenBLAS's two ways)
+# against the roofline and against PyTorch single, and the step against them. Not a timing.
 set -euo pipefail
 report="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-tower}/bench/report.py"
 [[ -f "$report" ]] || report="$(dirname "$0")/report.py"
@@ -97,4 +97,13 @@ square "$dir/gemm_rounds_tower_r2.txt" nan 200.0
 python3 "$report" "$dir" > /dev/null
 got="$(target "$dir" "$rounds")"
 [[ "$got" == "nan False" ]] || { echo "FAIL: a NaN roofline round gave '$got'" >&2; exit 1; }
+# So does a zero denominator: PyTorch's figure of 0 samples/s in one round.
+python3 "$report" "$dir" > /dev/null
+[[ "$(target "$dir" "mlp\`, 2 replicas vs PyTorch single")" == "1.152000 False" ]] || {
+  echo "FAIL: before the zero, 2 replicas vs PyTorch single" >&2; exit 1; }
+echo "torch_single workload=mlp replicas=1 steps_per_s=1 samples_per_s=0 gflops=160.0" \
+  > "$dir/torch_rounds_mlp_r3.txt"
+python3 "$report" "$dir" > /dev/null
+got="$(target "$dir" "mlp\`, 2 replicas vs PyTorch single")"
+[[ "$got" == "nan False" ]] || { echo "FAIL: a round with PyTorch at 0 gave '$got'" >&2; exit 1; }
 echo PASS
