@@ -2,7 +2,7 @@
 # Runs Tower's benchmarks and their PyTorch / OpenBLAS / MPI peers side by side on this
 # machine, then prints the table of ratios for every target of docs/BENCHMARKS.md.
 #
-#   bench/compare.sh                      # everything, about 22 minutes on 2 cores
+#   bench/compare.sh                      # everything, about 22-27 minutes on 2 cores
 #   bench/compare.sh --sweep              # plus the parameter / batch sweep of the step cost
 #   bench/compare.sh --plots=docs         # and write the plots (SVG) there
 #   bench/compare.sh --out=/tmp/run1      # where the raw outputs go (default: a new temp dir)
