@@ -92,18 +92,24 @@ def square_rate(line):
 ROOFLINE_KEYS = ("eigen_t2", "eigen_t2_split", "openblas_t2")
 
 
-def roofline(rates):
-    """The 2-thread SGEMM roofline: the fastest of Eigen's two independent products, Eigen's
-    product split over both threads and OpenBLAS on 2 threads, as (GFLOP/s, which); (None,
-    "?") when none was measured, NaN when one is not a positive number."""
-    candidates = {k: v for k, v in rates.items() if k in ROOFLINE_KEYS}
+def fastest(rates, keys):
+    """The fastest of the figures `keys` names in `rates`, as (GFLOP/s, which); (None, "?")
+    when none was measured, NaN when one is not a positive number (a broken measurement:
+    no bound to take)."""
+    candidates = {k: v for k, v in rates.items() if k in keys}
     if not candidates:
         return None, "?"
     for name, v in candidates.items():
         if not (math.isfinite(v) and v > 0):
-            return float("nan"), name  # a broken measurement: no roofline to meet
+            return float("nan"), name
     name = max(candidates, key=candidates.get)
     return candidates[name], name
+
+
+def roofline(rates):
+    """The 2-thread SGEMM roofline: the fastest of Eigen's two independent products, Eigen's
+    product split over both threads and OpenBLAS on 2 threads (fastest)."""
+    return fastest(rates, ROOFLINE_KEYS)
 
 
 def load(d):
@@ -435,15 +441,6 @@ def main():
     mlp2 = R.get(("mlp", 2), {})
     gemm_rounds = r.get("gemm_rounds", {})
 
-    def products_alone(rates):
-        """OpenBLAS's products of one step alone, GFLOP/s as train_bench counts them: the
-        faster of the whole batch on 2 threads and 2 replicas a thread each (None: not run)."""
-        got = [rates[k] for k in ("openblas_mlp_products_whole", "openblas_mlp_products_r2")
-               if k in rates]
-        if not got:
-            return None
-        return float("nan") if any(not math.isfinite(v) for v in got) else max(got)
-
     def per_round(k, num, den):
         """num(k) / den(k) in round k; None when the round lacks either."""
         n_, d_ = num(k), den(k)
@@ -456,7 +453,10 @@ def main():
         return roofline(gemm_rounds[k])[0]
 
     def products(k):
-        return products_alone(gemm_rounds[k])
+        # OpenBLAS's products of one step alone, GFLOP/s as train_bench counts them: the faster
+        # of the whole batch on 2 threads and 2 replicas a thread each (None: not run).
+        return fastest(gemm_rounds[k], ("openblas_mlp_products_whole",
+                                        "openblas_mlp_products_r2"))[0]
 
     def torch_single(k):
         line = torch_rounds.get("mlp", {}).get(k)

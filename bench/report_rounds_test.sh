@@ -86,6 +86,12 @@ for pair in "products alone (the faster:$(python3 -c 'print(f"{210 / 220:.6f}")'
   [[ "$got" == "${pair#*:} None" ]] || {
     echo "FAIL: '${pair%%:*}': got '$got', want '${pair#*:} None'" >&2; exit 1; }
 done
+# One way of the products broken (0 GFLOP/s) in one round is no bound, even beside the other.
+products 1 0.0 210.0 180.0
+python3 "$report" "$dir" > /dev/null
+got="$(target "$dir" "products alone (the faster")"
+[[ "$got" == "nan None" ]] || { echo "FAIL: a products figure of 0 gave '$got'" >&2; exit 1; }
+products 1 190.0 210.0 180.0
 
 # A NaN in one round (the mlp's, then a roofline's) fails the target, whatever the others.
 mlp nan "$dir/train_rounds_mlp_2_r3.txt"
@@ -98,7 +104,6 @@ python3 "$report" "$dir" > /dev/null
 got="$(target "$dir" "$rounds")"
 [[ "$got" == "nan False" ]] || { echo "FAIL: a NaN roofline round gave '$got'" >&2; exit 1; }
 # So does a zero denominator: PyTorch's figure of 0 samples/s in one round.
-python3 "$report" "$dir" > /dev/null
 [[ "$(target "$dir" "mlp\`, 2 replicas vs PyTorch single")" == "1.152000 False" ]] || {
   echo "FAIL: before the zero, 2 replicas vs PyTorch single" >&2; exit 1; }
 echo "torch_single workload=mlp replicas=1 steps_per_s=1 samples_per_s=0 gflops=160.0" \
