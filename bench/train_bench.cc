@@ -63,6 +63,8 @@ struct Options {
   bool fold_gradients = true;       // MirroredStrategyOptions::fold_replica_gradients
   bool ab_fold_gradients = false;   // unfolded and folded, side by side
   bool share_packing = true;        // Sequential::set_share_weight_packing
+  bool batch_replicas = true;       // MirroredStrategyOptions::batch_colocated_replicas
+  bool ab_batch_replicas = false;   // each replica computing its shard, and batched, side by side
   bool ab_share_packing = false;    // each replica packing its weights, and shared, side by side
   int64_t virtual_shards = 8;
   std::string precision = "float32";  // model/precision.h
@@ -95,14 +97,23 @@ struct Trainer {
   std::vector<double> rates;          // steps/s of each timed window
 };
 
-StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtual_shards,
-                                               bool share_variables, bool fold,
-                                               PrecisionPolicy precision,
+// What a trainer's strategy and model do: the options' choices, or an A/B's side.
+struct Variant {
+  int virtual_shards = 0;  // deterministic mode's (0: off)
+  bool share_variables = true;
+  bool fold = true;
+  bool batch = true;
+  bool share_packing = true;
+  PrecisionPolicy precision = PrecisionPolicy::kFloat32;
+};
+
+StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, const Variant& variant,
                                                std::vector<std::string> devices,
                                                CrossDeviceOpsKind kind,
                                                const data::Dataset& dataset) {
   auto trainer = std::make_unique<Trainer>();
   Context& context = Context::Global();
+  const int virtual_shards = variant.virtual_shards;
   if (virtual_shards > 0 && devices.empty()) {
     // One device still runs the virtual shards one by one, under a strategy (as tower train).
     TOWER_ASSIGN_OR_RETURN(Device * device, context.DefaultDevice());
@@ -114,8 +125,9 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtu
     mirrored.cross_device_ops = kind;
     mirrored.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
     mirrored.virtual_shards = virtual_shards;
-    mirrored.share_variables = share_variables;
-    mirrored.fold_replica_gradients = fold;
+    mirrored.share_variables = variant.share_variables;
+    mirrored.fold_replica_gradients = variant.fold;
+    mirrored.batch_colocated_replicas = variant.batch;
     TOWER_ASSIGN_OR_RETURN(trainer->strategy, MirroredStrategy::Create(mirrored));
   }
   std::vector<std::shared_ptr<Layer>> layers;
@@ -130,7 +142,8 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, int virtu
     TOWER_RETURN_IF_ERROR(trainer->model->Compile(MeanSquaredErrorLoss(),
                                                   SGD(static_cast<float>(options.lr))));
   }
-  TOWER_RETURN_IF_ERROR(trainer->model->SetPrecisionPolicy(precision));
+  TOWER_RETURN_IF_ERROR(trainer->model->SetPrecisionPolicy(variant.precision));
+  trainer->model->set_share_weight_packing(variant.share_packing);
   TOWER_RETURN_IF_ERROR(trainer->model->Build(dataset.feature_dim()));
   Distribution* dist = trainer->model->distribution();
   for (int r = 0; r < dist->num_local_replicas(); ++r) {
@@ -212,7 +225,7 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       "global_batch=%lld steps=%lld window_s=%.2f runs=%s cross_device_ops=%s "
       "peak_mem_bytes=%llu needed_bytes=%llu mem_ratio=%.3f loss_first=%.4g loss_last=%.4g "
       "intra_op_threads=%d virtual_shards=%d shared_variables=%d folded=%d shared_packing=%d "
-      "precision=%s%s\n",
+      "batched=%d precision=%s%s\n",
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
@@ -221,7 +234,7 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
       dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0,
       trainer.strategy != nullptr && trainer.strategy->folds_replica_gradients() ? 1 : 0,
-      trainer.model->SharesWeightPacking() ? 1 : 0,
+      trainer.model->SharesWeightPacking() ? 1 : 0, dist->batched_groups() > 0 ? 1 : 0,
       std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str(),
       suffix.c_str());
 }
@@ -293,10 +306,11 @@ Status Run(Options options) {
   if (static_cast<int>(options.ab_deterministic) + static_cast<int>(options.ab_share_variables) +
           static_cast<int>(options.ab_precision) + static_cast<int>(options.ab_trace) +
           static_cast<int>(options.ab_fold_gradients) +
-          static_cast<int>(options.ab_share_packing) > 1) {
+          static_cast<int>(options.ab_share_packing) +
+          static_cast<int>(options.ab_batch_replicas) > 1) {
     return InvalidArgumentError("give one of --ab-deterministic, --ab-share-variables, "
-                                "--ab-precision, --ab-trace, --ab-fold-gradients and "
-                                "--ab-share-packing");
+                                "--ab-precision, --ab-trace, --ab-fold-gradients, "
+                                "--ab-share-packing and --ab-batch-replicas");
   }
   TOWER_ASSIGN_OR_RETURN(const PrecisionPolicy precision,
                          ParsePrecisionPolicy(options.precision));
@@ -324,46 +338,38 @@ Status Run(Options options) {
 
   // ---- The trainers: one, or today's path and deterministic mode side by side, whose
   // timed windows alternate so that the machine's noise falls on both alike.
-  const int shards = static_cast<int>(options.virtual_shards);
   std::vector<std::unique_ptr<Trainer>> trainers;
-  const bool share = options.share_variables;
-  const bool fold = options.fold_gradients;
-  const int mode_shards = options.deterministic ? shards : 0;
-  if (options.ab_deterministic) {
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, 0, share, fold, precision, devices, kind, dataset));
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, shards, share, fold, precision,
-                                                                devices, kind, dataset));
-  } else if (options.ab_share_variables) {
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, false, fold,
-                                                                precision, devices, kind, dataset));
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, true, fold,
-                                                                precision, devices, kind, dataset));
-  } else if (options.ab_precision) {
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, mode_shards, share, fold, PrecisionPolicy::kFloat32,
-                                       devices, kind, dataset));
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share, fold,
-                                                                precision, devices, kind, dataset));
-  } else if (options.ab_fold_gradients) {
-    for (bool folded : {false, true}) {
-      TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                             MakeTrainer(options, mode_shards, share, folded, precision, devices,
-                                         kind, dataset));
+  Variant chosen;
+  chosen.virtual_shards = options.deterministic ? static_cast<int>(options.virtual_shards) : 0;
+  chosen.share_variables = options.share_variables;
+  chosen.fold = options.fold_gradients;
+  chosen.batch = options.batch_replicas;
+  chosen.share_packing = options.share_packing;
+  chosen.precision = precision;
+  // An A/B's two sides: what differs from the chosen variant, first side first.
+  std::vector<Variant> sides;
+  for (int side = 0; side < 2; ++side) {
+    Variant variant = chosen;
+    if (options.ab_deterministic) {
+      variant.virtual_shards = side == 0 ? 0 : static_cast<int>(options.virtual_shards);
+    } else if (options.ab_share_variables) {
+      variant.share_variables = side == 1;
+    } else if (options.ab_precision) {
+      if (side == 0) variant.precision = PrecisionPolicy::kFloat32;
+    } else if (options.ab_fold_gradients) {
+      variant.fold = side == 1;
+    } else if (options.ab_share_packing) {
+      variant.share_packing = side == 1;
+    } else if (options.ab_batch_replicas) {
+      variant.batch = side == 1;
+    } else if (side == 1) {
+      break;  // no A/B: one trainer
     }
-  } else if (options.ab_share_packing) {
-    for (bool shared : {false, true}) {
-      TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                             MakeTrainer(options, mode_shards, share, fold, precision, devices,
-                                         kind, dataset));
-      trainers.back()->model->set_share_weight_packing(shared);
-    }
-  } else {
-    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(), MakeTrainer(options, mode_shards, share, fold,
-                                                                precision, devices, kind, dataset));
+    sides.push_back(variant);
   }
-  if (!options.ab_share_packing) {
-    for (auto& trainer : trainers) trainer->model->set_share_weight_packing(options.share_packing);
+  for (const Variant& variant : sides) {
+    TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
+                           MakeTrainer(options, variant, devices, kind, dataset));
   }
   int64_t params = 0;
   for (const Variable* v : trainers[0]->model->trainable_variables()) {
@@ -454,6 +460,12 @@ int main(int argc, char** argv) {
   parser.AddBool("ab-share-packing", &options.ab_share_packing,
                  "each replica packing its weights and one packing per thread side by side, "
                  "timed windows alternating (one line each, shared_packing=0|1)");
+  parser.AddBool("batch-replicas", &options.batch_replicas,
+                 "replicas that share a thread compute their steps as one batch, on the "
+                 "thread's first replica (default on)");
+  parser.AddBool("ab-batch-replicas", &options.ab_batch_replicas,
+                 "each replica computing its own shard and batched replicas side by side, "
+                 "timed windows alternating (one line each, batched=0|1)");
   parser.AddInt("virtual-shards", &options.virtual_shards,
                 "with --deterministic or --ab-deterministic (default 8)");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");

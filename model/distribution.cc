@@ -83,6 +83,17 @@ RowRange Distribution::ShardRows(int64_t global_rows, int replica) const {
   return {passes.front().first, passes.back().end() - passes.front().first};
 }
 
+void Distribution::BatchShards(int64_t global_rows, int batch,
+                               std::vector<RowRange>* shards) const {
+  shards->clear();
+  // Without batches, a replica is a batch of one.
+  const int batches = batched_groups() > 0 ? batched_groups() : num_local_replicas();
+  for (int member = batch; member < num_local_replicas(); member += batches) {
+    shards->push_back(
+        ReplicaRows(global_rows, num_replicas_in_sync(), first_global_replica() + member));
+  }
+}
+
 std::string SingleDeviceDistribution::Describe() const {
   return "OneDevice(" + device_->full_name() + ")";
 }

@@ -139,6 +139,19 @@ class Distribution {
   // optimizer then updates each variable once per step, every replica its own slice.
   virtual bool ReplicasShareVariables() const { return false; }
 
+  // Batched replicas (MirroredStrategyOptions::batch_colocated_replicas): when positive,
+  // the local replicas form this many batches — the replicas one thread runs, which share
+  // their variables — replica r in batch r % batched_groups(), and a model's step of one
+  // pass per replica may run once per batch (RunOnReplicaBatches): the batch's first
+  // replica (r < batched_groups()) computes the shards of every member (BatchShards) as
+  // one pass. 0: no batches.
+  virtual int batched_groups() const { return 0; }
+
+  // The shards a batched step (RunOnReplicaBatches) computes on batch `batch`'s first
+  // replica (local replica `batch`) for a global batch of `global_rows` rows: those of every
+  // replica of the batch, in replica order, written into `*shards` (cleared first).
+  void BatchShards(int64_t global_rows, int batch, std::vector<RowRange>* shards) const;
+
   // The rows of each forward/backward pass global replica `replica` runs on a global batch
   // of `global_rows` rows, in order: its shard (ReplicaRows over num_replicas_in_sync()) cut
   // into `micro_batches` contiguous micro-batches (ReplicaRows over them: sizes differ by at
@@ -176,6 +189,15 @@ class Distribution {
   // Returns OK, or the first error prefixed with the replica that raised it; a failing
   // replica never leaves the others blocked in a collective.
   virtual Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) = 0;
+  // Where replicas are batched (batched_groups() > 0): runs `fn` once per batch, on the
+  // batch's first replica and its thread, as RunOnReplicas would run it there, but every
+  // collective of its context (AllReduceSum, Broadcast, its gradient reducer) is among the
+  // batches' first replicas only: a batch takes part for all its members, which run
+  // nothing. `fn` computes its members' shards (BatchShards) and updates the shared
+  // variables in batched_groups() slices. Not batched: FailedPrecondition.
+  virtual Status RunOnReplicaBatches(const std::function<Status(ReplicaContext&)>& fn) {
+    return FailedPreconditionError("this distribution does not batch its replicas");
+  }
 };
 
 // A single replica on one device, run on the calling thread; collectives are no-ops.

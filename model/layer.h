@@ -45,7 +45,9 @@ class Layer {
   // The trainable variables, in a fixed order (gradients come in the same order).
   virtual std::vector<Variable*> variables() const = 0;
 
-  // y = layer(x) on `replica`'s copies; x[n, input_dim] -> y[n, output_dim].
+  // y = layer(x) on `replica`'s copies; x[n, input_dim] -> y[n, output_dim]. Where replicas
+  // are batched (Distribution::RunOnReplicaBatches), `replica` is a batch's first replica
+  // and x holds the rows of every replica of its batch.
   virtual StatusOr<Tensor> Forward(int replica, const Tensor& x, LayerCache* cache) = 0;
   // Given dL/dy, appends dL/dv for each variable (in variables() order) to `grads` and
   // returns dL/dx — or an empty handle when `need_input_grad` is false (the first layer).

@@ -98,7 +98,7 @@ StatusOr<std::unique_ptr<Variable>> Optimizer::MakeSlot(const Variable& variable
 }
 
 Status Optimizer::Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
-                        const std::vector<Tensor>& summed_grads) {
+                        const std::vector<Tensor>& summed_grads, int updaters) {
   // Clipped copies of the sums when clipping is on (the sums stay as they are).
   std::vector<Tensor> clipped;
   if (clipping_.clip_value > 0 || clipping_.global_clip_norm > 0) {
@@ -125,6 +125,11 @@ Status Optimizer::Apply(int replica, int64_t iteration, const std::vector<Variab
   }
   for (size_t i = 0; i < variables.size(); ++i) {
     const Variable& variable = *variables[i];
+    if (!variable.shared() && updaters > 0) {
+      return InvalidArgumentError("the variable " + variable.name() + " has a copy per "
+                                  "replica: every replica updates its own (not " +
+                                  std::to_string(updaters) + " updaters of slices)");
+    }
     if (!variable.shared()) {
       TOWER_RETURN_IF_ERROR(ApplyToCopy(replica, iteration, i, *variables[i], grads[i]));
       continue;
@@ -138,7 +143,7 @@ Status Optimizer::Apply(int replica, int64_t iteration, const std::vector<Variab
                                   grad.shape().ToString() + " on " + grad.device()->full_name());
     }
     const int64_t n = variable.shape().num_elements();
-    const int sharing = variable.num_replicas();
+    const int sharing = updaters > 0 ? updaters : variable.num_replicas();
     const int64_t begin = n * replica / sharing;
     const int64_t end = n * (replica + 1) / sharing;
     if (begin < end) UpdateSlice(replica, attrs, i, begin, end, grad.data<float>() + begin);

@@ -54,9 +54,12 @@ class Optimizer {
   // step passes the same `iteration` (read before the step's all-reduce). A shared variable
   // of n elements is updated by each of its R replicas on elements [n·r/R, n·(r+1)/R)
   // (its gradient must be in host memory): every replica must call Apply, and none may read
-  // the variable again before all have. Clipping (SetClipping) applies to `grads` first.
+  // the variable again before all have. With `updaters` > 0 only replicas 0 … updaters − 1
+  // call it, each updating [n·r/updaters, n·(r+1)/updaters) (batched replicas,
+  // Distribution::RunOnReplicaBatches; every variable must then be shared). Clipping
+  // (SetClipping) applies to `grads` first.
   Status Apply(int replica, int64_t iteration, const std::vector<Variable*>& variables,
-               const std::vector<Tensor>& grads);
+               const std::vector<Tensor>& grads, int updaters = 0);
 
   // The attributes of update number `iteration` + 1; errors on bad hyperparameters.
   virtual StatusOr<StepAttrs> AttrsOf(int64_t iteration) const = 0;

@@ -80,6 +80,7 @@ struct Sequential::ReplicaStep {
     bool gather = false;
     bool update_in_reduce = false;
     bool record_norm = false;
+    bool batched = false;          // run once per batch of replicas (RunOnReplicaBatches)
     float loss_scale = 0;          // 0: off
     Optimizer::StepAttrs update;  // when update_in_reduce
   } state;
@@ -548,6 +549,53 @@ class TimedReducer final : public GradientReducer {
 
 }  // namespace
 
+namespace {
+
+// Host scratch of a replica's thread (its fiber) for a pass over several shards: no
+// allocation once sized.
+struct RowsScratch {
+  std::vector<float> features, targets, outputs;
+  std::vector<int64_t> source_rows;
+};
+
+int64_t TotalRows(Span<const RowRange> ranges) {
+  int64_t rows = 0;
+  for (const RowRange& range : ranges) rows += range.count;
+  return rows;
+}
+
+// Rows `ranges` of a row-major [rows, width] host matrix `data`, one after the other: a
+// pointer into `data` for one range, else their copy in `*scratch`.
+template <typename T>
+const T* Rows(const T* data, int64_t width, Span<const RowRange> ranges,
+              std::vector<T>* scratch) {
+  if (ranges.size() == 1) return data + ranges[0].first * width;
+  scratch->resize(static_cast<size_t>(TotalRows(ranges) * width));
+  T* to = scratch->data();
+  for (const RowRange& range : ranges) {
+    std::copy(data + range.first * width, data + range.end() * width, to);
+    to += range.count * width;
+  }
+  return scratch->data();
+}
+
+// The inverse for a pass's outputs [rows of `ranges` in order, width]: each range's rows
+// to its place in `to` ([global rows, width], host).
+Status ScatterRows(const Tensor& outputs, int64_t width, Span<const RowRange> ranges, float* to,
+                   std::vector<float>* scratch) {
+  if (ranges.size() == 1) return outputs.ToHostBytes(to + ranges[0].first * width);
+  scratch->resize(static_cast<size_t>(TotalRows(ranges) * width));
+  TOWER_RETURN_IF_ERROR(outputs.ToHostBytes(scratch->data()));
+  const float* from = scratch->data();
+  for (const RowRange& range : ranges) {
+    std::copy(from, from + range.count * width, to + range.first * width);
+    from += range.count * width;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step) {
   const ReplicaStep::State& step = replica_step.state;
   ReplicaStep::Results& results = replica_step.results;
@@ -560,6 +608,9 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
   const int64_t out_dim = step.out_dim;
   const int64_t iteration = step.iteration;
   const int r = ctx.replica_id();
+  // Who updates the shared variables, each a slice (Optimizer::Apply): every replica, or in
+  // a batched step every batch.
+  const int updaters = step.batched ? dist.batched_groups() : 0;
   Device* device = ctx.device();
   trace::Span step_span(training ? "step" : "evaluation step", trace::Category::kStep,
                         static_cast<int>(iteration + 1));
@@ -624,12 +675,23 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
   const bool read_loss_early = training && !step_waits_for_device_ && passes.size() == 1 &&
                                dist.num_replicas_in_sync() == 1 &&
                                !device->stream().host_addressable() && !trace::Recording();
+  // A batched step (Distribution::RunOnReplicaBatches) runs one pass over the shards of
+  // every replica of the batch.
+  static FiberLocal<std::vector<RowRange>> computed_shards;
+  std::vector<RowRange>& shards = computed_shards.Get();
+  if (step.batched) dist.BatchShards(batch.rows, r, &shards);
+  static FiberLocal<RowsScratch> rows_scratch;
+  RowsScratch& scratch = rows_scratch.Get();
   for (size_t p = 0; p < passes.size(); ++p) {
-    const RowRange rows = passes[p];
+    const Span<const RowRange> ranges =
+        step.batched ? Span<const RowRange>(shards) : Span<const RowRange>(&passes[p], 1);
+    const RowRange rows = ranges.size() == 1 ? ranges[0] : RowRange{0, TotalRows(ranges)};
     TOWER_ASSIGN_OR_RETURN(
         Tensor x, Tensor::FromHostBytes(device, Shape{rows.count, in_dim}, DType::kFloat32,
-                                        batch.features.data() + rows.first * in_dim));
-    const float* host_targets = batch.targets.data() + rows.first * batch.target_dim;
+                                        Rows(batch.features.data(), in_dim, ranges,
+                                             &scratch.features)));
+    const float* host_targets =
+        Rows(batch.targets.data(), batch.target_dim, ranges, &scratch.targets);
     std::vector<float> normalized;
     if (normalizes_targets()) {
       normalized = NormalizedTargets(host_targets, rows.count, batch.target_dim);
@@ -638,8 +700,10 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
     TOWER_ASSIGN_OR_RETURN(
         Tensor targets,
         loss_->PrepareTargets(device, host_targets, rows.count, batch.target_dim, out_dim,
-                              batch.source_rows.empty() ? nullptr
-                                                        : batch.source_rows.data() + rows.first));
+                              batch.source_rows.empty()
+                                  ? nullptr
+                                  : Rows(batch.source_rows.data(), 1, ranges,
+                                         &scratch.source_rows)));
     PassOptions options;
     options.targets = &targets;
     options.loss_rows = batch.rows;
@@ -660,8 +724,8 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
       TOWER_ASSIGN_OR_RETURN(all_outputs,
                              OwnRowsOfAll(device, pass.outputs, rows, batch.rows, out_dim));
     } else if (predictions != nullptr && rows.count > 0) {
-      TOWER_RETURN_IF_ERROR(
-          pass.outputs.ToHostBytes(predictions->data() + rows.first * out_dim));
+      TOWER_RETURN_IF_ERROR(ScatterRows(pass.outputs, out_dim, ranges, predictions->data(),
+                                        &scratch.outputs));
     }
     TOWER_RETURN_IF_ERROR(reducer.Finish(extra));
   }
@@ -685,11 +749,11 @@ Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step
         TOWER_ASSIGN_OR_RETURN(gradient, ops::Scale(gradient, 1.0f / step.loss_scale));
       }
       trace::Span updating("update", trace::Category::kOptimizer);
-      TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
+      TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients, updaters));
     }
   } else if (training && !hand_over.on) {
     trace::Span updating("update", trace::Category::kOptimizer);
-    TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients));
+    TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients, updaters));
   }
   // Every replica reads its loss: on a GPU this waits for the step's work, or, read early,
   // for its forward pass only.
@@ -735,6 +799,12 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   const bool record_norm = training && record_gradient_norm_;
   const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_ &&
                                 optimizer_->CanUpdateSlicesOfSums() && !scaling && !record_norm;
+  // Replicas batched per thread run the step once per batch, over the shards of all its
+  // replicas (Distribution::RunOnReplicaBatches), when each replica would run one pass
+  // (not under gradient accumulation) and no check names the replica of a value (with
+  // several replicas, check-numerics names the first one whose own values are not finite).
+  const bool batched = dist.batched_groups() > 0 && micro_batches_ == 1 && !check_numerics_ &&
+                       dist.virtual_shards() == 0;
 
   ReplicaStep& replica_step = *replica_step_;
   ReplicaStep::Results& results = replica_step.results;
@@ -743,7 +813,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   // In State's order; `update` is set below when the reducer applies it.
   step = ReplicaStep::State{&dist,       &batch,   predictions, in_dim,
                             out_dim,     iteration, training,   gather,
-                            update_in_reduce,       record_norm,
+                            update_in_reduce,       record_norm, batched,
                             scaling ? loss_scale_->scale() : 0.0f,
                             Optimizer::StepAttrs()};
   if (update_in_reduce) {
@@ -764,7 +834,8 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
       for (const auto& layer : layers) layer->set_weights_version(0);
     }
   } weights_version(layers_, SharesWeightPacking() ? NextWeightsVersion() : 0);
-  TOWER_RETURN_IF_ERROR(dist.RunOnReplicas(replica_step.fn));
+  TOWER_RETURN_IF_ERROR(batched ? dist.RunOnReplicaBatches(replica_step.fn)
+                                : dist.RunOnReplicas(replica_step.fn));
   if (training) {
     step_stats_.value.iteration = iteration;
     step_stats_.value.learning_rate = optimizer_->learning_rate(iteration);

@@ -25,10 +25,14 @@
 
 namespace tower {
 
+// A local replica as its step sees it: its collectives go through `ops` (the all-reduce
+// among every replica, or among the batches for a batch's first replica), and its failures
+// are named `name`.
 class MirroredStrategy::Replica : public ReplicaContext {
  public:
-  Replica(MirroredStrategy* strategy, int id) : strategy_(strategy), id_(id) {
-    CrossDeviceOps* ops = strategy->cross_device_ops_.get();
+  Replica(MirroredStrategy* strategy, int id, CrossDeviceOps* ops, GradientFolding* folding,
+          const std::string& name)
+      : strategy_(strategy), id_(id), ops_(ops), name_(name) {
     const int shards = strategy->virtual_shards_;
     if (shards > 0) {
       const RowRange leaves = ReplicaRows(shards, strategy->num_replicas_in_sync(),
@@ -38,7 +42,7 @@ class MirroredStrategy::Replica : public ReplicaContext {
           TreeNode{static_cast<int>(leaves.first), static_cast<int>(leaves.end())});
     } else {
       reducer_ = std::make_unique<BucketedGradientReducer>(ops, id, strategy->bucket_bytes_,
-                                                           strategy->folding_.get());
+                                                           folding);
     }
   }
   int replica_id() const override { return id_; }
@@ -48,20 +52,20 @@ class MirroredStrategy::Replica : public ReplicaContext {
   Status AllReduceSum(Span<Tensor* const> tensors) override {
     // A custom loop's sum: no bucket.
     return SumBucketRecorded(id_, /*bucket=*/-1, tensors, [&]() -> Status {
-      return strategy_->cross_device_ops_->AllReduceSum(id_, tensors);
+      return ops_->AllReduceSum(id_, tensors);
     });
   }
-  Status Broadcast(Span<Tensor* const> tensors) override {
-    return strategy_->cross_device_ops_->Broadcast(id_, tensors);
-  }
-  Status FinishReductions() override {
-    return strategy_->cross_device_ops_->FinishReductions(id_);
-  }
+  Status Broadcast(Span<Tensor* const> tensors) override { return ops_->Broadcast(id_, tensors); }
+  Status FinishReductions() override { return ops_->FinishReductions(id_); }
   GradientReducer& gradient_reducer() override { return *reducer_; }
+  CrossDeviceOps& ops() const { return *ops_; }
+  const std::string& name() const { return name_; }
 
  private:
   MirroredStrategy* strategy_;
   int id_;
+  CrossDeviceOps* ops_;
+  const std::string& name_;
   std::unique_ptr<GradientReducer> reducer_;
 };
 
@@ -199,6 +203,19 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
         setup.fold_groups = setup.threads;
         ops->EnableFolding(setup.fold_groups);
       }
+      // Folding fibers that share their variables compute a model's steps in batches, one
+      // per thread (replica b leads the batch of b, b + threads, …): their all-reduce is
+      // among the batches. Not without folding, whose bits are a thread per replica's.
+      if (options.batch_colocated_replicas && setup.share_variables && setup.fold_groups > 0) {
+        for (int b = 0; b < setup.threads; ++b) {
+          std::vector<std::string> members;
+          for (int r = b; r < replicas; r += setup.threads) members.push_back(std::to_string(r));
+          setup.batch_names.push_back(setup.names[b] + ", computing the batch of replicas " +
+                                      Join(members, ", "));
+        }
+        setup.batch_ops = std::make_unique<InProcessAllReduce>(
+            setup.batch_names, options.collective_timeout, setup.spin);
+      }
       setup.ops = std::move(ops);
       break;
     }
@@ -254,6 +271,11 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Assemble(std::stri
                     << strategy->folding_->groups() << " for " << strategy->num_local_replicas()
                     << " replicas)";
   }
+  if (strategy->batched_groups() > 0) {
+    TOWER_LOG(INFO) << "Steps: computed in batches, one per replica thread ("
+                    << strategy->batched_groups() << " for " << strategy->num_local_replicas()
+                    << " replicas)";
+  }
   if (strategy->virtual_shards_ > 0) {
     TOWER_LOG(INFO) << "Deterministic: every batch in " << strategy->virtual_shards_
                     << " virtual shard(s), summed along a fixed tree";
@@ -274,13 +296,25 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       cross_process_dtype_(setup.cross_process_dtype),
       timeout_(setup.timeout),
       intra_op_threads_(setup.intra_op_threads),
-      share_variables_(setup.share_variables) {
+      share_variables_(setup.share_variables),
+      batch_ops_(std::move(setup.batch_ops)),
+      batch_names_(std::move(setup.batch_names)) {
   if (setup.fold_groups > 0 && cross_device_ops_->CanFold(setup.fold_groups)) {
     folding_ = std::make_unique<GradientFolding>(static_cast<int>(devices_.size()),
                                                  setup.fold_groups);
   }
   for (size_t r = 0; r < devices_.size(); ++r) {
-    replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r)));
+    replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r),
+                                                  cross_device_ops_.get(), folding_.get(),
+                                                  names_[r]));
+  }
+  // Batches rest on shared variables (a batch's update is every member's), which only the
+  // replicas of one process have.
+  if (batch_ops_ != nullptr && ReplicasShareVariables()) {
+    for (size_t b = 0; b < batch_names_.size(); ++b) {
+      batches_.push_back(std::make_unique<Replica>(this, static_cast<int>(b), batch_ops_.get(),
+                                                   nullptr, batch_names_[b]));
+    }
   }
   scheduler_ = std::make_unique<ReplicaScheduler>(static_cast<int>(devices_.size()),
                                                   setup.threads, setup.spin);
@@ -319,21 +353,22 @@ Status MirroredStrategy::CheckConsistent(const std::string& model_signature) {
   return OkStatus();
 }
 
-Status MirroredStrategy::RunReplica(int replica, const std::function<Status(ReplicaContext&)>& fn) {
+Status MirroredStrategy::RunReplica(Replica& replica,
+                                   const std::function<Status(ReplicaContext&)>& fn) {
   Status status;
   try {
     // Ops without inputs inside fn land on this replica's device (TensorFlow's replica
     // context does the same).
-    DeviceScope scope(*devices_[replica]);
-    trace::LaneScope lane(replica);
-    status = fn(*replicas_[replica]);
+    DeviceScope scope(*devices_[replica.replica_id()]);
+    trace::LaneScope lane(replica.replica_id());
+    status = fn(replica);
   } catch (const std::exception& e) {
     status = InternalError(std::string("threw an exception: ") + e.what());
   } catch (...) {
     status = InternalError("threw an exception that is not a std::exception");
   }
   if (!status.ok()) {
-    const Status named = status.WithContext(names_[replica]);
+    const Status named = status.WithContext(replica.name());
     {
       std::lock_guard<std::mutex> lock(failure_mu_);
       // The first replica to fail is the cause; the others fail because it aborted them.
@@ -342,7 +377,7 @@ Status MirroredStrategy::RunReplica(int replica, const std::function<Status(Repl
         failed_.store(true, std::memory_order_release);
       }
     }
-    cross_device_ops_->Abort(named);
+    replica.ops().Abort(named);
     if (folding_ != nullptr) folding_->Abort(named);
     return named;
   }
@@ -355,14 +390,37 @@ void MirroredStrategy::RunScheduled(void* self, int replica) {
   ScopedIntraOpThreads share(strategy->intra_op_threads_);
   // A failure is kept in first_failure_ (RunReplica); nothing is written per replica into
   // memory another replica writes too (one cache line bouncing between cores every step).
-  strategy->RunReplica(replica, *strategy->fn_).IgnoreError();
+  strategy->RunReplica(*strategy->replicas_[replica], *strategy->fn_).IgnoreError();
+}
+
+void MirroredStrategy::RunScheduledBatch(void* self, int first_replica) {
+  auto* strategy = static_cast<MirroredStrategy*>(self);
+  ScopedDefaultContext use_context(*strategy->context_);
+  ScopedIntraOpThreads share(strategy->intra_op_threads_);
+  strategy->RunReplica(*strategy->batches_[first_replica], *strategy->fn_).IgnoreError();
 }
 
 Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) {
+  return RunOn(fn, /*batches=*/false);
+}
+
+Status MirroredStrategy::RunOnReplicaBatches(const std::function<Status(ReplicaContext&)>& fn) {
+  if (batches_.empty()) {
+    return FailedPreconditionError("RunOnReplicaBatches: this strategy's replicas are not "
+                                   "batched (batched_groups() is 0)");
+  }
+  return RunOn(fn, /*batches=*/true);
+}
+
+Status MirroredStrategy::RunOn(const std::function<Status(ReplicaContext&)>& fn, bool batches) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
   if (fn_ != &fn) fn_ = &fn;
-  if (folding_ != nullptr) folding_->StartRun();
-  scheduler_->Run(&MirroredStrategy::RunScheduled, this);
+  if (batches) {
+    scheduler_->RunFirstOfEachThread(&MirroredStrategy::RunScheduledBatch, this);
+  } else {
+    if (folding_ != nullptr) folding_->StartRun();
+    scheduler_->Run(&MirroredStrategy::RunScheduled, this);
+  }
   // Every replica has returned (the scheduler's run ends after them): what they wrote is
   // visible here.
   if (!failed_.load(std::memory_order_acquire)) return OkStatus();
@@ -377,7 +435,7 @@ Status MirroredStrategy::RunOnReplicas(const std::function<Status(ReplicaContext
   // reason).
   const Status dumped = FlightRecorder::Get().Dump(failure.message());
   if (!dumped.ok()) TOWER_LOG(WARNING) << dumped.message();
-  cross_device_ops_->Reset();  // ready for the next run
+  (batches ? *batch_ops_ : *cross_device_ops_).Reset();  // ready for the next run
   if (folding_ != nullptr) folding_->Reset();
   return failure;
 }

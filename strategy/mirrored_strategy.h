@@ -83,6 +83,22 @@ struct MirroredStrategyOptions {
   // threads, but not those of a thread per replica (off), which adds every replica's
   // gradients in replica order whatever the threads. Deterministic mode never folds.
   bool fold_replica_gradients = true;
+  // Host replicas that fold their gradients (fibers: more replicas than replica threads)
+  // and share their variables compute a model's training and evaluation steps in batches,
+  // one per thread:
+  // the thread's first replica runs the layers once over the shards of every replica of its
+  // thread, and the all-reduce and update run among the batches
+  // (Distribution::RunOnReplicaBatches). A thread then multiplies 4 shards of 32 rows as one
+  // product of 128 and pays a step's per-op and per-collective costs once, not once per
+  // replica: 8 replicas on 2 cores cost about what 2 do. Each replica still trains on its
+  // own shard of every global batch (the same rows); the update is the same sum of the same
+  // rows' gradients, summed in another order, so its bits are not those of unbatched
+  // fibers (off), but the same run after run; without folding nothing is batched (its
+  // bits are a thread per replica's). A batch's activations live on its first
+  // replica's device. Steps of several passes (gradient accumulation), check-numerics (which
+  // names the replica of a non-finite value) and custom loops (strategy.Run) run every
+  // replica on its own.
+  bool batch_colocated_replicas = true;
   // Reduced-precision all-reduce across workers (MultiWorkerMirroredStrategy over MPI):
   // bfloat16 or float16 sends each gradient in 16 bits and sums in float32 (half the bytes
   // of float32, each sum rounded once to 16 bits; strategy/mpi/cross_process_all_reduce.h).
@@ -123,6 +139,9 @@ class MirroredStrategy : public Distribution {
   // Whether its replicas fold their gradients (MirroredStrategyOptions::fold_replica_gradients,
   // and the replicas run as fibers on the in-process all-reduce).
   bool folds_replica_gradients() const { return folding_ != nullptr; }
+  // MirroredStrategyOptions::batch_colocated_replicas: the batches (one per replica thread),
+  // when the replicas are batched; else 0.
+  int batched_groups() const override { return static_cast<int>(batches_.size()); }
   bool ReplicasShareVariables() const override {
     return share_variables_ && world_->size() == 1;
   }
@@ -135,6 +154,7 @@ class MirroredStrategy : public Distribution {
     return world_->AllGather(mine, timeout_, "gathering every worker's report");
   }
   Status RunOnReplicas(const std::function<Status(ReplicaContext&)>& fn) override;
+  Status RunOnReplicaBatches(const std::function<Status(ReplicaContext&)>& fn) override;
 
   // ---- TensorFlow's strategy API
   // `with strategy.scope():`
@@ -179,6 +199,10 @@ class MirroredStrategy : public Distribution {
     int intra_op_threads = 1;  // threads each replica's CPU kernels may use
     bool share_variables = false;  // several host replicas, sharing asked for
     int fold_groups = 0;  // > 0: gradients folded into this many groups, if `ops` can
+    // The all-reduce among the batches of replicas (MirroredStrategyOptions::
+    // batch_colocated_replicas), one per thread, named by batch_names; null: no batches.
+    std::unique_ptr<CrossDeviceOps> batch_ops;
+    std::vector<std::string> batch_names;
     DType cross_process_dtype = DType::kFloat32;
   };
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
@@ -192,8 +216,11 @@ class MirroredStrategy : public Distribution {
  private:
   class Replica;
   MirroredStrategy(std::string kind, World* world, LocalSetup setup);
-  Status RunReplica(int replica, const std::function<Status(ReplicaContext&)>& fn);
+  // A run of `fn` on every replica, or on the batches' first replicas.
+  Status RunOn(const std::function<Status(ReplicaContext&)>& fn, bool batches);
+  Status RunReplica(Replica& replica, const std::function<Status(ReplicaContext&)>& fn);
   static void RunScheduled(void* self, int replica);
+  static void RunScheduledBatch(void* self, int first_replica);
 
   const std::string kind_;
   World* const world_;
@@ -211,6 +238,11 @@ class MirroredStrategy : public Distribution {
   // Gradient folding, when on (null otherwise); before replicas_, which point to it.
   std::unique_ptr<GradientFolding> folding_;
   std::vector<std::unique_ptr<Replica>> replicas_;
+  // Batched steps: the all-reduce among the batches, and the batches as their first
+  // replicas see them (replica b computes batch b); empty when not batched.
+  const std::unique_ptr<CrossDeviceOps> batch_ops_;
+  const std::vector<std::string> batch_names_;
+  std::vector<std::unique_ptr<Replica>> batches_;
 
   // The run in progress: fn_ on every replica, through the scheduler. Every replica thread
   // reads it each run; the caller writes it only when it changes (a training loop passes

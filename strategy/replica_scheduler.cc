@@ -89,6 +89,10 @@ Fiber* ReplicaScheduler::FiberEntry(void* slot_pointer) {
 }
 
 void ReplicaScheduler::RunThread(Thread& share) {
+  if (first_of_each_thread_) {
+    body_(context_, share.replicas.front());
+    return;
+  }
   if (!uses_fibers()) {
     for (int replica : share.replicas) body_(context_, replica);
     return;
@@ -146,8 +150,8 @@ void ReplicaScheduler::WorkerLoop(int thread) {
     }
     if (stopping_.load(std::memory_order_relaxed)) return;  // published with the generation
     seen = generation;
-    // body_ and context_ were written before the generation was published (release), and
-    // are read after it was seen (acquire).
+    // body_, context_ and first_of_each_thread_ were written before the generation was
+    // published (release), and are read after it was seen (acquire).
     RunThread(*thread_state_[thread]);
     if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
         caller_sleeps_.load(std::memory_order_seq_cst)) {
@@ -157,9 +161,16 @@ void ReplicaScheduler::WorkerLoop(int thread) {
   }
 }
 
-void ReplicaScheduler::Run(Body body, void* context) {
+void ReplicaScheduler::Run(Body body, void* context) { Start(body, context, false); }
+
+void ReplicaScheduler::RunFirstOfEachThread(Body body, void* context) {
+  Start(body, context, true);
+}
+
+void ReplicaScheduler::Start(Body body, void* context, bool first_of_each_thread) {
   body_ = body;
   context_ = context;
+  first_of_each_thread_ = first_of_each_thread;
   pending_.store(threads_ - 1, std::memory_order_relaxed);
   if (threads_ > 1) {
     generation_.fetch_add(1, std::memory_order_seq_cst);

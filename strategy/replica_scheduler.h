@@ -45,6 +45,11 @@ class ReplicaScheduler {
   // Runs body(context, r) for every replica r and returns once all have returned. One run
   // at a time; the caller's thread is thread 0.
   void Run(Body body, void* context);
+  // Runs body(context, t) for the first replica of each thread only (replicas 0 …
+  // threads − 1), each on its thread's own stack, not on a fiber (so nothing can yield to
+  // it: the run is the threads' alone), and returns once all have returned. What batched
+  // steps run (MirroredStrategy::RunOnReplicaBatches). One run at a time, as Run.
+  void RunFirstOfEachThread(Body body, void* context);
 
   int replicas() const { return replicas_; }
   int threads() const { return threads_; }
@@ -64,6 +69,7 @@ class ReplicaScheduler {
   static thread_local Thread* running_share_;
   void WorkerLoop(int thread);
   void RunThread(Thread& thread);
+  void Start(Body body, void* context, bool first_of_each_thread);
   static Fiber* FiberEntry(void* slot);
 
   const int replicas_;
@@ -79,6 +85,7 @@ class ReplicaScheduler {
   std::atomic<int> pending_{0};
   Body body_ = nullptr;
   void* context_ = nullptr;
+  bool first_of_each_thread_ = false;  // RunFirstOfEachThread's run
   std::atomic<bool> stopping_{false};
   // Blocked workers, and whether the caller blocks for them: the lock and the condition
   // variables are touched only then (a run back to back with the last costs no system call

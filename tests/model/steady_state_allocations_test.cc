@@ -1,6 +1,7 @@
 // No heap allocation in a steady-state training step (after the first steps), counted on
-// every thread, without a strategy and for 1, 2 and 4 logical CPU replicas (4 on fewer
-// cores run as fibers), on linreg and a small mlp. What a step used to allocate and where it
+// every thread, without a strategy and for 1, 2 and 4 logical CPU replicas, and for 4 and 8
+// as fibers on 2 threads, their steps batched per thread or each replica computing its own,
+// on linreg and a small mlp. What a step used to allocate and where it
 // went: the allocator's bookkeeping nodes (now from its node pool), each tensor's reference
 // counts (from the device allocator's record pool), the per-pass vectors of
 // Sequential::RunBatch / ForwardBackward (per-thread scratch, released tensors and all at
@@ -27,8 +28,11 @@ namespace {
 
 using testing::CountAllocations;
 
-// Allocations per step of Sequential::TrainStep, after `warmup` steps, over `steps` steps.
-double AllocationsPerStep(const std::string& workload, int replicas) {
+// Allocations per step of Sequential::TrainStep, after `warmup` steps, over `steps` steps,
+// with `replicas` replicas (0: no strategy) on `threads` replica threads (0: one per core),
+// batched per thread or not (MirroredStrategyOptions::batch_colocated_replicas).
+double AllocationsPerStep(const std::string& workload, int replicas, int threads = 0,
+                          bool batch = true) {
   auto context = tower::testing::MakeContextWithFakeGpus({});
   TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
       context->ListPhysicalDevices("CPU")[0],
@@ -38,6 +42,8 @@ double AllocationsPerStep(const std::string& workload, int replicas) {
   if (replicas > 0) {
     MirroredStrategyOptions options;
     options.context = context.get();
+    options.replica_threads = threads;
+    options.batch_colocated_replicas = batch;
     strategy = std::move(MirroredStrategy::Create(options)).value();
   }
   std::vector<std::shared_ptr<Layer>> layers;
@@ -82,6 +88,16 @@ TEST(SteadyStateAllocationsTest, AStepAllocatesNothing) {
       std::printf("%s, %d replicas: %.2f allocations per step\n", workload.c_str(), replicas,
                   measured);
       EXPECT_EQ(measured, 0) << workload << ", " << replicas << " replicas (0: no strategy)";
+    }
+    // Fibers, whatever the cores: 2 threads.
+    for (int replicas : {4, 8}) {
+      for (bool batch : {true, false}) {
+        const double measured = AllocationsPerStep(workload, replicas, 2, batch);
+        std::printf("%s, %d replicas on 2 threads%s: %.2f allocations per step\n",
+                    workload.c_str(), replicas, batch ? ", batched" : "", measured);
+        EXPECT_EQ(measured, 0) << workload << ", " << replicas << " replicas on 2 threads"
+                               << (batch ? ", batched" : "");
+      }
     }
   }
 }

@@ -29,45 +29,53 @@ std::unique_ptr<Context> CpuContext(int replicas) {
   return context;
 }
 
+// 3 replicas on 2 threads (fibers): each replica's sums, or batched, each batch's (its first
+// replica's: 0 for replicas 0 and 2, 1 for replica 1).
 TEST(FlightRecordsTest, EveryReplicasBucketSumIsRecordedWithItsStepAndBucket) {
-  auto context = CpuContext(3);
-  ScopedDefaultContext use(*context);
-  MirroredStrategyOptions options;
-  options.context = context.get();
-  options.bucket_bytes = 1;  // a bucket per gradient: 4 for two Dense layers
-  auto strategy = std::move(MirroredStrategy::Create(options)).value();
-  Sequential model({Dense(8, "relu"), Dense(1)}, 3);
-  {
-    auto scope = strategy->Scope();
-    TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)));
+  for (bool batch : {false, true}) {
+    auto context = CpuContext(3);
+    ScopedDefaultContext use(*context);
+    MirroredStrategyOptions options;
+    options.context = context.get();
+    options.bucket_bytes = 1;  // a bucket per gradient: 4 for two Dense layers
+    options.replica_threads = 2;
+    options.batch_colocated_replicas = batch;
+    auto strategy = std::move(MirroredStrategy::Create(options)).value();
+    Sequential model({Dense(8, "relu"), Dense(1)}, 3);
+    {
+      auto scope = strategy->Scope();
+      TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)));
+    }
+    data::SyntheticOptions data;
+    data.name = "linreg";
+    data.rows = 4 * 30;
+    FitOptions fit;
+    fit.verbose = 0;
+    fit.max_steps = 4;
+    FlightRecorder::Get().Clear();
+    TOWER_CHECK_OK(model.Fit(data::Dataset::Synthetic(data)->Batch(30), fit).status());
+    // (step, bucket) -> replicas; every record done, every fingerprint of a (step, bucket)
+    // the same on every replica.
+    std::map<std::pair<int64_t, int>, std::set<int>> sums;
+    std::map<std::pair<int64_t, int>, std::set<uint64_t>> fingerprints;
+    for (const CollectiveRecord& record : FlightRecorder::Get().Records()) {
+      ASSERT_STREQ(record.scope, "replicas");
+      EXPECT_EQ(record.state, CollectiveState::kDone);
+      EXPECT_GE(record.end_unix_ns, record.start_unix_ns);
+      sums[{record.step, record.bucket}].insert(record.replica);
+      fingerprints[{record.step, record.bucket}].insert(record.fingerprint);
+    }
+    ASSERT_EQ(sums.size(), 4u * 4u) << batch;  // 4 steps × 4 buckets
+    const std::set<int> summing = batch ? std::set<int>{0, 1} : std::set<int>{0, 1, 2};
+    for (const auto& [key, replicas] : sums) {
+      EXPECT_EQ(replicas, summing) << "step " << key.first << " bucket " << key.second
+                                   << (batch ? ", batched" : "");
+      EXPECT_EQ(fingerprints[key].size(), 1u);
+    }
+    EXPECT_EQ(sums.begin()->first.first, 1);  // steps 1..4
+    const std::pair<int64_t, int> step1{1, 0}, step2{2, 0};
+    EXPECT_NE(*fingerprints[step1].begin(), *fingerprints[step2].begin());  // the step is in it
   }
-  data::SyntheticOptions data;
-  data.name = "linreg";
-  data.rows = 4 * 30;
-  FitOptions fit;
-  fit.verbose = 0;
-  fit.max_steps = 4;
-  FlightRecorder::Get().Clear();
-  TOWER_CHECK_OK(model.Fit(data::Dataset::Synthetic(data)->Batch(30), fit).status());
-  // (step, bucket) -> replicas; every record done, every fingerprint of a (step, bucket)
-  // the same on every replica.
-  std::map<std::pair<int64_t, int>, std::set<int>> sums;
-  std::map<std::pair<int64_t, int>, std::set<uint64_t>> fingerprints;
-  for (const CollectiveRecord& record : FlightRecorder::Get().Records()) {
-    ASSERT_STREQ(record.scope, "replicas");
-    EXPECT_EQ(record.state, CollectiveState::kDone);
-    EXPECT_GE(record.end_unix_ns, record.start_unix_ns);
-    sums[{record.step, record.bucket}].insert(record.replica);
-    fingerprints[{record.step, record.bucket}].insert(record.fingerprint);
-  }
-  ASSERT_EQ(sums.size(), 4u * 4u);  // 4 steps × 4 buckets
-  for (const auto& [key, replicas] : sums) {
-    EXPECT_EQ(replicas, (std::set<int>{0, 1, 2})) << "step " << key.first << " bucket " << key.second;
-    EXPECT_EQ(fingerprints[key].size(), 1u);
-  }
-  EXPECT_EQ(sums.begin()->first.first, 1);  // steps 1..4
-  const std::pair<int64_t, int> step1{1, 0}, step2{2, 0};
-  EXPECT_NE(*fingerprints[step1].begin(), *fingerprints[step2].begin());  // the step is in it
 }
 
 TEST(FlightRecordsTest, AFailingReplicaWritesTheRingNamingIt) {

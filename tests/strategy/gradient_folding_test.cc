@@ -33,6 +33,9 @@ std::unique_ptr<MirroredStrategy> Strategy(Context& context, int threads, bool f
   options.context = &context;
   options.replica_threads = threads;
   options.fold_replica_gradients = fold;
+  // Every replica computes its own gradients and folds them (batched replicas, which hand
+  // on their batch's, are tested in batched_replicas_test).
+  options.batch_colocated_replicas = false;
   options.bucket_bytes = bucket_bytes;
   return std::move(MirroredStrategy::Create(options)).value();
 }

@@ -27,6 +27,10 @@ struct Config {
   int replicas = 4;
   bool check_numerics = false;
   bool share = true;
+  // The replicas of a thread batched (MirroredStrategyOptions::batch_colocated_replicas,
+  // with fibers: fewer cores than replicas): the injecting layer then sees the batch's
+  // first replica compute every member's rows.
+  bool batch = false;
   PrecisionPolicy policy = PrecisionPolicy::kFloat32;
   std::optional<LossScaleOptions> scaling = LossScaleOptions{1024, 4};
   int inject_replica = -1;  // local replica whose gradient overflows at `inject_steps`
@@ -51,6 +55,7 @@ std::vector<StepRecord> Train(const Config& config, Status* error = nullptr) {
   MirroredStrategyOptions options;
   options.context = context.get();
   options.share_variables = config.share;
+  options.batch_colocated_replicas = config.batch;
   std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
   Sequential model({Dense(32, "tanh"), Dense(16, "relu"),
                     std::make_shared<InjectNonFiniteLayer>(config.inject_replica,
@@ -109,11 +114,13 @@ bool SameBits(const std::vector<std::vector<float>>& a, const std::vector<std::v
 }
 
 TEST(LossScalingTest, AnOverflowOnOneReplicaSkipsTheStepEverywhereAndHalvesTheScale) {
-  for (bool share : {true, false}) {
+  for (const auto [share, batch] : {std::pair{true, false}, {true, true}, {false, false}}) {
     Config config;
     config.policy = PrecisionPolicy::kMixedFloat16;
     config.share = share;
-    config.inject_replica = 2;
+    config.batch = batch;
+    // Batched, replica 1 computes the rows of 3 as well (on 2 cores).
+    config.inject_replica = batch ? 1 : 2;
     config.inject_steps = {10};
     const std::vector<StepRecord> run = Train(config);
     ASSERT_EQ(run.size(), 16u);
@@ -122,7 +129,7 @@ TEST(LossScalingTest, AnOverflowOnOneReplicaSkipsTheStepEverywhereAndHalvesTheSc
     const float want[] = {1024, 1024, 1024, 2048, 2048, 2048, 2048, 4096,
                           4096, 2048, 2048, 2048, 2048, 4096, 4096, 4096};
     for (size_t s = 0; s < run.size(); ++s) {
-      EXPECT_EQ(run[s].scale, want[s]) << "after step " << s + 1 << (share ? " (shared)" : "");
+      EXPECT_EQ(run[s].scale, want[s]) << "after step " << s + 1 << (share ? " (shared)" : "") << (batch ? " (batched)" : "");
       // The skipped step is no update: the counter and every weight and slot stay.
       EXPECT_EQ(run[s].iterations, s < 9 ? static_cast<int64_t>(s + 1)
                                          : static_cast<int64_t>(s)) << "after step " << s + 1;

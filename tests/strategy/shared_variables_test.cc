@@ -38,6 +38,9 @@ struct TrainingRun {
   int replica_threads = 0;
   bool check_numerics = false;  // keeps the summed gradients: the update after the all-reduce
   bool custom_loop = false;     // ComputeGradients + ApplyGradients(ctx) instead of Fit
+  // Fibers of a thread batched (MirroredStrategyOptions::batch_colocated_replicas): off, so
+  // that shared variables are compared bit for bit with copies, which never batch.
+  bool batch = false;
 };
 
 struct Trained {
@@ -66,6 +69,7 @@ Trained Train(const TrainingRun& setup) {
   options.bucket_bytes = setup.bucket_bytes;
   options.replica_threads = setup.replica_threads;
   options.share_variables = setup.share;
+  options.batch_colocated_replicas = setup.batch;
   std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
   Sequential model({Dense(32, "tanh"), Dense(16, "relu"), Dense(1)}, 11);
   {

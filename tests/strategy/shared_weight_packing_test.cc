@@ -32,6 +32,8 @@ struct TrainSetup {
   int virtual_shards = 0;  // deterministic mode's shards (0: off)
   int batch = 64;          // rows per global batch, of 6 × 64
   bool deep = false;       // 4 hidden layers instead of 2
+  // Fibers of a thread batched: off, so that every replica multiplies by the weights.
+  bool batch_replicas = false;
 };
 
 // 256 → 320 → 256 → 1: the first two kernels (and the second's transpose, for the input
@@ -59,6 +61,7 @@ TrainedRun Train(const TrainSetup& setup) {
   options.replica_threads = setup.threads;
   options.share_variables = setup.share_variables;
   options.virtual_shards = setup.virtual_shards;
+  options.batch_colocated_replicas = setup.batch_replicas;
   std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
   {
     auto scope = strategy->Scope();

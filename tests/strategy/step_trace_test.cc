@@ -36,9 +36,10 @@ data::Dataset Batches() {
   return data::Dataset::Synthetic(options)->Batch(64);
 }
 
-// Trains 6 steps with a trace of steps 2..4 on `replicas` replicas (0: no strategy) and
-// returns the trace.
-nlohmann::json TraceOf(int replicas, int replica_threads, const std::string& path) {
+// Trains 6 steps with a trace of steps 2..4 on `replicas` replicas (0: no strategy), the
+// replicas of a thread batched or not, and returns the trace.
+nlohmann::json TraceOf(int replicas, int replica_threads, const std::string& path,
+                       bool batch = false) {
   auto context = testing::MakeContextWithFakeGpus({});
   TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
       context->ListPhysicalDevices("CPU")[0],
@@ -51,6 +52,7 @@ nlohmann::json TraceOf(int replicas, int replica_threads, const std::string& pat
     options.context = context.get();
     options.bucket_bytes = 1;  // a bucket per gradient: 6
     options.replica_threads = replica_threads;
+    options.batch_colocated_replicas = batch;
     strategy = std::move(MirroredStrategy::Create(options)).value();
     auto scope = strategy->Scope();
     TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)));
@@ -122,8 +124,8 @@ void ExpectNestedAndPerStep(const Lane& lane, int tid) {
       updates += event.at("cat") == "optimizer";
     }
     EXPECT_EQ(buckets, (std::multiset<int>{0, 1, 2, 3, 4, 5})) << "lane " << tid << " step " << step;
-    EXPECT_EQ(forwards, 3);
-    EXPECT_EQ(backwards, 3);
+    EXPECT_EQ(forwards, 3) << "lane " << tid << " step " << step;
+    EXPECT_EQ(backwards, 3) << "lane " << tid << " step " << step;
   }
 }
 
@@ -145,6 +147,19 @@ TEST(StepTraceTest, FourReplicasAsFibersOnTwoThreadsHaveALaneEach) {
   }
   EXPECT_TRUE(names.count("replica 3 (/job:localhost/replica:0/task:0/device:CPU:3)"))
       << trace.dump().substr(0, 2000);
+}
+
+TEST(StepTraceTest, BatchedFibersRunOnTheFirstReplicaOfEachThread) {
+  // Replicas 0 and 2 on thread 0, 1 and 3 on thread 1: batched, 0 and 1 compute their
+  // batch's rows and sum its gradients; 2 and 3 run nothing, so have no lane.
+  const nlohmann::json trace = TraceOf(4, 2, TempPath("batched.json"), /*batch=*/true);
+  std::map<int, Lane> lanes = Lanes(trace);
+  for (int tid = 0; tid < 2; ++tid) {
+    ASSERT_TRUE(lanes.count(tid)) << tid;
+    ExpectNestedAndPerStep(lanes[tid], tid);
+  }
+  EXPECT_FALSE(lanes.count(2));
+  EXPECT_FALSE(lanes.count(3));
 }
 
 TEST(StepTraceTest, OneReplicaWithoutAStrategyIsLaneZero) {

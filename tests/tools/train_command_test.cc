@@ -201,30 +201,40 @@ TEST(TrainCommandTest, TheSameCommandTwiceGivesTheSameBits) {
   }
 }
 
-// More replicas than replica threads fold their gradients, one sum per thread (logged);
-// --fold-gradients=false gives, on one thread, the bits of a thread per replica.
+// More replicas than replica threads fold their gradients, one sum per thread, and compute
+// each step in batches, one per thread (both logged); --fold-gradients=false gives, on one
+// thread, the bits of a thread per replica, and --batch-replicas=false folds unbatched.
 TEST(TrainCommandTest, UnfoldedGradientsOnOneThreadGiveTheBitsOfAThreadPerReplica) {
   const std::string args =
       "--data=synthetic:mlp:rows=600 --layers=32:relu,1 --epochs=2 --shuffle --global-batch=50 "
       "--verbose=1 --replicas=3 ";
-  const std::string variants[3] = {"--inter-op-threads=3", "--inter-op-threads=1 --fold-gradients=false",
-                                   "--inter-op-threads=1"};
-  std::string saved[3];
-  for (int i = 0; i < 3; ++i) {
+  const std::string variants[4] = {"--inter-op-threads=3", "--inter-op-threads=1 --fold-gradients=false",
+                                   "--inter-op-threads=1",
+                                   "--inter-op-threads=1 --batch-replicas=false"};
+  const std::string folded =
+      "Gradients: folded into one running sum per replica thread (1 for 3 replicas)";
+  const std::string batched = "Steps: computed in batches, one per replica thread (1 for 3 replicas)";
+  std::string saved[4];
+  for (int i = 0; i < 4; ++i) {
     const std::string weights = Path("fold" + std::to_string(i) + ".safetensors");
     ProgramOutput out = Train(args + variants[i] + " --save=" + weights);
     ASSERT_EQ(out.exit_code, 0) << out.text;
-    if (i == 2) {
-      EXPECT_THAT(out.text, HasSubstr("Gradients: folded into one running sum per replica "
-                                      "thread (1 for 3 replicas)"));
+    if (i >= 2) {
+      EXPECT_THAT(out.text, HasSubstr(folded)) << variants[i];
     } else {
       EXPECT_THAT(out.text, ::testing::Not(HasSubstr("Gradients: folded"))) << variants[i];
+    }
+    if (i == 2) {
+      EXPECT_THAT(out.text, HasSubstr(batched)) << variants[i];
+    } else {
+      EXPECT_THAT(out.text, ::testing::Not(HasSubstr("Steps: computed in batches"))) << variants[i];
     }
     saved[i] = ReadBytes(weights);
   }
   EXPECT_FALSE(saved[0].empty());
   EXPECT_EQ(saved[1], saved[0]);
   EXPECT_FALSE(saved[2].empty());
+  EXPECT_FALSE(saved[3].empty());
 }
 
 // --prefetch reads batches ahead on a thread of its own; they arrive in the same order, so the
