@@ -192,8 +192,13 @@ torch_best_setting() {  # <workload> -> "--threads=T --blas-threads=B", or nothi
 }
 echo "== Tower's replica counts and PyTorch single in $ROUNDS alternating rounds" >&2
 for k in $(seq 1 "$ROUNDS"); do
+  # The replica counts in order in odd rounds and in reverse in even ones: a drift of the
+  # host within a round (seen in run AC: every later count slower in 3 rounds of 5) then
+  # falls on every count alike, instead of always on the last.
+  order="$REPLICAS"
+  if ((k % 2 == 0)); then order="$(printf '%s\n' $REPLICAS | tac | tr '\n' ' ')"; fi
   for w in linreg mlp; do
-    for n in $REPLICAS; do
+    for n in $order; do
       run "train_rounds_${w}_${n}_r$k.txt" "$BIN/train_bench" --workload=$w --replicas=$n \
         --window-s=1
     done

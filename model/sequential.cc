@@ -547,10 +547,6 @@ class TimedReducer final : public GradientReducer {
   double* seconds_;
 };
 
-}  // namespace
-
-namespace {
-
 // Host scratch of a replica's thread (its fiber) for a pass over several shards: no
 // allocation once sized.
 struct RowsScratch {
