@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -29,12 +30,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Wraps a layer and records, per replica index, the rows of each forward pass; fails the
-// forward pass of replica `fail_replica` at its `fail_call`-th call (1-based; 0: never).
+// Wraps a layer and records, per replica index, the rows of each forward pass; fails (or,
+// with `stall`, first sleeps that long) the forward pass of replica `fail_replica` at its
+// `fail_call`-th call (1-based; 0: never).
 class RecordingLayer : public Layer {
  public:
-  explicit RecordingLayer(std::shared_ptr<Layer> inner, int fail_replica = -1, int fail_call = 0)
-      : inner_(std::move(inner)), fail_replica_(fail_replica), fail_call_(fail_call) {}
+  explicit RecordingLayer(std::shared_ptr<Layer> inner, int fail_replica = -1, int fail_call = 0,
+                          std::chrono::milliseconds stall = std::chrono::milliseconds(0))
+      : inner_(std::move(inner)), fail_replica_(fail_replica), fail_call_(fail_call),
+        stall_(stall) {}
   std::string Describe() const override { return inner_->Describe(); }
   Status Build(int64_t input_dim, int index, VariableFactory& factory) override {
     return inner_->Build(input_dim, index, factory);
@@ -49,7 +53,8 @@ class RecordingLayer : public Layer {
       call = static_cast<int>(rows_[replica].size());
     }
     if (replica == fail_replica_ && call == fail_call_) {
-      return InternalError("the recording layer failed on purpose");
+      if (stall_.count() == 0) return InternalError("the recording layer failed on purpose");
+      std::this_thread::sleep_for(stall_);
     }
     return inner_->Forward(replica, x, cache);
   }
@@ -74,6 +79,7 @@ class RecordingLayer : public Layer {
   std::shared_ptr<Layer> inner_;
   const int fail_replica_;
   const int fail_call_;
+  const std::chrono::milliseconds stall_;
   mutable std::mutex mu_;
   std::map<int, std::vector<int64_t>> rows_;
 };
@@ -87,6 +93,8 @@ struct TrainingRun {
   int64_t bucket_bytes = 25ll << 20;
   int fail_replica = -1;  // the first layer fails on this replica's `fail_call`-th forward
   int fail_call = 0;
+  std::chrono::milliseconds stall{0};  // instead of failing, sleeps this long there
+  std::chrono::milliseconds collective_timeout = std::chrono::seconds(30);
   // The update after the all-reduce (Optimizer::Apply, each batch a slice) instead of inside
   // it: global-norm clipping needs every sum first, loss scaling decides on them.
   float global_clip_norm = 0;
@@ -105,8 +113,8 @@ struct Trained {
 Trained Train(const TrainingRun& setup) {
   auto context = testing::MakeContextWithLogicalCpus(std::max(setup.replicas, 1));
   ScopedDefaultContext use(*context);
-  auto recording =
-      std::make_shared<RecordingLayer>(Dense(32, "tanh"), setup.fail_replica, setup.fail_call);
+  auto recording = std::make_shared<RecordingLayer>(Dense(32, "tanh"), setup.fail_replica,
+                                                    setup.fail_call, setup.stall);
   Sequential model({recording, Dense(16, "relu"), Dense(1)}, 11);
   std::unique_ptr<MirroredStrategy> strategy;
   if (setup.replicas > 0) {
@@ -115,7 +123,7 @@ Trained Train(const TrainingRun& setup) {
     options.replica_threads = setup.threads;
     options.batch_colocated_replicas = setup.batch;
     options.bucket_bytes = setup.bucket_bytes;
-    options.collective_timeout = std::chrono::seconds(30);
+    options.collective_timeout = setup.collective_timeout;
     strategy = std::move(MirroredStrategy::Create(options)).value();
     auto scope = strategy->Scope();
     TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.002f, 0.9f), {"mae"}));
@@ -327,6 +335,23 @@ TEST(BatchedReplicasTest, AFailureInABatchsPassEndsTheStepOnEveryReplica) {
   EXPECT_THAT(failed.status.message(), HasSubstr("replica 1 "));
   EXPECT_THAT(failed.status.message(), HasSubstr("computing the batch of replicas 1, 3, 5, 7"));
   EXPECT_THAT(failed.status.message(), HasSubstr("the recording layer failed on purpose"));
+}
+
+TEST(BatchedReplicasTest, AStalledBatchIsNamedAtTheDeadline) {
+  // Replica 1's batch sleeps 3 s in its second step; replica 0's batch gives up waiting for it
+  // in the all-reduce after 1 s, naming the batch that never arrived and the replicas it
+  // computes for.
+  TrainingRun setup;
+  setup.fail_replica = 1;
+  setup.fail_call = 2;
+  setup.stall = std::chrono::seconds(3);
+  setup.collective_timeout = std::chrono::seconds(1);
+  const Trained stalled = Train(setup);
+  EXPECT_TRUE(IsDeadlineExceeded(stalled.status)) << stalled.status;
+  EXPECT_THAT(stalled.status.message(), HasSubstr("which never arrived"));
+  EXPECT_THAT(stalled.status.message(),
+              HasSubstr("replica 1 (/job:localhost/replica:0/task:0/device:CPU:1), computing the "
+                        "batch of replicas 1, 3, 5, 7"));
 }
 
 }  // namespace
