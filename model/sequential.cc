@@ -799,8 +799,7 @@ StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
   // replicas (Distribution::RunOnReplicaBatches), when each replica would run one pass
   // (not under gradient accumulation) and no check names the replica of a value (with
   // several replicas, check-numerics names the first one whose own values are not finite).
-  const bool batched = dist.batched_groups() > 0 && micro_batches_ == 1 && !check_numerics_ &&
-                       dist.virtual_shards() == 0;
+  const bool batched = dist.batched_groups() > 0 && micro_batches_ == 1 && !check_numerics_;
 
   ReplicaStep& replica_step = *replica_step_;
   ReplicaStep::Results& results = replica_step.results;

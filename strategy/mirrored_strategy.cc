@@ -355,6 +355,10 @@ Status MirroredStrategy::CheckConsistent(const std::string& model_signature) {
 
 Status MirroredStrategy::RunReplica(Replica& replica,
                                    const std::function<Status(ReplicaContext&)>& fn) {
+  ScopedDefaultContext use_context(*context_);
+  ScopedIntraOpThreads share(intra_op_threads_);
+  // A failure is kept in first_failure_; nothing is written per replica into memory another
+  // replica writes too (one cache line bouncing between cores every step).
   Status status;
   try {
     // Ops without inputs inside fn land on this replica's device (TensorFlow's replica
@@ -386,17 +390,11 @@ Status MirroredStrategy::RunReplica(Replica& replica,
 
 void MirroredStrategy::RunScheduled(void* self, int replica) {
   auto* strategy = static_cast<MirroredStrategy*>(self);
-  ScopedDefaultContext use_context(*strategy->context_);
-  ScopedIntraOpThreads share(strategy->intra_op_threads_);
-  // A failure is kept in first_failure_ (RunReplica); nothing is written per replica into
-  // memory another replica writes too (one cache line bouncing between cores every step).
   strategy->RunReplica(*strategy->replicas_[replica], *strategy->fn_).IgnoreError();
 }
 
 void MirroredStrategy::RunScheduledBatch(void* self, int first_replica) {
   auto* strategy = static_cast<MirroredStrategy*>(self);
-  ScopedDefaultContext use_context(*strategy->context_);
-  ScopedIntraOpThreads share(strategy->intra_op_threads_);
   strategy->RunReplica(*strategy->batches_[first_replica], *strategy->fn_).IgnoreError();
 }
 
