@@ -4,6 +4,7 @@
 
 #include "model/pass_accumulator.h"
 #include "util/fiber.h"
+#include "util/round_robin.h"
 #include "util/trace.h"
 
 namespace tower {
@@ -88,10 +89,10 @@ void Distribution::BatchShards(int64_t global_rows, int batch,
   shards->clear();
   // Without batches, a replica is a batch of one.
   const int batches = batched_groups() > 0 ? batched_groups() : num_local_replicas();
-  for (int member = batch; member < num_local_replicas(); member += batches) {
+  RoundRobin(num_local_replicas(), batches).ForEachOf(batch, [&](int member) {
     shards->push_back(
         ReplicaRows(global_rows, num_replicas_in_sync(), first_global_replica() + member));
-  }
+  });
 }
 
 std::string SingleDeviceDistribution::Describe() const {

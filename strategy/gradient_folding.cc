@@ -7,7 +7,7 @@
 namespace tower {
 
 GradientFolding::GradientFolding(int replicas, int groups)
-    : groups_(groups), progress_(static_cast<size_t>(replicas)), group_(static_cast<size_t>(groups)) {}
+    : deal_(replicas, groups), progress_(static_cast<size_t>(replicas)), group_(static_cast<size_t>(groups)) {}
 
 void GradientFolding::Publish(int replica, uint64_t generation, size_t index, Tensor* sum) {
   if (leads(replica)) {
@@ -20,7 +20,7 @@ void GradientFolding::Publish(int replica, uint64_t generation, size_t index, Te
 
 StatusOr<Span<Tensor* const>> GradientFolding::WaitForSums(int replica, uint64_t generation,
                                                           size_t first, size_t count) {
-  const int before = replica - groups_;
+  const int before = deal_.previous_of(replica);
   if (before < 0) return Span<Tensor* const>();
   const std::atomic<uint64_t>& word = progress_[before].word;
   // A word of another generation is the last step's (or an older run's): a member that runs

@@ -31,6 +31,7 @@
 
 #include "ops/tensor.h"
 #include "util/cache_line.h"
+#include "util/round_robin.h"
 #include "util/span.h"
 #include "util/status.h"
 
@@ -39,7 +40,7 @@ namespace tower {
 class GradientFolding {
  public:
   // `replicas` replicas in `groups` groups (1 <= groups < replicas): replica r in group
-  // r % groups.
+  // r % groups: the replica threads' deal (util/round_robin.h), one group per thread.
   GradientFolding(int replicas, int groups);
 
   // Steps with more gradients than this are not folded (a count must fit its field).
@@ -50,7 +51,7 @@ class GradientFolding {
     return passes == 1 && gradients > 0 && gradients <= kMaxGradients;
   }
 
-  int groups() const { return groups_; }
+  int groups() const { return deal_.owners(); }
   // A run of the replicas starts (MirroredStrategy::RunOnReplicas, before any replica runs).
   void StartRun() { ++run_; }
   uint64_t run() const { return run_; }
@@ -61,9 +62,9 @@ class GradientFolding {
   uint64_t Generation(uint64_t begins) const {
     return ((run_ << kBeginBits) | (begins & kBeginMask)) & kGenerationMask;
   }
-  int group_of(int replica) const { return replica % groups_; }
+  int group_of(int replica) const { return deal_.owner_of(replica); }
   // A group's first replica makes the gradients the others add into.
-  bool leads(int replica) const { return replica < groups_; }
+  bool leads(int replica) const { return deal_.first_of_owner(replica); }
 
   // Replica `replica`'s gradient `index` (0-based, in backward order) of its step
   // `generation` is final in its group's sum: for a leader, `sum` is that sum (the tensor the
@@ -100,7 +101,7 @@ class GradientFolding {
     return (generation << kCountBits) | static_cast<uint64_t>(count);
   }
 
-  const int groups_;
+  const RoundRobin deal_;  // replicas dealt to groups as the scheduler deals them to threads
   uint64_t run_ = 0;  // written between runs only
   std::vector<Progress> progress_;  // per replica
   std::vector<Group> group_;        // per group

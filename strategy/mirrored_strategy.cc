@@ -20,6 +20,7 @@
 #include "strategy/reduction_to_one_device.h"
 #include "util/flight_recorder.h"
 #include "util/logging.h"
+#include "util/round_robin.h"
 #include "util/strings.h"
 #include "util/trace.h"
 
@@ -209,7 +210,9 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
       if (options.batch_colocated_replicas && setup.share_variables && setup.fold_groups > 0) {
         for (int b = 0; b < setup.threads; ++b) {
           std::vector<std::string> members;
-          for (int r = b; r < replicas; r += setup.threads) members.push_back(std::to_string(r));
+          RoundRobin(replicas, setup.threads).ForEachOf(b, [&](int r) {
+            members.push_back(std::to_string(r));
+          });
           setup.batch_names.push_back(setup.names[b] + ", computing the batch of replicas " +
                                       Join(members, ", "));
         }

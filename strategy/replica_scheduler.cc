@@ -54,7 +54,7 @@ ReplicaScheduler::ReplicaScheduler(int replicas, int threads, bool spin)
   for (int t = 0; t < threads_; ++t) {
     auto share = std::make_unique<Thread>();
     share->owner = this;
-    for (int r = t; r < replicas_; r += threads_) share->replicas.push_back(r);
+    deal().ForEachOf(t, [&](int r) { share->replicas.push_back(r); });
     if (uses_fibers()) {
       const int n = static_cast<int>(share->replicas.size());
       for (int i = 0; i < n; ++i) {

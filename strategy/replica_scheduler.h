@@ -26,6 +26,7 @@
 
 #include "util/cache_line.h"
 #include "util/fiber.h"
+#include "util/round_robin.h"
 
 namespace tower {
 
@@ -53,6 +54,9 @@ class ReplicaScheduler {
 
   int replicas() const { return replicas_; }
   int threads() const { return threads_; }
+  // Which thread runs which replica: replica r on thread r % threads. Folding's groups and
+  // batched replicas' batches are dealt by this same rule.
+  RoundRobin deal() const { return RoundRobin(replicas_, threads_); }
   bool uses_fibers() const { return threads_ < replicas_; }
 
   // For code that waits for other replicas (ReplicaBarrier). On a replica fiber: runs the

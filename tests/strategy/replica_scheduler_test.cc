@@ -49,6 +49,8 @@ TEST(ReplicaSchedulerTest, ReplicaRRunsOnThreadRModuloTheThreadsTheFirstBeingThe
           EXPECT_EQ(ids[a] == ids[b], a % threads == b % threads)
               << threads << " threads, replicas " << a << " and " << b;
         }
+        // The deal that folding and batches read is the one the threads ran.
+        EXPECT_EQ(scheduler.deal().owner_of(a), a % threads) << a;
       }
     }
   }

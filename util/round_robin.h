@@ -1,0 +1,44 @@
+// RoundRobin: items dealt in turn to owners — item i to owner i % owners — and, from that one
+// rule, each owner's items (o, o + owners, o + 2·owners, …) and which of them comes first (o).
+//
+// It is how a strategy's local replicas are dealt to its replica threads
+// (strategy/replica_scheduler.h). Gradient folding's groups (strategy/gradient_folding.h) and
+// batched replicas' batches (model/distribution.h, strategy/mirrored_strategy.cc) are the
+// replicas of one thread: they must be dealt exactly as the scheduler deals them (a batch's
+// replicas are run by its thread alone; a group's sum is added to by its thread alone), so all
+// of them read the rule here rather than restate it.
+#ifndef TOWER_UTIL_ROUND_ROBIN_H_
+#define TOWER_UTIL_ROUND_ROBIN_H_
+
+namespace tower {
+
+class RoundRobin {
+ public:
+  // `items` items (>= 0) dealt to `owners` owners (>= 1).
+  constexpr RoundRobin(int items, int owners) : items_(items), owners_(owners) {}
+
+  constexpr int items() const { return items_; }
+  constexpr int owners() const { return owners_; }
+  constexpr int owner_of(int item) const { return item % owners_; }
+  // Whether `item` is its owner's first (the owner's number is its first item's).
+  constexpr bool first_of_owner(int item) const { return item < owners_; }
+  // How many items `owner` gets: ceil((items - owner) / owners), 0 past the items.
+  constexpr int count_of(int owner) const {
+    return owner >= items_ ? 0 : (items_ - owner + owners_ - 1) / owners_;
+  }
+  // The item before `item` among its owner's (item - owners), or -1 for an owner's first.
+  constexpr int previous_of(int item) const { return first_of_owner(item) ? -1 : item - owners_; }
+  // Calls fn(item) for each of `owner`'s items, in increasing order (no allocation).
+  template <typename Fn>
+  void ForEachOf(int owner, Fn&& fn) const {
+    for (int item = owner; item < items_; item += owners_) fn(item);
+  }
+
+ private:
+  int items_;
+  int owners_;
+};
+
+}  // namespace tower
+
+#endif  // TOWER_UTIL_ROUND_ROBIN_H_
