@@ -1,6 +1,8 @@
 #include "strategy/cross_device_ops_selection.h"
 
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "util/strings.h"
@@ -60,7 +62,8 @@ std::string SharedCard(const Layout& layout) {
 
 StatusOr<CrossDeviceOpsChoice> ChooseCrossDeviceOps(const std::vector<ReplicaDeviceInfo>& devices,
                                                     CrossDeviceOpsKind requested,
-                                                    bool gpu_paths_built) {
+                                                    bool gpu_paths_built,
+                                                    bool nccl_ranks_may_share_gpu) {
   if (devices.empty()) return InvalidArgumentError("a strategy needs at least one device");
   const Layout layout = Describe(devices);
   const std::string shared = SharedCard(layout);
@@ -121,9 +124,14 @@ StatusOr<CrossDeviceOpsChoice> ChooseCrossDeviceOps(const std::vector<ReplicaDev
                                     "or auto");
       }
       if (!shared.empty()) {
+        if (nccl_ranks_may_share_gpu) {
+          return CrossDeviceOpsChoice{requested, std::string("asked for, with ") +
+                                                     kNcclMultiRankGpuVariable + "=1: " + shared};
+        }
         return InvalidArgumentError("cross-device ops nccl cannot be used: " + shared +
-                                    ", and NCCL refuses two ranks on one GPU. Use same-card "
-                                    "(or auto) for virtual GPUs on one card");
+                                    ", and NCCL refuses two ranks on one GPU unless " +
+                                    kNcclMultiRankGpuVariable +
+                                    "=1. Use same-card (or auto) for virtual GPUs on one card");
       }
       return CrossDeviceOpsChoice{requested, "asked for"};
     case CrossDeviceOpsKind::kSameCard:
@@ -142,6 +150,13 @@ StatusOr<CrossDeviceOpsChoice> ChooseCrossDeviceOps(const std::vector<ReplicaDev
       return CrossDeviceOpsChoice{requested, "asked for"};
   }
   return InternalError("unhandled cross-device ops kind");
+}
+
+bool NcclRanksMayShareGpu() {
+  const char* value = std::getenv(kNcclMultiRankGpuVariable);
+  if (value == nullptr) return false;
+  const std::optional<int64_t> parsed = ParseInt64(value);
+  return parsed.has_value() && *parsed != 0;
 }
 
 }  // namespace tower

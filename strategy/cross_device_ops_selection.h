@@ -9,7 +9,10 @@
 //
 // "Same card" is decided by the physical device's UUID, never by counting devices. A path
 // asked for explicitly is checked: NCCL on shared-card replicas is InvalidArgument saying why
-// and what to use instead.
+// and what to use instead, unless NCCL itself was told to let ranks share a GPU
+// (NCCL_MULTI_RANK_GPU_ENABLE=1, NCCL's own switch): then nccl asked for is taken as asked
+// (auto still picks same-card, the faster path on one card). That is how NCCL's code runs on
+// a machine with one card.
 #ifndef TOWER_STRATEGY_CROSS_DEVICE_OPS_SELECTION_H_
 #define TOWER_STRATEGY_CROSS_DEVICE_OPS_SELECTION_H_
 
@@ -41,10 +44,18 @@ struct CrossDeviceOpsChoice {
 };
 
 // `requested` kAuto picks by the table; anything else is validated. `gpu_paths_built`:
-// whether this binary has the CUDA paths (nccl, same-card).
+// whether this binary has the CUDA paths (nccl, same-card). `nccl_ranks_may_share_gpu`:
+// NcclRanksMayShareGpu() where the strategy is made.
 StatusOr<CrossDeviceOpsChoice> ChooseCrossDeviceOps(const std::vector<ReplicaDeviceInfo>& devices,
                                                     CrossDeviceOpsKind requested,
-                                                    bool gpu_paths_built);
+                                                    bool gpu_paths_built,
+                                                    bool nccl_ranks_may_share_gpu);
+
+// Whether this process's environment lets NCCL place two ranks on one GPU:
+// NCCL_MULTI_RANK_GPU_ENABLE set to a non-zero integer, as NCCL reads it.
+bool NcclRanksMayShareGpu();
+// The variable's name, for messages.
+inline constexpr char kNcclMultiRankGpuVariable[] = "NCCL_MULTI_RANK_GPU_ENABLE";
 
 }  // namespace tower
 

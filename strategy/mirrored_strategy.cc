@@ -170,7 +170,8 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
                           ")");
   }
   TOWER_ASSIGN_OR_RETURN(setup.choice, ChooseCrossDeviceOps(infos, options.cross_device_ops,
-                                                            GpuCollectivesBuilt()));
+                                                            GpuCollectivesBuilt(),
+                                                            NcclRanksMayShareGpu()));
   // Host replicas beyond the threads allowed run as fibers on them; GPU replicas have a
   // thread each. Spinning only pays when every replica thread has a core of its own.
   const int replicas = static_cast<int>(setup.devices.size());

@@ -4,8 +4,9 @@
 #   1. every GPU test with TOWER_REQUIRE_GPU=1 (a test that would skip for want of a GPU fails
 #      instead; cases that need more cards than the machine has still skip, and say so);
 #   2. the virtual-GPU and linear-regression examples;
-#   3. 2 workers under mpirun sharing the card (MPI between them) against one GPU, and with
-#      several cards `tower train` with one replica per card (NCCL);
+#   3. 2 workers under mpirun sharing the card (MPI between them, then one NCCL communicator
+#      with NCCL_MULTI_RANK_GPU_ENABLE=1) against one GPU, and with several cards `tower
+#      train` with one replica per card (NCCL);
 #   4. timed workloads: train_bench on one GPU and on 4 virtual GPUs of it, and the PyTorch
 #      peer (bench/peers/torch_train.py --device=cuda) where python3 has torch;
 #   5. where the large mlp step's time goes: Tower's kernel trace and PyTorch's profiler.
@@ -52,7 +53,10 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
     [[ -e "$dir/$lib" ]] && { path="$dir/$lib"; break; }
   done
   [[ -n "$path" ]] || path="$(find /usr /opt -name "$lib" 2>/dev/null | head -1)"
-  echo "gpu_bundle_run: $lib: ${path:-NOT FOUND}" | tee -a "$log"
+  version=""
+  [[ "$lib" == libnccl.so.2 && -n "$path" ]] &&
+    version=" ($(strings "$path" 2>/dev/null | grep -m1 -o 'NCCL version [0-9.+a-z]*'))"
+  echo "gpu_bundle_run: $lib: ${path:-NOT FOUND}$version" | tee -a "$log"
   [[ -n "$path" ]] && libdirs="$libdirs:$(dirname "$path")"
 done
 # A library this machine has itself (the same soname) is used instead of the carried copy:
@@ -166,7 +170,8 @@ else
     tag="${tag//[^a-z]/}"
     # shellcheck disable=SC2086  # $train: words
     "$tower" $train "$@" --replicas=1 --save="$work/one$tag.safetensors" &&
-      timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$tower" \
+      timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+        ${NCCL_MULTI_RANK_GPU_ENABLE:+-x NCCL_MULTI_RANK_GPU_ENABLE} -np 2 "$tower" \
         $train "$@" --replicas=2 --virtual-gpus=2 --save="$work/mpi$tag.safetensors" &&
       python3 - "$work/one$tag.safetensors" "$work/mpi$tag.safetensors" "$*" <<'PY'
 import sys
@@ -191,6 +196,10 @@ PY
       bash -c 'mpi_vs_one_gpu "$@"' _
     check "... with --deterministic: one GPU's bytes" 120 \
       bash -c 'mpi_vs_one_gpu "$@"' _ --deterministic
+    # NCCL's own code on one card: its switch lets ranks share a GPU, so one communicator
+    # spans the 4 virtual GPUs of both workers (the NCCL release must honour the switch).
+    check "mpirun 2 workers x 2 virtual GPUs, one NCCL communicator on one card = 1 GPU" 120 \
+      env NCCL_MULTI_RANK_GPU_ENABLE=1 bash -c 'mpi_vs_one_gpu "$@"' _ --cross-device-ops=nccl
   fi
 
   # Timed: Tower on the GPU alone, on virtual GPUs of it, and the PyTorch peer on the same card.

@@ -27,6 +27,7 @@
 
 #include "device/cuda/cuda_status.h"
 #include "model/distribution.h"
+#include "strategy/cross_device_ops_selection.h"
 #include "strategy/cuda/tree_sum.h"
 #include "strategy/gpu_collectives.h"
 #include "strategy/replica_barrier.h"
@@ -586,15 +587,18 @@ class NcclAllReduce : public CrossDeviceOps {
   Status abort_reason_;  // guarded by abort_mu_
 };
 
-// NCCL cannot put two ranks of one communicator on one GPU.
+// NCCL refuses two ranks of one communicator on one GPU unless its own switch allows it
+// (strategy/cross_device_ops_selection.h: what a strategy asked for NCCL on one card gets).
 Status CheckDistinctCards(const std::vector<Device*>& devices) {
+  if (NcclRanksMayShareGpu()) return OkStatus();
   for (size_t i = 0; i < devices.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (devices[i]->physical().uuid == devices[j]->physical().uuid) {
         return InvalidArgumentError("NCCL cannot put two ranks on one GPU: " +
                                     devices[i]->full_name() + " and " +
                                     devices[j]->full_name() + " share card " +
-                                    devices[i]->physical().uuid + "; use same-card");
+                                    devices[i]->physical().uuid + "; use same-card, or set " +
+                                    kNcclMultiRankGpuVariable + "=1");
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "device/context.h"
+#include "strategy/cross_device_ops_selection.h"
 #include "strategy/gpu_collectives.h"
 #include "strategy/mpi/cross_process_all_reduce.h"
 #include "util/logging.h"
@@ -49,19 +50,35 @@ StatusOr<std::unique_ptr<CrossDeviceOps>> NcclAcrossProcesses(
     all_gpus = all_gpus && device->is_gpu();
     cards.push_back(device->physical().uuid);
   }
+  // Each worker's cards, after whether its NCCL may put two ranks on one GPU ("1:" or "0:";
+  // NCCL_MULTI_RANK_GPU_ENABLE, read by NCCL in every process): nccl asked for on shared
+  // cards is taken only where every worker's NCCL allows it, so all decide alike.
+  const std::string sharing = NcclRanksMayShareGpu() ? "1:" : "0:";
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                         world->AllGather(all_gpus ? Join(cards, ",") : "cpu",
+                         world->AllGather(sharing + (all_gpus ? Join(cards, ",") : "cpu"),
                                           options.collective_timeout, "comparing GPUs for NCCL"));
+  int lacking = -1;  // the first worker whose NCCL keeps ranks on separate GPUs
+  for (int r = 0; r < world->size() && lacking < 0; ++r) {
+    if (!StartsWith(all[r], "1:")) lacking = r;
+  }
+  const bool asked = options.cross_device_ops == CrossDeviceOpsKind::kNccl;
   std::vector<std::string> seen;
   std::string why_not;
   for (int r = 0; r < world->size() && why_not.empty(); ++r) {
-    if (all[r] == "cpu") {
+    const std::string worker_cards = all[r].substr(2);
+    if (worker_cards == "cpu") {
       why_not = world->Describe(r) + " has replicas that are not GPUs";
       break;
     }
-    for (const std::string& card : Split(all[r], ',')) {
-      if (std::find(seen.begin(), seen.end(), card) != seen.end()) {
+    for (const std::string& card : Split(worker_cards, ',')) {
+      const bool again = std::find(seen.begin(), seen.end(), card) != seen.end();
+      if (again && !(asked && lacking < 0)) {
         why_not = "card " + card + " holds two replicas (" + world->Describe(r) + ")";
+        if (asked) {
+          why_not += "; NCCL refuses two ranks on one GPU unless every worker sets " +
+                     std::string(kNcclMultiRankGpuVariable) + "=1, and " +
+                     world->Describe(lacking) + " does not";
+        }
         break;
       }
       seen.push_back(card);

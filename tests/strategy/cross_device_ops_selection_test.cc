@@ -1,6 +1,8 @@
 // Every row of the selection table (strategy/cross_device_ops_selection.h), from fake device descriptions.
 #include "strategy/cross_device_ops_selection.h"
 
+#include <cstdlib>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,7 +18,7 @@ ReplicaDeviceInfo Gpu(int i, const std::string& card) {
 
 CrossDeviceOpsKind Pick(const std::vector<ReplicaDeviceInfo>& devices, bool built = true) {
   StatusOr<CrossDeviceOpsChoice> choice =
-      ChooseCrossDeviceOps(devices, CrossDeviceOpsKind::kAuto, built);
+      ChooseCrossDeviceOps(devices, CrossDeviceOpsKind::kAuto, built, false);
   TOWER_CHECK_OK(choice.status());
   return choice->kind;
 }
@@ -40,7 +42,7 @@ TEST(CrossDeviceOpsSelectionTest, TheTable) {
 TEST(CrossDeviceOpsSelectionTest, SharedCardIsDecidedByUuidNotByCount) {
   // Two GPUs with the same UUID are one card even if named like two.
   StatusOr<CrossDeviceOpsChoice> choice = ChooseCrossDeviceOps(
-      {Gpu(0, "GPU-1234"), Gpu(1, "GPU-1234")}, CrossDeviceOpsKind::kAuto, true);
+      {Gpu(0, "GPU-1234"), Gpu(1, "GPU-1234")}, CrossDeviceOpsKind::kAuto, true, false);
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->kind, CrossDeviceOpsKind::kSameCard);
   EXPECT_THAT(choice->reason, HasSubstr("share card GPU-1234"));
@@ -49,20 +51,62 @@ TEST(CrossDeviceOpsSelectionTest, SharedCardIsDecidedByUuidNotByCount) {
 
 TEST(CrossDeviceOpsSelectionTest, ExplicitRequestsAreValidated) {
   StatusOr<CrossDeviceOpsChoice> nccl = ChooseCrossDeviceOps(
-      {Gpu(0, "GPU-a"), Gpu(1, "GPU-a")}, CrossDeviceOpsKind::kNccl, true);
+      {Gpu(0, "GPU-a"), Gpu(1, "GPU-a")}, CrossDeviceOpsKind::kNccl, true, false);
   EXPECT_TRUE(IsInvalidArgument(nccl.status()));
   EXPECT_THAT(nccl.status().message(),
               HasSubstr("/device:GPU:0 and /device:GPU:1 share card GPU-a"));
   EXPECT_THAT(nccl.status().message(), HasSubstr("Use same-card"));
+  EXPECT_TRUE(IsInvalidArgument(ChooseCrossDeviceOps({Gpu(0, "a"), Gpu(1, "b")},
+                                                     CrossDeviceOpsKind::kSameCard, true, false)
+                                    .status()));
   EXPECT_TRUE(IsInvalidArgument(
-      ChooseCrossDeviceOps({Gpu(0, "a"), Gpu(1, "b")}, CrossDeviceOpsKind::kSameCard, true).status()));
-  EXPECT_TRUE(IsInvalidArgument(
-      ChooseCrossDeviceOps({Gpu(0, "a")}, CrossDeviceOpsKind::kInProcess, true).status()));
-  EXPECT_THAT(ChooseCrossDeviceOps({Gpu(0, "a")}, CrossDeviceOpsKind::kNccl, false).status().message(),
+      ChooseCrossDeviceOps({Gpu(0, "a")}, CrossDeviceOpsKind::kInProcess, true, false).status()));
+  EXPECT_THAT(ChooseCrossDeviceOps({Gpu(0, "a")}, CrossDeviceOpsKind::kNccl, false, false)
+                  .status()
+                  .message(),
               HasSubstr("--config=cuda"));
-  EXPECT_EQ(ChooseCrossDeviceOps({Cpu(0), Cpu(1)}, CrossDeviceOpsKind::kToCpu, false)->kind,
+  EXPECT_EQ(ChooseCrossDeviceOps({Cpu(0), Cpu(1)}, CrossDeviceOpsKind::kToCpu, false, false)->kind,
             CrossDeviceOpsKind::kToCpu);
-  EXPECT_TRUE(IsInvalidArgument(ChooseCrossDeviceOps({}, CrossDeviceOpsKind::kAuto, true).status()));
+  EXPECT_TRUE(
+      IsInvalidArgument(ChooseCrossDeviceOps({}, CrossDeviceOpsKind::kAuto, true, false).status()));
+}
+
+// NCCL's own switch for two ranks on one GPU: nccl asked for on one card is then taken as
+// asked, and says so; auto still picks same-card. Without it, the refusal names the switch.
+TEST(CrossDeviceOpsSelectionTest, NcclOnOneCardWhereNcclLetsRanksShareAGpu) {
+  const std::vector<ReplicaDeviceInfo> one_card = {Gpu(0, "GPU-a"), Gpu(1, "GPU-a")};
+  StatusOr<CrossDeviceOpsChoice> nccl =
+      ChooseCrossDeviceOps(one_card, CrossDeviceOpsKind::kNccl, true, true);
+  ASSERT_TRUE(nccl.ok()) << nccl.status().message();
+  EXPECT_EQ(nccl->kind, CrossDeviceOpsKind::kNccl);
+  EXPECT_THAT(nccl->reason, HasSubstr("NCCL_MULTI_RANK_GPU_ENABLE=1"));
+  EXPECT_EQ(ChooseCrossDeviceOps(one_card, CrossDeviceOpsKind::kAuto, true, true)->kind,
+            CrossDeviceOpsKind::kSameCard);
+  StatusOr<CrossDeviceOpsChoice> refused =
+      ChooseCrossDeviceOps(one_card, CrossDeviceOpsKind::kNccl, true, false);
+  EXPECT_TRUE(IsInvalidArgument(refused.status()));
+  EXPECT_THAT(refused.status().message(), HasSubstr("unless NCCL_MULTI_RANK_GPU_ENABLE=1"));
+  // The switch does not make a build without CUDA able to use NCCL.
+  EXPECT_TRUE(IsInvalidArgument(
+      ChooseCrossDeviceOps(one_card, CrossDeviceOpsKind::kNccl, false, true).status()));
+}
+
+// The switch as NCCL reads it: a non-zero integer.
+TEST(CrossDeviceOpsSelectionTest, TheSwitchIsReadFromTheEnvironment) {
+  struct Case {
+    const char* value;  // null: unset
+    bool on;
+  };
+  for (const Case& c : {Case{nullptr, false}, Case{"0", false}, Case{"1", true},
+                        Case{"2", true}, Case{"yes", false}, Case{"", false}}) {
+    if (c.value == nullptr) {
+      unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    } else {
+      setenv("NCCL_MULTI_RANK_GPU_ENABLE", c.value, 1);
+    }
+    EXPECT_EQ(NcclRanksMayShareGpu(), c.on) << (c.value ? c.value : "(unset)");
+  }
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
 }
 
 TEST(CrossDeviceOpsSelectionTest, Names) {

@@ -32,6 +32,22 @@ std::vector<float> Weights(const std::string& path, const std::string& name) {
   return *checkpoint::ToFloats(*file->Find(name));
 }
 
+// ‖a − b‖ / ‖b‖ over the saved weights of the tests' 32-16-1 model (NaN if any is).
+double RelativeDifference(const std::string& a_path, const std::string& b_path) {
+  double num = 0, den = 0;
+  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
+                           "layers.2.kernel", "layers.2.bias"}) {
+    const std::vector<float> a = Weights(a_path, name);
+    const std::vector<float> b = Weights(b_path, name);
+    if (a.size() != b.size()) return std::nan("");
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      den += double{b[i]} * b[i];
+    }
+  }
+  return std::sqrt(num / den);
+}
+
 class TrainOnGpusTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -56,18 +72,7 @@ TEST_F(TrainOnGpusTest, FourVirtualGpusOnOneCardTrainLikeTheCard) {
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_THAT(out.text, HasSubstr("Cross-device ops: same-card"));
   EXPECT_THAT(out.text, HasSubstr("Input pipeline: 2 batches read ahead"));
-  double num = 0, den = 0;
-  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
-                           "layers.2.kernel", "layers.2.bias"}) {
-    const std::vector<float> a = Weights(four, name);
-    const std::vector<float> b = Weights(one, name);
-    ASSERT_EQ(a.size(), b.size()) << name;
-    for (size_t i = 0; i < a.size(); ++i) {
-      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-      den += double{b[i]} * b[i];
-    }
-  }
-  EXPECT_LE(std::sqrt(num / den), 1e-5);  // false for NaN
+  EXPECT_LE(RelativeDifference(four, one), 1e-5);  // false for NaN
 }
 
 TEST_F(TrainOnGpusTest, DeterministicGivesTheSameBytesOnOneGpuAndOnVirtualGpus) {
@@ -94,6 +99,30 @@ TEST_F(TrainOnGpusTest, DeterministicGivesTheSameBytesOnOneGpuAndOnVirtualGpus) 
       EXPECT_TRUE(bytes == expected) << replicas << " virtual GPUs saved other bytes than one";
     }
   }
+}
+
+// NCCL on two virtual GPUs of one card: refused, naming NCCL's switch, unless the switch lets
+// NCCL put two ranks on one GPU; then NCCL's all-reduce trains like the card alone. (On a
+// machine with one card, the only way to run NCCL's code.)
+TEST_F(TrainOnGpusTest, NcclOnVirtualGpusOfOneCardWhereNcclLetsRanksShareIt) {
+  const std::string one = Path("nccl_gpu1.safetensors");
+  const std::string two = Path("nccl_gpu2.safetensors");
+  const std::string common = "train --data=synthetic:mlp:rows=512 --layers=32:tanh,16:relu,1 "
+                             "--steps=24 --global-batch=30 --verbose=1 --save=";
+  const std::string nccl = " --replicas=2 --virtual-gpus=2 --cross-device-ops=nccl";
+  ProgramOutput refused = testing::RunCommand("env -u NCCL_MULTI_RANK_GPU_ENABLE " +
+                                              testing::Runfile("tools/tower") + " " + common +
+                                              two + nccl);
+  EXPECT_NE(refused.exit_code, 0) << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr("unless NCCL_MULTI_RANK_GPU_ENABLE=1"));
+  ProgramOutput single = Tower(common + one + " --replicas=1");
+  ASSERT_EQ(single.exit_code, 0) << single.text;
+  ProgramOutput out = testing::RunCommand("NCCL_MULTI_RANK_GPU_ENABLE=1 " +
+                                          testing::Runfile("tools/tower") + " " + common + two +
+                                          nccl);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("Cross-device ops: nccl"));
+  EXPECT_LE(RelativeDifference(two, one), 1e-5);  // false for NaN
 }
 
 TEST_F(TrainOnGpusTest, AMemoryLimitTooSmallForTheModelIsAClearError) {

@@ -55,6 +55,22 @@ std::vector<float> Weights(const std::string& path, const std::string& name) {
   return *checkpoint::ToFloats(*file->Find(name));
 }
 
+// ‖a − b‖ / ‖b‖ over the saved weights of kTrain's model (NaN if any is).
+double RelativeDifference(const std::string& a_path, const std::string& b_path) {
+  double num = 0, den = 0;
+  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
+                           "layers.2.kernel", "layers.2.bias"}) {
+    const std::vector<float> a = Weights(a_path, name);
+    const std::vector<float> b = Weights(b_path, name);
+    if (a.size() != b.size()) return std::nan("");
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      den += double{b[i]} * b[i];
+    }
+  }
+  return std::sqrt(num / den);
+}
+
 TEST(MpiGpuTest, TwoProcessesTimesTwoGpusOverNcclTrainLikeOneGpu) {
   const std::string multi = Dir() + "/multi.safetensors";
   const std::string single = Dir() + "/single.safetensors";
@@ -65,18 +81,7 @@ TEST(MpiGpuTest, TwoProcessesTimesTwoGpusOverNcclTrainLikeOneGpu) {
   ProgramOutput one =
       testing::RunCommand(testing::Runfile("tools/tower") + kTrain + " --replicas=1 --save=" + single);
   ASSERT_EQ(one.exit_code, 0) << one.text;
-  double num = 0, den = 0;
-  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
-                           "layers.2.kernel", "layers.2.bias"}) {
-    const std::vector<float> a = Weights(multi, name);
-    const std::vector<float> b = Weights(single, name);
-    ASSERT_EQ(a.size(), b.size()) << name;
-    for (size_t i = 0; i < a.size(); ++i) {
-      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-      den += double{b[i]} * b[i];
-    }
-  }
-  EXPECT_LE(std::sqrt(num / den), 1e-5);  // false for NaN
+  EXPECT_LE(RelativeDifference(multi, single), 1e-5);  // false for NaN
 }
 
 // Both workers on the same two cards (no CUDA_VISIBLE_DEVICES): NCCL cannot span them, so
@@ -93,18 +98,39 @@ TEST(MpiGpuTest, TwoProcessesSharingTwoCardsReduceOverMpiAndTrainLikeOneGpu) {
   EXPECT_THAT(out.text, HasSubstr("4 replicas in sync"));
   ProgramOutput one = testing::RunCommand(tower + kTrain + " --replicas=1 --save=" + single);
   ASSERT_EQ(one.exit_code, 0) << one.text;
-  double num = 0, den = 0;
-  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
-                           "layers.2.kernel", "layers.2.bias"}) {
-    const std::vector<float> a = Weights(shared, name);
-    const std::vector<float> b = Weights(single, name);
-    ASSERT_EQ(a.size(), b.size()) << name;
-    for (size_t i = 0; i < a.size(); ++i) {
-      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-      den += double{b[i]} * b[i];
-    }
-  }
-  EXPECT_LE(std::sqrt(num / den), 1e-5);  // false for NaN
+  EXPECT_LE(RelativeDifference(shared, single), 1e-5);  // false for NaN
+}
+
+// Both workers on the same two cards with NCCL asked for: refused, naming NCCL's switch for
+// two ranks on one GPU, unless every worker sets it; then one NCCL communicator spans the 4
+// replicas on 2 cards, and trains like one GPU. (On a machine with one card, the only way to
+// run NCCL across processes.)
+TEST(MpiGpuTest, TwoProcessesSharingCardsUseNcclWhereEveryWorkerLetsRanksShareAGpu) {
+  const std::string tower = testing::Runfile("tools/tower");
+  const std::string launch = "timeout 60 mpirun --allow-run-as-root --oversubscribe "
+                             "--bind-to none -x CUDAEMU_GPUS ";
+  const std::string flags = kTrain + " --replicas=2 --cross-device-ops=nccl";
+  ProgramOutput refused = testing::RunCommand(
+      "env -u NCCL_MULTI_RANK_GPU_ENABLE " + launch + "-np 2 " + tower + flags);
+  EXPECT_NE(refused.exit_code, 0) << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr("NCCL refuses two ranks on one GPU unless every worker "
+                                      "sets NCCL_MULTI_RANK_GPU_ENABLE=1, and rank 0"));
+  // One worker with the switch and one without: refused alike by both.
+  ProgramOutput half = testing::RunCommand(
+      "env -u NCCL_MULTI_RANK_GPU_ENABLE " + launch + "-np 1 -x NCCL_MULTI_RANK_GPU_ENABLE=1 " +
+      tower + flags + " : -np 1 " + tower + flags);
+  EXPECT_NE(half.exit_code, 0) << half.text;
+  EXPECT_THAT(half.text, HasSubstr("and rank 1"));
+  const std::string shared = Dir() + "/nccl_shared_cards.safetensors";
+  const std::string single = Dir() + "/single_for_nccl_shared.safetensors";
+  ProgramOutput out = testing::RunCommand("NCCL_MULTI_RANK_GPU_ENABLE=1 " + launch +
+                                          "-x NCCL_MULTI_RANK_GPU_ENABLE -np 2 " + tower + flags +
+                                          " --save=" + shared);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("Across processes: one NCCL communicator over 4 GPUs"));
+  ProgramOutput one = testing::RunCommand(tower + kTrain + " --replicas=1 --save=" + single);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  EXPECT_LE(RelativeDifference(shared, single), 1e-5);  // false for NaN
 }
 
 std::string Bytes(const std::string& path) {
