@@ -7,8 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "model/checkpoint/safetensors.h"
 #include "tests/testing/run_program.h"
+#include "tests/testing/tower_cli.h"
 
 namespace {
 
@@ -28,28 +28,6 @@ TEST(ExamplesTest, LinearRegressionFindsThreeAndTwo) {
   EXPECT_EQ(RunProgram("examples/linear_regression", "--epochs=x").exit_code, 2);
 }
 
-// ‖a − b‖ / ‖b‖ over every weight of two saved models (NaN when either holds a NaN, or
-// when a file or a tensor is missing).
-double RelativeDifference(const std::string& a_path, const std::string& b_path) {
-  auto a_file = tower::checkpoint::Load(a_path);
-  auto b_file = tower::checkpoint::Load(b_path);
-  if (!a_file.ok() || !b_file.ok()) return NAN;
-  double num = 0, den = 0;
-  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"}) {
-    const auto* a_tensor = a_file->Find(name);
-    const auto* b_tensor = b_file->Find(name);
-    if (a_tensor == nullptr || b_tensor == nullptr) return NAN;
-    const std::vector<float> a = *tower::checkpoint::ToFloats(*a_tensor);
-    const std::vector<float> b = *tower::checkpoint::ToFloats(*b_tensor);
-    if (a.size() != b.size()) return NAN;
-    for (size_t i = 0; i < a.size(); ++i) {
-      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-      den += double{b[i]} * b[i];
-    }
-  }
-  return std::sqrt(num / den);
-}
-
 TEST(ExamplesTest, CustomTrainingLoopOnNReplicasTrainsLikeOne) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = tmp != nullptr ? tmp : "/tmp";
@@ -61,7 +39,9 @@ TEST(ExamplesTest, CustomTrainingLoopOnNReplicasTrainsLikeOne) {
     ASSERT_EQ(out.exit_code, 0) << out.text;
     // 610 rows in batches of 64: the final batch of 34 is uneven over 3 and 4 replicas.
     EXPECT_THAT(out.text, HasSubstr("over 10 steps on " + std::to_string(replicas) + " replicas"));
-    EXPECT_LE(RelativeDifference(path, dir + "/custom_1.safetensors"), 1e-5) << replicas;
+    EXPECT_LE(tower::testing::SavedWeightsRelativeDifference(path, dir + "/custom_1.safetensors"),
+              1e-5)
+        << replicas;
   }
   const auto out = RunProgram("examples/custom_training_loop", "--replicas=2 --epochs=4");
   ASSERT_EQ(out.exit_code, 0) << out.text;

@@ -31,6 +31,33 @@ std::vector<float> SavedTensor(const std::string& path, const std::string& name)
   return *checkpoint::ToFloats(*tensor);
 }
 
+double SavedWeightsRelativeDifference(const std::string& a_path, const std::string& b_path) {
+  StatusOr<checkpoint::File> a_file = checkpoint::Load(a_path);
+  StatusOr<checkpoint::File> b_file = checkpoint::Load(b_path);
+  if (!a_file.ok() || !b_file.ok()) return std::nan("");
+  double num = 0, den = 0;
+  size_t weights = 0;
+  for (const checkpoint::TensorData& a_tensor : a_file->tensors) {
+    if (a_tensor.name.rfind("layers.", 0) != 0) continue;
+    ++weights;
+    const checkpoint::TensorData* b_tensor = b_file->Find(a_tensor.name);
+    if (b_tensor == nullptr) return std::nan("");
+    const std::vector<float> a = *checkpoint::ToFloats(a_tensor);
+    const std::vector<float> b = *checkpoint::ToFloats(*b_tensor);
+    if (a.size() != b.size()) return std::nan("");
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      den += double{b[i]} * b[i];
+    }
+  }
+  size_t b_weights = 0;
+  for (const checkpoint::TensorData& b_tensor : b_file->tensors) {
+    b_weights += b_tensor.name.rfind("layers.", 0) == 0 ? 1 : 0;
+  }
+  if (weights == 0 || weights != b_weights) return std::nan("");
+  return std::sqrt(num / den);
+}
+
 double Figure(const std::string& text, const std::string& name) {
   const size_t at = ("\n" + text).find("\n" + name + "=");
   return at == std::string::npos ? NAN : std::atof(text.c_str() + at + name.size() + 1);

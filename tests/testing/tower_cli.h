@@ -20,6 +20,10 @@ std::string TempPath(const std::string& name);
 ProgramOutput Tower(const std::string& args);
 // The F32 tensor `name` of a safetensors file; the test dies if it is not there.
 std::vector<float> SavedTensor(const std::string& path, const std::string& name);
+// ‖a − b‖ / ‖b‖ over the model weights (the tensors named layers.*) of two saved files, taken
+// together: NaN when a file cannot be read, when their weights differ in names or sizes, or
+// when any value is NaN (so `EXPECT_LE(..., bound)` fails on it).
+double SavedWeightsRelativeDifference(const std::string& a_path, const std::string& b_path);
 // The number of the line "name=..." in `text` (tower evaluate's output); NaN when missing.
 double Figure(const std::string& text, const std::string& name);
 // The lines of a file (none if it cannot be read).

@@ -1,7 +1,6 @@
 // `tower train` on GPUs: four virtual GPUs carved out of one card train like that card alone
 // on the global batch, through the same-card reduction (chosen and logged); and the memory
 // flags take effect on the card (a limit too small for the model is a clear error).
-#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -9,9 +8,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "model/checkpoint/safetensors.h"
 #include "tests/testing/gpu.h"
 #include "tests/testing/run_program.h"
+#include "tests/testing/tower_cli.h"
 
 namespace tower {
 namespace {
@@ -25,28 +24,6 @@ std::string Path(const std::string& name) {
 }
 
 ProgramOutput Tower(const std::string& args) { return testing::RunProgram("tools/tower", args); }
-
-std::vector<float> Weights(const std::string& path, const std::string& name) {
-  StatusOr<checkpoint::File> file = checkpoint::Load(path);
-  TOWER_CHECK_OK(file.status());
-  return *checkpoint::ToFloats(*file->Find(name));
-}
-
-// ‖a − b‖ / ‖b‖ over the saved weights of the tests' 32-16-1 model (NaN if any is).
-double RelativeDifference(const std::string& a_path, const std::string& b_path) {
-  double num = 0, den = 0;
-  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
-                           "layers.2.kernel", "layers.2.bias"}) {
-    const std::vector<float> a = Weights(a_path, name);
-    const std::vector<float> b = Weights(b_path, name);
-    if (a.size() != b.size()) return std::nan("");
-    for (size_t i = 0; i < a.size(); ++i) {
-      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-      den += double{b[i]} * b[i];
-    }
-  }
-  return std::sqrt(num / den);
-}
 
 class TrainOnGpusTest : public ::testing::Test {
  protected:
@@ -72,7 +49,7 @@ TEST_F(TrainOnGpusTest, FourVirtualGpusOnOneCardTrainLikeTheCard) {
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_THAT(out.text, HasSubstr("Cross-device ops: same-card"));
   EXPECT_THAT(out.text, HasSubstr("Input pipeline: 2 batches read ahead"));
-  EXPECT_LE(RelativeDifference(four, one), 1e-5);  // false for NaN
+  EXPECT_LE(testing::SavedWeightsRelativeDifference(four, one), 1e-5);  // false for NaN
 }
 
 TEST_F(TrainOnGpusTest, DeterministicGivesTheSameBytesOnOneGpuAndOnVirtualGpus) {
@@ -122,7 +99,7 @@ TEST_F(TrainOnGpusTest, NcclOnVirtualGpusOfOneCardWhereNcclLetsRanksShareIt) {
                                           nccl);
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_THAT(out.text, HasSubstr("Cross-device ops: nccl"));
-  EXPECT_LE(RelativeDifference(two, one), 1e-5);  // false for NaN
+  EXPECT_LE(testing::SavedWeightsRelativeDifference(two, one), 1e-5);  // false for NaN
 }
 
 TEST_F(TrainOnGpusTest, AMemoryLimitTooSmallForTheModelIsAClearError) {

@@ -6,7 +6,6 @@
 // GPU topology — 1 GPU, NCCL over 2–4 GPUs in one process, 2 processes × 2 GPUs over NCCL or
 // sharing cards over MPI — saves the same bytes.
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -14,8 +13,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "model/checkpoint/safetensors.h"
 #include "tests/testing/run_program.h"
+#include "tests/testing/tower_cli.h"
 
 namespace tower {
 namespace {
@@ -49,28 +48,6 @@ ProgramOutput TwoWorkers(const std::string& args, const std::string& env = "",
   return testing::RunCommand(command);
 }
 
-std::vector<float> Weights(const std::string& path, const std::string& name) {
-  StatusOr<checkpoint::File> file = checkpoint::Load(path);
-  TOWER_CHECK_OK(file.status());
-  return *checkpoint::ToFloats(*file->Find(name));
-}
-
-// ‖a − b‖ / ‖b‖ over the saved weights of kTrain's model (NaN if any is).
-double RelativeDifference(const std::string& a_path, const std::string& b_path) {
-  double num = 0, den = 0;
-  for (const char* name : {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias",
-                           "layers.2.kernel", "layers.2.bias"}) {
-    const std::vector<float> a = Weights(a_path, name);
-    const std::vector<float> b = Weights(b_path, name);
-    if (a.size() != b.size()) return std::nan("");
-    for (size_t i = 0; i < a.size(); ++i) {
-      num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-      den += double{b[i]} * b[i];
-    }
-  }
-  return std::sqrt(num / den);
-}
-
 TEST(MpiGpuTest, TwoProcessesTimesTwoGpusOverNcclTrainLikeOneGpu) {
   const std::string multi = Dir() + "/multi.safetensors";
   const std::string single = Dir() + "/single.safetensors";
@@ -81,7 +58,7 @@ TEST(MpiGpuTest, TwoProcessesTimesTwoGpusOverNcclTrainLikeOneGpu) {
   ProgramOutput one =
       testing::RunCommand(testing::Runfile("tools/tower") + kTrain + " --replicas=1 --save=" + single);
   ASSERT_EQ(one.exit_code, 0) << one.text;
-  EXPECT_LE(RelativeDifference(multi, single), 1e-5);  // false for NaN
+  EXPECT_LE(testing::SavedWeightsRelativeDifference(multi, single), 1e-5);  // false for NaN
 }
 
 // Both workers on the same two cards (no CUDA_VISIBLE_DEVICES): NCCL cannot span them, so
@@ -98,7 +75,7 @@ TEST(MpiGpuTest, TwoProcessesSharingTwoCardsReduceOverMpiAndTrainLikeOneGpu) {
   EXPECT_THAT(out.text, HasSubstr("4 replicas in sync"));
   ProgramOutput one = testing::RunCommand(tower + kTrain + " --replicas=1 --save=" + single);
   ASSERT_EQ(one.exit_code, 0) << one.text;
-  EXPECT_LE(RelativeDifference(shared, single), 1e-5);  // false for NaN
+  EXPECT_LE(testing::SavedWeightsRelativeDifference(shared, single), 1e-5);  // false for NaN
 }
 
 // Both workers on the same two cards with NCCL asked for: refused, naming NCCL's switch for
@@ -130,7 +107,7 @@ TEST(MpiGpuTest, TwoProcessesSharingCardsUseNcclWhereEveryWorkerLetsRanksShareAG
   EXPECT_THAT(out.text, HasSubstr("Across processes: one NCCL communicator over 4 GPUs"));
   ProgramOutput one = testing::RunCommand(tower + kTrain + " --replicas=1 --save=" + single);
   ASSERT_EQ(one.exit_code, 0) << one.text;
-  EXPECT_LE(RelativeDifference(shared, single), 1e-5);  // false for NaN
+  EXPECT_LE(testing::SavedWeightsRelativeDifference(shared, single), 1e-5);  // false for NaN
 }
 
 std::string Bytes(const std::string& path) {
