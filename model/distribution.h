@@ -141,10 +141,10 @@ class Distribution {
 
   // Batched replicas (MirroredStrategyOptions::batch_colocated_replicas): when positive,
   // the local replicas form this many batches — the replicas one thread runs, which share
-  // their variables — replica r in batch r % batched_groups() (util/round_robin.h), and a model's step of one
-  // pass per replica may run once per batch (RunOnReplicaBatches): the batch's first
-  // replica (r < batched_groups()) computes the shards of every member (BatchShards) as
-  // one pass. 0: no batches.
+  // their variables — replica r in batch r % batched_groups() (util/round_robin.h), and a
+  // model's step of one pass per replica may run once per batch (RunOnReplicaBatches): the
+  // batch's first replica (r < batched_groups()) computes the shards of every member
+  // (BatchShards) as one pass. 0: no batches.
   virtual int batched_groups() const { return 0; }
 
   // The shards a batched step (RunOnReplicaBatches) computes on batch `batch`'s first

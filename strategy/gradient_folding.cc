@@ -7,7 +7,9 @@
 namespace tower {
 
 GradientFolding::GradientFolding(int replicas, int groups)
-    : deal_(replicas, groups), progress_(static_cast<size_t>(replicas)), group_(static_cast<size_t>(groups)) {}
+    : deal_(replicas, groups),
+      progress_(static_cast<size_t>(replicas)),
+      group_(static_cast<size_t>(groups)) {}
 
 void GradientFolding::Publish(int replica, uint64_t generation, size_t index, Tensor* sum) {
   if (leads(replica)) {
