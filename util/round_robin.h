@@ -17,15 +17,10 @@ class RoundRobin {
   // `items` items (>= 0) dealt to `owners` owners (>= 1).
   constexpr RoundRobin(int items, int owners) : items_(items), owners_(owners) {}
 
-  constexpr int items() const { return items_; }
   constexpr int owners() const { return owners_; }
   constexpr int owner_of(int item) const { return item % owners_; }
   // Whether `item` is its owner's first (the owner's number is its first item's).
   constexpr bool first_of_owner(int item) const { return item < owners_; }
-  // How many items `owner` gets: ceil((items - owner) / owners), 0 past the items.
-  constexpr int count_of(int owner) const {
-    return owner >= items_ ? 0 : (items_ - owner + owners_ - 1) / owners_;
-  }
   // The item before `item` among its owner's (item - owners), or -1 for an owner's first.
   constexpr int previous_of(int item) const { return first_of_owner(item) ? -1 : item - owners_; }
   // Calls fn(item) for each of `owner`'s items, in increasing order (no allocation).
