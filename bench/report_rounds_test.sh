@@ -4,7 +4,8 @@
 # that round (Eigen's independent products, Eigen's split product or OpenBLAS), then the
 # median over rounds; a NaN figure or a zero denominator in any round fails the target. And
 # the bounds of the same rounds: the step's products alone (the faster of OpenBLAS's two ways)
-# against the roofline and against PyTorch single, and the step against them. Not a timing.
+# against the roofline and against PyTorch single, and the step against them; and 2 replicas
+# on one replica thread, an option measured beside the default. Not a timing.
 set -euo pipefail
 report="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-tower}/bench/report.py"
 [[ -f "$report" ]] || report="$(dirname "$0")/report.py"
@@ -92,6 +93,31 @@ python3 "$report" "$dir" > /dev/null
 got="$(target "$dir" "products alone (the faster")"
 [[ "$got" == "nan None" ]] || { echo "FAIL: a products figure of 0 gave '$got'" >&2; exit 1; }
 products 1 190.0 210.0 180.0
+
+# 2 replicas on one replica thread (--inter-op-threads=1), an option beside the default, in
+# the same rounds: GFLOP/s 210, 200, 240 against the roofline (220, 200, 250); samples/s
+# 1.05×, 1×, 1.1× the default's 23040.
+one_thread() {  # one_thread ROUND SAMPLES GFLOPS
+  echo "workload=mlp replicas=2 steps_per_s=90.0 samples_per_s=$2 gflops=$3" \
+    > "$dir/train_onethread_rounds_mlp_2_r$1.txt"
+}
+one_thread 1 24192 210.0
+one_thread 2 23040 200.0
+one_thread 3 25344 240.0
+python3 "$report" "$dir" > "$dir/out.txt"
+for pair in "one replica thread (--inter-op-threads=1), GFLOP/s vs 2-thread:$(python3 -c 'print(f"{240 / 250:.6f}")')" \
+            "one replica thread (--inter-op-threads=1) vs a thread per replica, samples/s:1.050000"; do
+  got="$(target "$dir" "${pair%%:*}")"
+  [[ "$got" == "${pair#*:} option" ]] || {
+    echo "FAIL: '${pair%%:*}': got '$got', want '${pair#*:} option'" >&2; exit 1; }
+done
+grep -q "(an option, not the default)" "$dir/out.txt" || {
+  echo "FAIL: an option's row is not marked as one" >&2; exit 1; }
+one_thread 2 23040 nan
+python3 "$report" "$dir" > /dev/null
+got="$(target "$dir" "one replica thread (--inter-op-threads=1), GFLOP/s vs 2-thread")"
+[[ "$got" == "nan option" ]] || { echo "FAIL: a NaN one-thread round gave '$got'" >&2; exit 1; }
+one_thread 2 23040 200.0
 
 # A NaN in one round (the mlp's, then a roofline's) fails the target, whatever the others.
 mlp nan "$dir/train_rounds_mlp_2_r3.txt"
