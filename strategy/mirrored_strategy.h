@@ -68,7 +68,12 @@ struct MirroredStrategyOptions {
   // How many OS threads run host (CPU) replicas: 0 = tower::config's inter-op setting, whose
   // default is one per core. Host replicas beyond it run as fibers on those threads
   // (strategy/replica_scheduler.h): 8 replicas on 2 cores cost about what 2 do. GPU
-  // replicas always have a thread each (they mostly wait for their streams).
+  // replicas always have a thread each (they mostly wait for their streams). 1 puts every
+  // host replica on one thread: with batch_colocated_replicas a model's step is then one
+  // batch whose kernels use every core (intra-op threads), with no all-reduce across cores
+  // (2 replicas on 2 cores: 1.09x the default for `mlp`, 2.25x for `linreg`, on a Zen 5 host;
+  // docs/BENCHMARKS.md, run AG), while strategy.Run runs the replicas' own code one after
+  // another on it.
   int replica_threads = 0;
   // Host replicas of one process share one copy of each variable (and of the optimizer's
   // slots) instead of holding one each: every replica reads the same weights, and each step
