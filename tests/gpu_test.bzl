@@ -8,9 +8,17 @@ Without a GPU its cases skip, unless TOWER_REQUIRE_GPU=1 (tests/testing/gpu.h).
 
 cudaemu_test: a test that also looks through the emulation (cudaemu/testing.h: contexts
 created, communicators, handles) or injects its faults; built only with --config=cudaemu.
+
+CPU_TEST_ENV: the env of a CPU test whose binary links the emulation under --config=cudaemu.
 """
 
 load("//:copts.bzl", "TOWER_COPTS")
+
+# A CPU test whose binary links cudaemu under --config=cudaemu (through //tools:tower or the
+# ops) asks it for no GPUs: its 2 default GPUs would take the ops the test expects on CPUs
+# (default placement prefers a GPU). Per target, not one --test_env in .bazelrc: --test_env
+# overrides a target's env, so it would also take the GPU tests' GPUs away.
+CPU_TEST_ENV = {"CUDAEMU_GPUS": "0"}
 
 def gpu_test(name, srcs, deps, size = "medium", env = {}, tags = [], **kwargs):
     native.cc_test(
