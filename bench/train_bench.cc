@@ -64,6 +64,7 @@ struct Options {
   bool ab_fold_gradients = false;   // unfolded and folded, side by side
   bool share_packing = true;        // Sequential::set_share_weight_packing
   bool batch_replicas = true;       // MirroredStrategyOptions::batch_colocated_replicas
+  int64_t batch_threads = 0;        // MirroredStrategyOptions::batch_threads (0: one batch)
   bool ab_batch_replicas = false;   // each replica computing its shard, and batched, side by side
   bool ab_share_packing = false;    // each replica packing its weights, and shared, side by side
   int64_t virtual_shards = 8;
@@ -128,6 +129,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, const Var
     mirrored.share_variables = variant.share_variables;
     mirrored.fold_replica_gradients = variant.fold;
     mirrored.batch_colocated_replicas = variant.batch;
+    mirrored.batch_threads = static_cast<int>(options.batch_threads);
     TOWER_ASSIGN_OR_RETURN(trainer->strategy, MirroredStrategy::Create(mirrored));
   }
   std::vector<std::shared_ptr<Layer>> layers;
@@ -461,8 +463,11 @@ int main(int argc, char** argv) {
                  "each replica packing its weights and one packing per thread side by side, "
                  "timed windows alternating (one line each, shared_packing=0|1)");
   parser.AddBool("batch-replicas", &options.batch_replicas,
-                 "replicas that share a thread compute their steps as one batch, on the "
-                 "thread's first replica (default on)");
+                 "replicas that share their variables compute their steps in batches (one "
+                 "by default, see --batch-threads) on each batch's first replica (default on)");
+  parser.AddInt("batch-threads", &options.batch_threads,
+                 "batched replicas: how many batches (replica threads) compute a step, each with "
+                 "cores / N intra-op threads (0: one batch)");
   parser.AddBool("ab-batch-replicas", &options.ab_batch_replicas,
                  "each replica computing its own shard and batched replicas side by side, "
                  "timed windows alternating (one line each, batched=0|1)");

@@ -140,8 +140,8 @@ class Distribution {
   virtual bool ReplicasShareVariables() const { return false; }
 
   // Batched replicas (MirroredStrategyOptions::batch_colocated_replicas): when positive,
-  // the local replicas form this many batches — the replicas one thread runs, which share
-  // their variables — replica r in batch r % batched_groups() (util/round_robin.h), and a
+  // the local replicas, which share their variables, form this many batches (one by
+  // default) — replica r in batch r % batched_groups() (util/round_robin.h), and a
   // model's step of one pass per replica may run once per batch (RunOnReplicaBatches): the
   // batch's first replica (r < batched_groups()) computes the shards of every member
   // (BatchShards) as one pass. 0: no batches.

@@ -11,6 +11,8 @@
 #include "model/distribution.h"
 #include "model/sequential.h"
 #include "util/file.h"
+#include "util/round_robin.h"
+#include "util/strings.h"
 #include "util/trace.h"
 
 namespace tower {
@@ -58,8 +60,19 @@ std::string LaneName(const Distribution& distribution, int lane) {
            (replica < replicas ? " (" + distribution.replica_device(replica)->full_name() + ")"
                                : "");
   }
-  return "replica " + std::to_string(lane) +
+  std::string name = "replica " + std::to_string(lane) +
          (lane < replicas ? " (" + distribution.replica_device(lane)->full_name() + ")" : "");
+  // A batch's first replica computes every member's rows in batched steps
+  // (Distribution::batched_groups): its lane says whose.
+  const int batches = distribution.batched_groups();
+  if (lane < batches) {
+    std::vector<std::string> members;
+    RoundRobin(replicas, batches).ForEachOf(lane, [&](int r) {
+      members.push_back(std::to_string(r));
+    });
+    name += ", computing the batch of replicas " + Join(members, ", ") + " in batched steps";
+  }
+  return name;
 }
 
 // This worker's events (and the names of its process and lanes) as the members of a JSON

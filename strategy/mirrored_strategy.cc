@@ -32,8 +32,9 @@ namespace tower {
 class MirroredStrategy::Replica : public ReplicaContext {
  public:
   Replica(MirroredStrategy* strategy, int id, CrossDeviceOps* ops, GradientFolding* folding,
-          const std::string& name)
-      : strategy_(strategy), id_(id), ops_(ops), name_(name) {
+          const std::string& name, int intra_op_threads)
+      : strategy_(strategy), id_(id), ops_(ops), name_(name),
+        intra_op_threads_(intra_op_threads) {
     const int shards = strategy->virtual_shards_;
     if (shards > 0) {
       const RowRange leaves = ReplicaRows(shards, strategy->num_replicas_in_sync(),
@@ -61,12 +62,15 @@ class MirroredStrategy::Replica : public ReplicaContext {
   GradientReducer& gradient_reducer() override { return *reducer_; }
   CrossDeviceOps& ops() const { return *ops_; }
   const std::string& name() const { return name_; }
+  // Threads its CPU kernels may use.
+  int intra_op_threads() const { return intra_op_threads_; }
 
  private:
   MirroredStrategy* strategy_;
   int id_;
   CrossDeviceOps* ops_;
   const std::string& name_;
+  const int intra_op_threads_;
   std::unique_ptr<GradientReducer> reducer_;
 };
 
@@ -205,13 +209,21 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
         setup.fold_groups = setup.threads;
         ops->EnableFolding(setup.fold_groups);
       }
-      // Folding fibers that share their variables compute a model's steps in batches, one
-      // per thread (replica b leads the batch of b, b + threads, …): their all-reduce is
-      // among the batches. Not without folding, whose bits are a thread per replica's.
-      if (options.batch_colocated_replicas && setup.share_variables && setup.fold_groups > 0) {
-        for (int b = 0; b < setup.threads; ++b) {
+      // Replicas that share their variables compute a model's steps in batches (replica b
+      // leads the batch of b, b + batch threads, …), their all-reduce among the batches.
+      // Not without folding's consent to another summation order, nor in deterministic mode.
+      if (options.batch_colocated_replicas && options.fold_replica_gradients &&
+          setup.share_variables && setup.virtual_shards == 0) {
+        if (options.batch_threads < 0 || options.batch_threads > setup.threads) {
+          return InvalidArgumentError(
+              kind + ": batch_threads must be 0 (one batch) or 1 to the " +
+              std::to_string(setup.threads) + " replica threads, not " +
+              std::to_string(options.batch_threads));
+        }
+        const int batches = std::max(1, options.batch_threads);
+        for (int b = 0; b < batches; ++b) {
           std::vector<std::string> members;
-          RoundRobin(replicas, setup.threads).ForEachOf(b, [&](int r) {
+          RoundRobin(replicas, batches).ForEachOf(b, [&](int r) {
             members.push_back(std::to_string(r));
           });
           setup.batch_names.push_back(setup.names[b] + ", computing the batch of replicas " +
@@ -219,6 +231,7 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
         }
         setup.batch_ops = std::make_unique<InProcessAllReduce>(
             setup.batch_names, options.collective_timeout, setup.spin);
+        setup.batch_intra_op_threads = intra_op > 0 ? intra_op : std::max(1, cores / batches);
       }
       setup.ops = std::move(ops);
       break;
@@ -276,9 +289,9 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Assemble(std::stri
                     << " replicas)";
   }
   if (strategy->batched_groups() > 0) {
-    TOWER_LOG(INFO) << "Steps: computed in batches, one per replica thread ("
-                    << strategy->batched_groups() << " for " << strategy->num_local_replicas()
-                    << " replicas)";
+    TOWER_LOG(INFO) << "Steps: computed in " << strategy->batched_groups() << " batch(es) for "
+                    << strategy->num_local_replicas() << " replicas, kernels on "
+                    << strategy->batch_intra_op_threads_ << " thread(s) each";
   }
   if (strategy->virtual_shards_ > 0) {
     TOWER_LOG(INFO) << "Deterministic: every batch in " << strategy->virtual_shards_
@@ -300,6 +313,7 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       cross_process_dtype_(setup.cross_process_dtype),
       timeout_(setup.timeout),
       intra_op_threads_(setup.intra_op_threads),
+      batch_intra_op_threads_(setup.batch_intra_op_threads),
       share_variables_(setup.share_variables),
       batch_ops_(std::move(setup.batch_ops)),
       batch_names_(std::move(setup.batch_names)) {
@@ -310,14 +324,15 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
   for (size_t r = 0; r < devices_.size(); ++r) {
     replicas_.push_back(std::make_unique<Replica>(this, static_cast<int>(r),
                                                   cross_device_ops_.get(), folding_.get(),
-                                                  names_[r]));
+                                                  names_[r], intra_op_threads_));
   }
   // Batches rest on shared variables (a batch's update is every member's), which only the
   // replicas of one process have.
   if (batch_ops_ != nullptr && ReplicasShareVariables()) {
     for (size_t b = 0; b < batch_names_.size(); ++b) {
       batches_.push_back(std::make_unique<Replica>(this, static_cast<int>(b), batch_ops_.get(),
-                                                   nullptr, batch_names_[b]));
+                                                   nullptr, batch_names_[b],
+                                                   batch_intra_op_threads_));
     }
   }
   scheduler_ = std::make_unique<ReplicaScheduler>(static_cast<int>(devices_.size()),
@@ -360,7 +375,7 @@ Status MirroredStrategy::CheckConsistent(const std::string& model_signature) {
 Status MirroredStrategy::RunReplica(Replica& replica,
                                    const std::function<Status(ReplicaContext&)>& fn) {
   ScopedDefaultContext use_context(*context_);
-  ScopedIntraOpThreads share(intra_op_threads_);
+  ScopedIntraOpThreads share(replica.intra_op_threads());
   // A failure is kept in first_failure_; nothing is written per replica into memory another
   // replica writes too (one cache line bouncing between cores every step).
   Status status;
@@ -418,7 +433,8 @@ Status MirroredStrategy::RunOn(const std::function<Status(ReplicaContext&)>& fn,
   std::lock_guard<std::mutex> run_lock(run_mu_);
   if (fn_ != &fn) fn_ = &fn;
   if (batches) {
-    scheduler_->RunFirstOfEachThread(&MirroredStrategy::RunScheduledBatch, this);
+    scheduler_->RunFirstOfThreads(static_cast<int>(batches_.size()),
+                                  &MirroredStrategy::RunScheduledBatch, this);
   } else {
     if (folding_ != nullptr) folding_->StartRun();
     scheduler_->Run(&MirroredStrategy::RunScheduled, this);

@@ -69,11 +69,8 @@ struct MirroredStrategyOptions {
   // default is one per core. Host replicas beyond it run as fibers on those threads
   // (strategy/replica_scheduler.h): 8 replicas on 2 cores cost about what 2 do. GPU
   // replicas always have a thread each (they mostly wait for their streams). 1 puts every
-  // host replica on one thread: with batch_colocated_replicas a model's step is then one
-  // batch whose kernels use every core (intra-op threads), with no all-reduce across cores
-  // (2 replicas on 2 cores: 1.09x the default for `mlp`, 2.25x for `linreg`, on a Zen 5 host;
-  // docs/BENCHMARKS.md, run AG), while strategy.Run runs the replicas' own code one after
-  // another on it.
+  // host replica on one thread: strategy.Run then runs the replicas' own code one after
+  // another on it (a model's batched steps are the same either way: batch_threads).
   int replica_threads = 0;
   // Host replicas of one process share one copy of each variable (and of the optimizer's
   // slots) instead of holding one each: every replica reads the same weights, and each step
@@ -88,22 +85,27 @@ struct MirroredStrategyOptions {
   // threads, but not those of a thread per replica (off), which adds every replica's
   // gradients in replica order whatever the threads. Deterministic mode never folds.
   bool fold_replica_gradients = true;
-  // Host replicas that fold their gradients (fibers: more replicas than replica threads)
-  // and share their variables compute a model's training and evaluation steps in batches,
-  // one per thread:
-  // the thread's first replica runs the layers once over the shards of every replica of its
-  // thread, and the all-reduce and update run among the batches
-  // (Distribution::RunOnReplicaBatches). A thread then multiplies 4 shards of 32 rows as one
-  // product of 128 and pays a step's per-op and per-collective costs once, not once per
-  // replica: 8 replicas on 2 cores cost about what 2 do. Each replica still trains on its
-  // own shard of every global batch (the same rows); the update is the same sum of the same
-  // rows' gradients, summed in another order, so its bits are not those of unbatched
-  // fibers (off), but the same run after run; without folding nothing is batched (its
-  // bits are a thread per replica's). A batch's activations live on its first
-  // replica's device. Steps of several passes (gradient accumulation), check-numerics (which
-  // names the replica of a non-finite value) and custom loops (strategy.Run) run every
-  // replica on its own.
+  // Host replicas that share their variables compute a model's training and evaluation
+  // steps in batches (Distribution::RunOnReplicaBatches): a batch's first replica runs the
+  // layers once over the shards of every member, and the all-reduce and the update run among
+  // the batches only. How many batches: batch_threads below; by default one, whose kernels
+  // use every core (intra-op threads), so a step of R replicas on C cores pays its per-op
+  // costs once and sums nothing across cores (2 replicas on 2 cores: 1.09x a thread per
+  // replica for `mlp` and 2.25x for `linreg`, and 8 replicas cost what 2 do, on a Zen 5
+  // host; docs/BENCHMARKS.md, runs AG and AH). Each replica still trains on its own shard
+  // of every global batch (the same rows); the update is the same sum of the same rows'
+  // gradients, summed in another order, so its bits are not those of unbatched replicas
+  // (off), but the same run after run for the same replicas, batches and threads. Needs
+  // fold_replica_gradients (which consents to that order) and no deterministic mode; a
+  // batch's activations live on its first replica's device. Steps of several passes
+  // (gradient accumulation), check-numerics (which names the replica of a non-finite value)
+  // and custom loops (strategy.Run) run every replica on its own thread or fiber.
   bool batch_colocated_replicas = true;
+  // How many batches (and replica threads) compute a batched step: batch b is replicas b,
+  // b + batch_threads, … (util/round_robin.h), computed by replica b on its thread with
+  // kernels split over cores / batch_threads intra-op threads (an explicit intra-op setting
+  // is taken as it is). 0: one batch. At most the replica threads.
+  int batch_threads = 0;
   // Reduced-precision all-reduce across workers (MultiWorkerMirroredStrategy over MPI):
   // bfloat16 or float16 sends each gradient in 16 bits and sums in float32 (half the bytes
   // of float32, each sum rounded once to 16 bits; strategy/mpi/cross_process_all_reduce.h).
@@ -144,8 +146,8 @@ class MirroredStrategy : public Distribution {
   // Whether its replicas fold their gradients (MirroredStrategyOptions::fold_replica_gradients,
   // and the replicas run as fibers on the in-process all-reduce).
   bool folds_replica_gradients() const { return folding_ != nullptr; }
-  // MirroredStrategyOptions::batch_colocated_replicas: the batches (one per replica thread),
-  // when the replicas are batched; else 0.
+  // MirroredStrategyOptions::batch_colocated_replicas: the batches (batch_threads), when
+  // the replicas are batched; else 0.
   int batched_groups() const override { return static_cast<int>(batches_.size()); }
   bool ReplicasShareVariables() const override {
     return share_variables_ && world_->size() == 1;
@@ -205,9 +207,11 @@ class MirroredStrategy : public Distribution {
     bool share_variables = false;  // several host replicas, sharing asked for
     int fold_groups = 0;  // > 0: gradients folded into this many groups, if `ops` can
     // The all-reduce among the batches of replicas (MirroredStrategyOptions::
-    // batch_colocated_replicas), one per thread, named by batch_names; null: no batches.
+    // batch_colocated_replicas), one per batch thread, named by batch_names; null: no
+    // batches.
     std::unique_ptr<CrossDeviceOps> batch_ops;
     std::vector<std::string> batch_names;
+    int batch_intra_op_threads = 1;  // threads each batch's CPU kernels may use
     DType cross_process_dtype = DType::kFloat32;
   };
   static StatusOr<LocalSetup> PrepareLocal(const std::string& kind,
@@ -239,6 +243,7 @@ class MirroredStrategy : public Distribution {
   const DType cross_process_dtype_;
   const std::chrono::milliseconds timeout_;
   const int intra_op_threads_;
+  const int batch_intra_op_threads_;
   const bool share_variables_;
   // Gradient folding, when on (null otherwise); before replicas_, which point to it.
   std::unique_ptr<GradientFolding> folding_;

@@ -14,6 +14,7 @@ struct ReplicaScheduler::Thread {
     int index;  // into replicas / fibers
   };
   ReplicaScheduler* owner = nullptr;
+  int index = 0;  // which thread: 0 the caller's
   std::vector<int> replicas;
   std::vector<std::unique_ptr<Fiber>> fibers;
   std::vector<Slot> slots;
@@ -54,6 +55,7 @@ ReplicaScheduler::ReplicaScheduler(int replicas, int threads, bool spin)
   for (int t = 0; t < threads_; ++t) {
     auto share = std::make_unique<Thread>();
     share->owner = this;
+    share->index = t;
     deal().ForEachOf(t, [&](int r) { share->replicas.push_back(r); });
     if (uses_fibers()) {
       const int n = static_cast<int>(share->replicas.size());
@@ -89,8 +91,8 @@ Fiber* ReplicaScheduler::FiberEntry(void* slot_pointer) {
 }
 
 void ReplicaScheduler::RunThread(Thread& share) {
-  if (first_of_each_thread_) {
-    body_(context_, share.replicas.front());
+  if (first_of_threads_ > 0) {
+    if (share.index < first_of_threads_) body_(context_, share.replicas.front());
     return;
   }
   if (!uses_fibers()) {
@@ -150,7 +152,7 @@ void ReplicaScheduler::WorkerLoop(int thread) {
     }
     if (stopping_.load(std::memory_order_relaxed)) return;  // published with the generation
     seen = generation;
-    // body_, context_ and first_of_each_thread_ were written before the generation was
+    // body_, context_ and first_of_threads_ were written before the generation was
     // published (release), and are read after it was seen (acquire).
     RunThread(*thread_state_[thread]);
     if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
@@ -161,18 +163,22 @@ void ReplicaScheduler::WorkerLoop(int thread) {
   }
 }
 
-void ReplicaScheduler::Run(Body body, void* context) { Start(body, context, false); }
+void ReplicaScheduler::Run(Body body, void* context) { Start(body, context, 0); }
 
-void ReplicaScheduler::RunFirstOfEachThread(Body body, void* context) {
-  Start(body, context, true);
+void ReplicaScheduler::RunFirstOfThreads(int threads, Body body, void* context) {
+  TOWER_CHECK(threads >= 1 && threads <= threads_)
+      << "RunFirstOfThreads: " << threads << " of " << threads_ << " threads";
+  Start(body, context, threads);
 }
 
-void ReplicaScheduler::Start(Body body, void* context, bool first_of_each_thread) {
+void ReplicaScheduler::Start(Body body, void* context, int first_of_threads) {
   body_ = body;
   context_ = context;
-  first_of_each_thread_ = first_of_each_thread;
-  pending_.store(threads_ - 1, std::memory_order_relaxed);
-  if (threads_ > 1) {
+  first_of_threads_ = first_of_threads;
+  // A run of the caller's thread alone wakes nobody.
+  const int woken = first_of_threads == 1 ? 0 : threads_ - 1;
+  pending_.store(woken, std::memory_order_relaxed);
+  if (woken > 0) {
     generation_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       // Through the lock, so that a worker between its last look and its wait cannot miss it.

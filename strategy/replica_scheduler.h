@@ -46,11 +46,14 @@ class ReplicaScheduler {
   // Runs body(context, r) for every replica r and returns once all have returned. One run
   // at a time; the caller's thread is thread 0.
   void Run(Body body, void* context);
-  // Runs body(context, t) for the first replica of each thread only (replicas 0 …
-  // threads − 1), each on its thread's own stack, not on a fiber (so nothing can yield to
-  // it: the run is the threads' alone), and returns once all have returned. What batched
-  // steps run (MirroredStrategy::RunOnReplicaBatches). One run at a time, as Run.
-  void RunFirstOfEachThread(Body body, void* context);
+  // Runs body(context, t) for the first replica of each of the first `threads` threads
+  // only (replicas 0 … threads − 1, 1 <= threads <= threads()), each on its thread's own
+  // stack, not on a fiber (so nothing can yield to it: the run is the threads' alone), and
+  // returns once all have returned. What batched steps run
+  // (MirroredStrategy::RunOnReplicaBatches). With threads == 1 only the caller runs: the
+  // other threads are not woken, and their cores stay free for the batch's intra-op
+  // threads. One run at a time, as Run.
+  void RunFirstOfThreads(int threads, Body body, void* context);
 
   int replicas() const { return replicas_; }
   int threads() const { return threads_; }
@@ -73,7 +76,8 @@ class ReplicaScheduler {
   static thread_local Thread* running_share_;
   void WorkerLoop(int thread);
   void RunThread(Thread& thread);
-  void Start(Body body, void* context, bool first_of_each_thread);
+  // first_of_threads: 0 for Run, else RunFirstOfThreads' count.
+  void Start(Body body, void* context, int first_of_threads);
   static Fiber* FiberEntry(void* slot);
 
   const int replicas_;
@@ -89,7 +93,7 @@ class ReplicaScheduler {
   std::atomic<int> pending_{0};
   Body body_ = nullptr;
   void* context_ = nullptr;
-  bool first_of_each_thread_ = false;  // RunFirstOfEachThread's run
+  int first_of_threads_ = 0;  // RunFirstOfThreads' count; 0: Run
   std::atomic<bool> stopping_{false};
   // Blocked workers, and whether the caller blocks for them: the lock and the condition
   // variables are touched only then (a run back to back with the last costs no system call

@@ -244,11 +244,12 @@ TEST(TensorBoardTest, EveryStepAndEpochOnTwoReplicasWithValidation) {
   EXPECT_EQ(Scalar(train, "batch_loss", 10), Scalar(train, "epoch_loss", 0));
 }
 
-// Loss scaling on 2 replicas, two steps overflowing on replica 1: loss_scale at every
-// step as the step used it, the skipped steps logged (no gradient norm, whose sums
-// overflowed), the scale halving after each and doubling after 4 good steps.
+// Loss scaling on 2 replicas, two steps overflowing on replica 0 (which computes both
+// replicas' rows as one batch): loss_scale at every step as the step used it, the skipped
+// steps logged (no gradient norm, whose sums overflowed), the scale halving after each and
+// doubling after 4 good steps.
 TEST(TensorBoardTest, LossScaleAndSkippedSteps) {
-  Trainer trainer(2, {Dense(8, "tanh"), std::make_shared<InjectNonFiniteLayer>(1, std::set<int>{3, 20}),
+  Trainer trainer(2, {Dense(8, "tanh"), std::make_shared<InjectNonFiniteLayer>(0, std::set<int>{3, 20}),
                       Dense(1)});
   trainer.Compile(Adam(0.01f));
   TOWER_CHECK_OK(trainer.model->SetLossScaling(LossScaleOptions{1024, 4}));

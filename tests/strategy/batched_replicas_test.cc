@@ -1,7 +1,8 @@
-// Batched replicas (MirroredStrategyOptions::batch_colocated_replicas): the host replicas one
-// thread runs as fibers compute a step of one pass as one batch — the thread's first replica
-// runs the layers once over every member's shard, the all-reduce and the update run among
-// the batches, and the other members run nothing. Which replicas compute which rows (a layer
+// Batched replicas (MirroredStrategyOptions::batch_colocated_replicas): host replicas that
+// share their variables compute a step of one pass in batches — by default one, else one
+// per batch thread (batch_threads) — a batch's first replica runs the layers once over
+// every member's shard, the all-reduce and the update run among the batches, and the other
+// members run nothing. Which replicas compute which rows (a layer
 // that records its calls), training
 // that matches one device to float rounding with the same bits run after run, evaluation and
 // metrics over the scattered outputs, uneven and tiny final batches, the cases that do not
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -88,6 +90,7 @@ struct TrainingRun {
   int replicas = 8;   // 0: one device, no strategy
   int threads = 2;
   bool batch = true;
+  int batch_threads = 2;  // MirroredStrategyOptions::batch_threads (0: one batch)
   int micro_batches = 1;  // gradient accumulation
   int64_t rows = 6 * 32 + 5;  // batches of 32, and a last one of 5: 3 replicas of 8 get none
   int64_t bucket_bytes = 25ll << 20;
@@ -122,6 +125,7 @@ Trained Train(const TrainingRun& setup) {
     options.context = context.get();
     options.replica_threads = setup.threads;
     options.batch_colocated_replicas = setup.batch;
+    options.batch_threads = setup.batch_threads;
     options.bucket_bytes = setup.bucket_bytes;
     options.collective_timeout = setup.collective_timeout;
     strategy = std::move(MirroredStrategy::Create(options)).value();
@@ -191,35 +195,42 @@ int64_t ShardRows(int64_t rows, int replicas, int replica) {
   return rows / replicas + (replica < rows % replicas ? 1 : 0);
 }
 
-TEST(BatchedReplicasTest, TheFirstReplicaOfEachThreadComputesItsThreadsShards) {
-  for (const auto [replicas, threads] : {std::pair{8, 2}, {4, 2}, {3, 2}, {4, 1}}) {
+TEST(BatchedReplicasTest, TheFirstReplicaOfEachBatchThreadComputesItsBatchsShards) {
+  // (replicas, replica threads, batch threads): 0 is one batch, on the caller's thread,
+  // whether the replicas are fibers or have a thread each.
+  for (const auto [replicas, threads, batch_threads] :
+       {std::tuple{8, 2, 2}, {4, 2, 2}, {3, 2, 2}, {4, 1, 1}, {8, 2, 0}, {2, 2, 0}, {3, 3, 2}}) {
+    const std::string what = std::to_string(replicas) + " on " + std::to_string(threads) +
+                             ", batch threads " + std::to_string(batch_threads);
+    const int batches = std::max(1, batch_threads);
     TrainingRun setup;
     setup.replicas = replicas;
     setup.threads = threads;
+    setup.batch_threads = batch_threads;
     const Trained batched = Train(setup);
     ASSERT_TRUE(batched.status.ok()) << batched.status;
-    EXPECT_EQ(batched.batched_groups, threads);
+    EXPECT_EQ(batched.batched_groups, batches) << what;
     // Training steps (2 epochs of 6 batches of 32 and one of 5), then evaluation's (7): each
-    // thread's first replica r runs one pass over the shards of r, r + threads, …
+    // batch's first replica r runs one pass over the shards of r, r + batches, …
     std::map<int, std::vector<int64_t>> want;
     for (int epoch = 0; epoch < 3; ++epoch) {
       for (int64_t batch_rows : {32, 32, 32, 32, 32, 32, 5}) {
-        for (int first = 0; first < threads; ++first) {
+        for (int first = 0; first < batches; ++first) {
           int64_t rows = 0;
-          for (int member = first; member < replicas; member += threads) {
+          for (int member = first; member < replicas; member += batches) {
             rows += ShardRows(batch_rows, replicas, member);
           }
           want[first].push_back(rows);
         }
       }
     }
-    EXPECT_EQ(batched.first_layer_rows, want) << replicas << " on " << threads;
+    EXPECT_EQ(batched.first_layer_rows, want) << what;
     // Unbatched, every replica runs a pass over its own shard.
     setup.batch = false;
     const Trained apart = Train(setup);
     ASSERT_TRUE(apart.status.ok()) << apart.status;
     EXPECT_EQ(apart.batched_groups, 0);
-    EXPECT_EQ(apart.first_layer_rows.size(), static_cast<size_t>(replicas));
+    EXPECT_EQ(apart.first_layer_rows.size(), static_cast<size_t>(replicas)) << what;
   }
 }
 
@@ -228,11 +239,14 @@ TEST(BatchedReplicasTest, ABatchedModelTrainsLikeOneDeviceWithTheSameBitsEveryRu
   single.replicas = 0;
   const Trained one = Train(single);
   ASSERT_TRUE(one.status.ok()) << one.status;
-  for (const auto [replicas, threads] : {std::pair{8, 2}, {4, 2}, {3, 2}, {8, 1}}) {
-    const std::string what = std::to_string(replicas) + " on " + std::to_string(threads);
+  for (const auto [replicas, threads, batch_threads] :
+       {std::tuple{8, 2, 2}, {4, 2, 2}, {3, 2, 2}, {8, 1, 1}, {8, 2, 0}, {2, 2, 0}}) {
+    const std::string what = std::to_string(replicas) + " on " + std::to_string(threads) +
+                             ", batch threads " + std::to_string(batch_threads);
     TrainingRun setup;
     setup.replicas = replicas;
     setup.threads = threads;
+    setup.batch_threads = batch_threads;
     const Trained batched = Train(setup);
     ASSERT_TRUE(batched.status.ok()) << batched.status;
     EXPECT_LE(RelativeError(batched, one), 1e-5) << what;
@@ -251,20 +265,44 @@ TEST(BatchedReplicasTest, ABatchedModelTrainsLikeOneDeviceWithTheSameBitsEveryRu
   }
 }
 
+TEST(BatchedReplicasTest, OneBatchHasTheSameBitsForAnyReplicaCountAndReplicaThreads) {
+  // One batch computes every replica's rows, in replica order (the global batch's order), on
+  // the caller's thread with the same intra-op threads: how many replicas there are and how
+  // many threads run them changes nothing in its arithmetic.
+  TrainingRun setup;
+  setup.batch_threads = 0;
+  setup.replicas = 2;
+  setup.threads = 2;
+  const Trained reference = Train(setup);
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+  ASSERT_FALSE(reference.weights.empty());
+  for (const auto [replicas, threads] : {std::pair{8, 2}, {8, 1}, {3, 3}, {4, 2}}) {
+    setup.replicas = replicas;
+    setup.threads = threads;
+    const Trained other = Train(setup);
+    ASSERT_TRUE(other.status.ok()) << other.status;
+    EXPECT_EQ(other.weights, reference.weights) << replicas << " on " << threads;
+    EXPECT_EQ(other.losses, reference.losses) << replicas << " on " << threads;
+  }
+}
+
 TEST(BatchedReplicasTest, TheUpdateAfterTheAllReduceIsEveryBatchsSlice) {
   for (const bool scaling : {false, true}) {
     TrainingRun single;
     single.replicas = 0;
     single.global_clip_norm = 0.5f;  // clips: the mlp's gradient norms are in the tens
     single.loss_scaling = scaling;
-    TrainingRun setup = single;
-    setup.replicas = 8;
     const Trained one = Train(single);
-    const Trained batched = Train(setup);
-    ASSERT_TRUE(batched.status.ok()) << batched.status;
-    EXPECT_EQ(batched.batched_groups, 2);
-    EXPECT_LE(RelativeError(batched, one), 1e-5) << (scaling ? "loss scaling" : "clipping");
-    ExpectClose(batched.losses, one.losses, 1e-5, scaling ? "loss scaling" : "clipping");
+    for (int batch_threads : {2, 0}) {
+      TrainingRun setup = single;
+      setup.replicas = 8;
+      setup.batch_threads = batch_threads;
+      const Trained batched = Train(setup);
+      ASSERT_TRUE(batched.status.ok()) << batched.status;
+      EXPECT_EQ(batched.batched_groups, std::max(1, batch_threads));
+      EXPECT_LE(RelativeError(batched, one), 1e-5) << (scaling ? "loss scaling" : "clipping");
+      ExpectClose(batched.losses, one.losses, 1e-5, scaling ? "loss scaling" : "clipping");
+    }
   }
 }
 
@@ -299,11 +337,7 @@ TEST(BatchedReplicasTest, StepsOfSeveralPassesAndOtherSetupsDoNotBatch) {
   EXPECT_EQ(accumulated.first_layer_rows.size(), 8u);
   EXPECT_LE(RelativeError(accumulated, one), 1e-5);
 
-  // No fibers (a thread per replica), or turned off: no batches.
-  TrainingRun threads;
-  threads.replicas = 2;
-  threads.threads = 2;
-  EXPECT_EQ(Train(threads).batched_groups, 0);
+  // Turned off, or without folding's consent to another summation order: no batches.
   TrainingRun off;
   off.batch = false;
   EXPECT_EQ(Train(off).batched_groups, 0);
@@ -318,7 +352,18 @@ TEST(BatchedReplicasTest, StepsOfSeveralPassesAndOtherSetupsDoNotBatch) {
   options.virtual_shards = 4;
   EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 0);
   options.virtual_shards = 0;
+  options.fold_replica_gradients = false;
+  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 0);
+  options.fold_replica_gradients = true;
+  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 1);
+  options.batch_threads = 2;
   EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 2);
+  // More batch threads than replica threads: refused, naming the limit.
+  options.batch_threads = 3;
+  StatusOr<std::unique_ptr<MirroredStrategy>> refused = MirroredStrategy::Create(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("batch_threads must be 0 (one batch) or 1 "
+                                                    "to the 2 replica threads, not 3"));
 }
 
 TEST(BatchedReplicasTest, AFailureInABatchsPassEndsTheStepOnEveryReplica) {

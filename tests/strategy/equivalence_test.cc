@@ -136,8 +136,10 @@ TEST(EquivalenceTest, RunToRunBitwiseIdentical) {
 TEST(EquivalenceTest, ReplicasAsFibersGiveTheBitsOfAThreadPerReplica) {
   const data::Dataset dataset = Mlp(6 * 32 + 5, 32);
   for (int replicas : {3, 4, 8}) {
+    // Unbatched (batching needs folding's consent): a thread per replica's own bits.
     const Trained own_threads = Train(replicas, dataset, SGD(0.002f, 0.9f), MeanSquaredErrorLoss(),
-                                      1, 1024, CrossDeviceOpsKind::kAuto, replicas);
+                                      1, 1024, CrossDeviceOpsKind::kAuto, replicas,
+                                      /*fold_replica_gradients=*/false);
     for (int threads : {1, 2}) {
       const Trained fibers = Train(replicas, dataset, SGD(0.002f, 0.9f), MeanSquaredErrorLoss(),
                                    1, 1024, CrossDeviceOpsKind::kAuto, threads,

@@ -30,9 +30,10 @@ std::unique_ptr<Context> CpuContext(int replicas) {
 }
 
 // 3 replicas on 2 threads (fibers): each replica's sums, or batched, each batch's (its first
-// replica's: 0 for replicas 0 and 2, 1 for replica 1).
+// replica's): in 2 batches, 0 for replicas 0 and 2, 1 for replica 1; in one batch, 0.
 TEST(FlightRecordsTest, EveryReplicasBucketSumIsRecordedWithItsStepAndBucket) {
-  for (bool batch : {false, true}) {
+  for (const int batches : {0, 2, 1}) {  // 0: not batched
+    const bool batch = batches > 0;
     auto context = CpuContext(3);
     ScopedDefaultContext use(*context);
     MirroredStrategyOptions options;
@@ -40,6 +41,7 @@ TEST(FlightRecordsTest, EveryReplicasBucketSumIsRecordedWithItsStepAndBucket) {
     options.bucket_bytes = 1;  // a bucket per gradient: 4 for two Dense layers
     options.replica_threads = 2;
     options.batch_colocated_replicas = batch;
+    options.batch_threads = batches;
     auto strategy = std::move(MirroredStrategy::Create(options)).value();
     Sequential model({Dense(8, "relu"), Dense(1)}, 3);
     {
@@ -65,11 +67,13 @@ TEST(FlightRecordsTest, EveryReplicasBucketSumIsRecordedWithItsStepAndBucket) {
       sums[{record.step, record.bucket}].insert(record.replica);
       fingerprints[{record.step, record.bucket}].insert(record.fingerprint);
     }
-    ASSERT_EQ(sums.size(), 4u * 4u) << batch;  // 4 steps × 4 buckets
-    const std::set<int> summing = batch ? std::set<int>{0, 1} : std::set<int>{0, 1, 2};
+    ASSERT_EQ(sums.size(), 4u * 4u) << batches;  // 4 steps × 4 buckets
+    const std::set<int> summing = batches == 2   ? std::set<int>{0, 1}
+                                  : batches == 1 ? std::set<int>{0}
+                                                 : std::set<int>{0, 1, 2};
     for (const auto& [key, replicas] : sums) {
-      EXPECT_EQ(replicas, summing) << "step " << key.first << " bucket " << key.second
-                                   << (batch ? ", batched" : "");
+      EXPECT_EQ(replicas, summing) << "step " << key.first << " bucket " << key.second << ", "
+                                   << batches << " batches";
       EXPECT_EQ(fingerprints[key].size(), 1u);
     }
     EXPECT_EQ(sums.begin()->first.first, 1);  // steps 1..4

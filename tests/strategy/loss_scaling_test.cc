@@ -27,10 +27,11 @@ struct Config {
   int replicas = 4;
   bool check_numerics = false;
   bool share = true;
-  // The replicas of a thread batched (MirroredStrategyOptions::batch_colocated_replicas,
-  // with fibers: fewer cores than replicas): the injecting layer then sees the batch's
-  // first replica compute every member's rows.
+  // The replicas batched (MirroredStrategyOptions::batch_colocated_replicas) in
+  // `batch_threads` batches (0: one): the injecting layer then sees each batch's first
+  // replica compute every member's rows.
   bool batch = false;
+  int batch_threads = 0;
   PrecisionPolicy policy = PrecisionPolicy::kFloat32;
   std::optional<LossScaleOptions> scaling = LossScaleOptions{1024, 4};
   int inject_replica = -1;  // local replica whose gradient overflows at `inject_steps`
@@ -56,6 +57,7 @@ std::vector<StepRecord> Train(const Config& config, Status* error = nullptr) {
   options.context = context.get();
   options.share_variables = config.share;
   options.batch_colocated_replicas = config.batch;
+  options.batch_threads = config.batch_threads;
   std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
   Sequential model({Dense(32, "tanh"), Dense(16, "relu"),
                     std::make_shared<InjectNonFiniteLayer>(config.inject_replica,
@@ -114,13 +116,17 @@ bool SameBits(const std::vector<std::vector<float>>& a, const std::vector<std::v
 }
 
 TEST(LossScalingTest, AnOverflowOnOneReplicaSkipsTheStepEverywhereAndHalvesTheScale) {
-  for (const auto [share, batch] : {std::pair{true, false}, {true, true}, {false, false}}) {
+  // (share, batches): 0 batches is unbatched.
+  for (const auto [share, batches] : {std::pair{true, 0}, {true, 2}, {true, 1}, {false, 0}}) {
+    const bool batch = batches > 0;
     Config config;
     config.policy = PrecisionPolicy::kMixedFloat16;
     config.share = share;
     config.batch = batch;
-    // Batched, replica 1 computes the rows of 3 as well (on 2 cores).
-    config.inject_replica = batch ? 1 : 2;
+    config.batch_threads = batches;
+    // In 2 batches, replica 1 computes the rows of 3 as well (on 2 cores); in one, replica 0
+    // computes every replica's.
+    config.inject_replica = batches == 2 ? 1 : batches == 1 ? 0 : 2;
     config.inject_steps = {10};
     const std::vector<StepRecord> run = Train(config);
     ASSERT_EQ(run.size(), 16u);

@@ -58,34 +58,38 @@ TEST(ReplicaSchedulerTest, ReplicaRRunsOnThreadRModuloTheThreadsTheFirstBeingThe
   EXPECT_FALSE(ReplicaScheduler::YieldToOtherReplicas());  // not on a fiber: nothing to do
 }
 
-// Batched steps: the first replica of each thread only, each on its thread (the caller's for
-// replica 0) and on the thread's own stack, run after run and between ordinary runs.
-TEST(ReplicaSchedulerTest, AFirstOfEachThreadRunRunsReplicasZeroToThreadsOnTheirThreads) {
+// Batched steps: the first replica of each of the first n threads only, each on its thread
+// (the caller's for replica 0) and on the thread's own stack, run after run and between
+// ordinary runs; the threads beyond n run nothing.
+TEST(ReplicaSchedulerTest, AFirstOfThreadsRunRunsReplicasZeroToNOnTheirThreads) {
   for (int threads : {1, 2, 3}) {
     ReplicaScheduler scheduler(7, threads, /*spin=*/true);
-    for (int run = 0; run < 3; ++run) {
-      std::vector<std::thread::id> first_ids(7), all_ids(7);
-      std::vector<int> calls(7, 0);
-      struct Context {
-        std::vector<std::thread::id>* ids;
-        std::vector<int>* calls;
-      } context{&first_ids, &calls};
-      scheduler.RunFirstOfEachThread(
-          [](void* c, int replica) {
-            auto& context = *static_cast<Context*>(c);
-            (*context.ids)[replica] = std::this_thread::get_id();
-            ++(*context.calls)[replica];
-            EXPECT_FALSE(ReplicaScheduler::OnReplicaFiber());
-            EXPECT_FALSE(ReplicaScheduler::YieldToOtherReplicas());
-          },
-          &context);
-      std::vector<int> want(7, 0);
-      for (int t = 0; t < threads; ++t) want[t] = 1;
-      EXPECT_EQ(calls, want) << threads << " threads";
-      EXPECT_EQ(first_ids[0], std::this_thread::get_id());
-      // The same threads as an ordinary run's: replica t's.
-      RunAll(scheduler, [&](int r) { all_ids[r] = std::this_thread::get_id(); });
-      for (int t = 0; t < threads; ++t) EXPECT_EQ(first_ids[t], all_ids[t]) << t;
+    for (int n = 1; n <= threads; ++n) {
+      for (int run = 0; run < 3; ++run) {
+        std::vector<std::thread::id> first_ids(7), all_ids(7);
+        std::vector<int> calls(7, 0);
+        struct Context {
+          std::vector<std::thread::id>* ids;
+          std::vector<int>* calls;
+        } context{&first_ids, &calls};
+        scheduler.RunFirstOfThreads(
+            n,
+            [](void* c, int replica) {
+              auto& context = *static_cast<Context*>(c);
+              (*context.ids)[replica] = std::this_thread::get_id();
+              ++(*context.calls)[replica];
+              EXPECT_FALSE(ReplicaScheduler::OnReplicaFiber());
+              EXPECT_FALSE(ReplicaScheduler::YieldToOtherReplicas());
+            },
+            &context);
+        std::vector<int> want(7, 0);
+        for (int t = 0; t < n; ++t) want[t] = 1;
+        EXPECT_EQ(calls, want) << n << " of " << threads << " threads";
+        EXPECT_EQ(first_ids[0], std::this_thread::get_id());
+        // The same threads as an ordinary run's: replica t's.
+        RunAll(scheduler, [&](int r) { all_ids[r] = std::this_thread::get_id(); });
+        for (int t = 0; t < n; ++t) EXPECT_EQ(first_ids[t], all_ids[t]) << t;
+      }
     }
   }
 }

@@ -39,7 +39,7 @@ data::Dataset Batches() {
 // Trains 6 steps with a trace of steps 2..4 on `replicas` replicas (0: no strategy), the
 // replicas of a thread batched or not, and returns the trace.
 nlohmann::json TraceOf(int replicas, int replica_threads, const std::string& path,
-                       bool batch = false) {
+                       bool batch = false, int batch_threads = 0) {
   auto context = testing::MakeContextWithFakeGpus({});
   TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
       context->ListPhysicalDevices("CPU")[0],
@@ -53,6 +53,7 @@ nlohmann::json TraceOf(int replicas, int replica_threads, const std::string& pat
     options.bucket_bytes = 1;  // a bucket per gradient: 6
     options.replica_threads = replica_threads;
     options.batch_colocated_replicas = batch;
+    options.batch_threads = batch_threads;
     strategy = std::move(MirroredStrategy::Create(options)).value();
     auto scope = strategy->Scope();
     TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.01f)));
@@ -149,10 +150,11 @@ TEST(StepTraceTest, FourReplicasAsFibersOnTwoThreadsHaveALaneEach) {
       << trace.dump().substr(0, 2000);
 }
 
-TEST(StepTraceTest, BatchedFibersRunOnTheFirstReplicaOfEachThread) {
-  // Replicas 0 and 2 on thread 0, 1 and 3 on thread 1: batched, 0 and 1 compute their
+TEST(StepTraceTest, BatchedFibersRunOnTheFirstReplicaOfEachBatchThread) {
+  // Replicas 0 and 2 on thread 0, 1 and 3 on thread 1: in 2 batches, 0 and 1 compute their
   // batch's rows and sum its gradients; 2 and 3 run nothing, so have no lane.
-  const nlohmann::json trace = TraceOf(4, 2, TempPath("batched.json"), /*batch=*/true);
+  const nlohmann::json trace =
+      TraceOf(4, 2, TempPath("batched.json"), /*batch=*/true, /*batch_threads=*/2);
   std::map<int, Lane> lanes = Lanes(trace);
   for (int tid = 0; tid < 2; ++tid) {
     ASSERT_TRUE(lanes.count(tid)) << tid;
@@ -160,6 +162,22 @@ TEST(StepTraceTest, BatchedFibersRunOnTheFirstReplicaOfEachThread) {
   }
   EXPECT_FALSE(lanes.count(2));
   EXPECT_FALSE(lanes.count(3));
+}
+
+TEST(StepTraceTest, OneBatchIsReplicaZerosLaneNamedForTheBatch) {
+  // One batch (the default): replica 0 computes every replica's rows; its lane's name says so.
+  const nlohmann::json trace = TraceOf(4, 2, TempPath("one_batch.json"), /*batch=*/true);
+  std::map<int, Lane> lanes = Lanes(trace);
+  ASSERT_TRUE(lanes.count(0));
+  ExpectNestedAndPerStep(lanes[0], 0);
+  for (int tid = 1; tid < 4; ++tid) EXPECT_FALSE(lanes.count(tid)) << tid;
+  std::set<std::string> names;
+  for (const nlohmann::json& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "M" && event.at("name") == "thread_name") names.insert(event.at("args").at("name"));
+  }
+  EXPECT_TRUE(names.count("replica 0 (/job:localhost/replica:0/task:0/device:CPU:0), computing "
+                          "the batch of replicas 0, 1, 2, 3 in batched steps"))
+      << trace.dump().substr(0, 2000);
 }
 
 TEST(StepTraceTest, OneReplicaWithoutAStrategyIsLaneZero) {

@@ -119,18 +119,39 @@ TEST(DeterministicTest, MomentumWithEmptyVirtualShardsGivesTheSameBytesOnEveryTo
 }
 
 TEST(DeterministicTest, WithoutItTopologiesDifferAndWithItTheMathIsTheSame) {
-  // Without --deterministic, the replica count changes the rounding (what the mode is for:
-  // without this the byte comparisons above would prove nothing)...
-  const std::string plain = kAdam.substr(0, kAdam.find("--deterministic"));
+  // Without --deterministic, the replica count changes the rounding when each replica
+  // computes its own shard (what the mode is for: without this the byte comparisons above
+  // would prove nothing)...
+  const std::string unbatched =
+      kAdam.substr(0, kAdam.find("--deterministic")) + "--batch-replicas=false ";
   std::vector<std::string> saved;
   for (int replicas : {1, 3}) {
     const std::string save = TempPath("plain" + std::to_string(replicas) + ".safetensors");
-    ProgramOutput out = testing::Tower(plain + "--replicas=" + std::to_string(replicas) +
+    ProgramOutput out = testing::Tower(unbatched + "--replicas=" + std::to_string(replicas) +
                                        " --save=" + save);
     ASSERT_EQ(out.exit_code, 0) << out.text;
     saved.push_back(save);
   }
   EXPECT_NE(ReadBytes(saved[0]), ReadBytes(saved[1]));
+  // ...but not by default on one host, where CPU replicas compute each step as one batch of
+  // every replica's rows, in the global batch's order, with the same intra-op threads as 1
+  // replica: 1, 3 and 8 replicas save the same bytes (deterministic mode, which never
+  // batches, is for other topologies: several workers, GPUs, another bucket size).
+  const std::string batched = kAdam.substr(0, kAdam.find("--deterministic"));
+  std::string one_replica;
+  for (int replicas : {1, 3, 8}) {
+    const std::string save = TempPath("batched" + std::to_string(replicas) + ".safetensors");
+    ProgramOutput out = testing::Tower(batched + "--replicas=" + std::to_string(replicas) +
+                                       " --save=" + save);
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    const std::string bytes = ReadBytes(save);
+    ASSERT_FALSE(bytes.empty());
+    if (replicas == 1) {
+      one_replica = bytes;
+    } else {
+      EXPECT_TRUE(bytes == one_replica) << replicas << " replicas in one batch";
+    }
+  }
   // ...and the deterministic run trains the same model, to float rounding.
   const std::string det = TempPath("det1.safetensors");
   ASSERT_EQ(testing::Tower(kAdam + "--replicas=1 --save=" + det).exit_code, 0);

@@ -202,18 +202,21 @@ TEST(TrainCommandTest, TheSameCommandTwiceGivesTheSameBits) {
 }
 
 // More replicas than replica threads fold their gradients, one sum per thread, and compute
-// each step in batches, one per thread (both logged); --fold-gradients=false gives, on one
-// thread, the bits of a thread per replica, and --batch-replicas=false folds unbatched.
+// each step as one batch (both logged); --fold-gradients=false gives, on one thread, the bits
+// of a thread per replica (unbatched), and --batch-replicas=false folds unbatched.
 TEST(TrainCommandTest, UnfoldedGradientsOnOneThreadGiveTheBitsOfAThreadPerReplica) {
   const std::string args =
       "--data=synthetic:mlp:rows=600 --layers=32:relu,1 --epochs=2 --shuffle --global-batch=50 "
       "--verbose=1 --replicas=3 ";
-  const std::string variants[4] = {"--inter-op-threads=3", "--inter-op-threads=1 --fold-gradients=false",
+  // A thread per replica unbatched, unfolded fibers, folded fibers in one batch (the
+  // default), folded fibers unbatched.
+  const std::string variants[4] = {"--inter-op-threads=3 --batch-replicas=false",
+                                   "--inter-op-threads=1 --fold-gradients=false",
                                    "--inter-op-threads=1",
                                    "--inter-op-threads=1 --batch-replicas=false"};
   const std::string folded =
       "Gradients: folded into one running sum per replica thread (1 for 3 replicas)";
-  const std::string batched = "Steps: computed in batches, one per replica thread (1 for 3 replicas)";
+  const std::string batched = "Steps: computed in 1 batch(es) for 3 replicas";
   std::string saved[4];
   for (int i = 0; i < 4; ++i) {
     const std::string weights = Path("fold" + std::to_string(i) + ".safetensors");
@@ -227,7 +230,7 @@ TEST(TrainCommandTest, UnfoldedGradientsOnOneThreadGiveTheBitsOfAThreadPerReplic
     if (i == 2) {
       EXPECT_THAT(out.text, HasSubstr(batched)) << variants[i];
     } else {
-      EXPECT_THAT(out.text, ::testing::Not(HasSubstr("Steps: computed in batches"))) << variants[i];
+      EXPECT_THAT(out.text, ::testing::Not(HasSubstr("Steps: computed in"))) << variants[i];
     }
     saved[i] = ReadBytes(weights);
   }
@@ -389,24 +392,39 @@ TEST(TrainCommandTest, TensorBoardEventFilesForTrainingAndValidation) {
 // Training on y = x and validating on y = −x: the better the model fits, the worse the
 // validation loss, so early stopping with patience 0 ends the run at epoch 2, and the best
 // checkpoint holds epoch 1's weights.
-// `--trace=FILE --trace-steps=A:B`: the steps traced, one lane per replica, in a file Chrome
-// and Perfetto open (the trace's own tests check the lanes, buckets and nesting).
+// `--trace=FILE --trace-steps=A:B`: the steps traced, in a file Chrome and Perfetto open (the
+// trace's own tests check the lanes, buckets and nesting): by default replica 0's lane, which
+// computes both replicas' rows as one batch, named for it; unbatched, one lane per replica.
 TEST(TrainCommandTest, TraceOfChosenStepsIsWritten) {
-  const std::string path = Path("steps.trace.json");
-  ProgramOutput out = Train("--data=synthetic:linreg --steps=6 --verbose=0 --replicas=2 "
-                            "--trace=" + path + " --trace-steps=2:3");
-  ASSERT_EQ(out.exit_code, 0) << out.text;
-  std::ifstream file(path);
-  nlohmann::json trace;
-  ASSERT_NO_THROW(trace = nlohmann::json::parse(file));
-  std::set<int> steps, lanes;
-  for (const nlohmann::json& event : trace.at("traceEvents")) {
-    if (event.at("ph") != "X") continue;
-    lanes.insert(event.at("tid").get<int>());
-    if (event.at("cat") == "step" && event.at("tid") == 0) steps.insert(event.at("args").at("step").get<int>());
+  for (const bool batched : {true, false}) {
+    const std::string path = Path(batched ? "steps.trace.json" : "steps_unbatched.trace.json");
+    ProgramOutput out = Train("--data=synthetic:linreg --steps=6 --verbose=0 --replicas=2 "
+                              "--trace=" + path + " --trace-steps=2:3" +
+                              (batched ? "" : " --batch-replicas=false"));
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    std::ifstream file(path);
+    nlohmann::json trace;
+    ASSERT_NO_THROW(trace = nlohmann::json::parse(file));
+    std::set<int> steps, lanes;
+    std::set<std::string> names;
+    for (const nlohmann::json& event : trace.at("traceEvents")) {
+      if (event.at("ph") == "M" && event.at("name") == "thread_name") {
+        names.insert(event.at("args").at("name").get<std::string>());
+      }
+      if (event.at("ph") != "X") continue;
+      lanes.insert(event.at("tid").get<int>());
+      if (event.at("cat") == "step" && event.at("tid") == 0) steps.insert(event.at("args").at("step").get<int>());
+    }
+    EXPECT_EQ(steps, (std::set<int>{2, 3})) << batched;
+    if (batched) {
+      EXPECT_EQ(lanes, (std::set<int>{-1, 0})) << trace.dump().substr(0, 500);
+      EXPECT_TRUE(names.count("replica 0 (/job:localhost/replica:0/task:0/device:CPU:0), "
+                              "computing the batch of replicas 0, 1 in batched steps"))
+          << trace.dump().substr(0, 1500);
+    } else {
+      EXPECT_EQ(lanes, (std::set<int>{-1, 0, 1})) << trace.dump().substr(0, 500);
+    }
   }
-  EXPECT_EQ(steps, (std::set<int>{2, 3}));
-  EXPECT_TRUE(lanes.count(0) && lanes.count(1) && lanes.count(-1)) << trace.dump().substr(0, 500);
 }
 
 // SIGUSR1 to a running `tower train --flight-recorder=DIR` writes what its collectives did
@@ -417,7 +435,7 @@ TEST(TrainCommandTest, Sigusr1WritesTheFlightRecorderAndTrainingGoesOn) {
   testing::BackgroundProgram train(
       "tools/tower",
       "train --data=synthetic:linreg --steps=100000000 --verbose=0 --replicas=2 "
-      "--flight-recorder=" + dir,
+      "--batch-replicas=false --flight-recorder=" + dir,
       Path("flight_sigusr1.log"));
   ASSERT_TRUE(train.started());
   // Until its collectives run (the directory exists once flags are read).
@@ -434,7 +452,8 @@ TEST(TrainCommandTest, Sigusr1WritesTheFlightRecorderAndTrainingGoesOn) {
   EXPECT_THAT(dump.at("reason").get<std::string>(), HasSubstr("SIGUSR1"));
   EXPECT_GT(dump.at("current_step").get<int64_t>(), 0);
   ASSERT_FALSE(dump.at("records").empty());
-  // The replicas' bucket sums, each with its replica, step and fingerprint.
+  // The replicas' bucket sums, each with its replica, step and fingerprint (unbatched: both
+  // replicas sum; in one batch, replica 0 alone: flight_records_test).
   std::set<int> replicas;
   for (const nlohmann::json& record : dump.at("records")) {
     if (record.at("scope") == "replicas") replicas.insert(record.at("replica").get<int>());
