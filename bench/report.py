@@ -163,13 +163,13 @@ def load(d):
         line = first(path, "workload=")
         if m and line:
             rounds.setdefault((line["workload"], int(line["replicas"])), {})[int(m.group(1))] = line
-    # 2 replicas on one replica thread (--inter-op-threads=1) in the same rounds:
-    # one_thread_rounds[workload][round] = its line.
-    one_thread_rounds = {}
-    for path in glob.glob(f"{d}/train_onethread_rounds_*_r*.txt"):
+    # 2 replicas each computing its own shard (--batch-replicas=false) in the same rounds:
+    # unbatched_rounds[workload][round] = its line.
+    unbatched_rounds = {}
+    for path in glob.glob(f"{d}/train_unbatched_rounds_*_r*.txt"):
         line = first(path, "workload=")
         if line:
-            one_thread_rounds.setdefault(line["workload"], {})[round_number(path)] = line
+            unbatched_rounds.setdefault(line["workload"], {})[round_number(path)] = line
     # PyTorch single in the same rounds: torch_rounds[workload][round] = its line.
     torch_rounds = {}
     for path in glob.glob(f"{d}/torch_rounds_*_r*.txt"):
@@ -211,7 +211,7 @@ def load(d):
     r["gemm_rounds"] = gemm_rounds
     r["torch_rounds"] = torch_rounds
     r["core_rounds"] = core_rounds
-    r["one_thread_rounds"] = one_thread_rounds
+    r["unbatched_rounds"] = unbatched_rounds
     # --ab-deterministic: today's path and deterministic mode, windows alternating.
     for path in glob.glob(f"{d}/train_ab*_*.txt"):
         lines = read_lines(path, "workload=")
@@ -278,14 +278,14 @@ def f(x, digits=1):
     return f"{x:.{digits}f}"
 
 
-OPTION = "option"  # a row's `ok` for a figure of a non-default setting: no target applies
+REFERENCE = "reference"  # a row's `ok` for a figure of a non-default setting: no target applies
 
 
 def verdict(ok):
     if ok is None:
         return "(measured limit)"
-    if ok == OPTION:
-        return "(an option, not the default)"
+    if ok == REFERENCE:
+        return "(a reference, not the default)"
     return "**met**" if ok else "**missed**"
 
 
@@ -488,26 +488,24 @@ def main():
     rounds_row("bound: those products alone vs PyTorch single (best threads), GFLOP/s, median of "
                "alternating rounds", "(limit)", times, gemm_rounds,
                lambda k: per_round(k, products, torch_single), lambda x: None)
-    # 2 replicas on one replica thread (--inter-op-threads=1: one batch, its kernels on both
-    # cores), each round against that round's default arrangement (a thread per replica), 1
-    # replica, PyTorch single and the roofline.
-    one_thread = r.get("one_thread_rounds", {})
-    option = lambda x: OPTION  # noqa: E731
+    # 2 replicas each computing its own shard (--batch-replicas=false, a thread each and an
+    # all-reduce between them): the default (one batch, its kernels on both cores) against
+    # it in each round, and its own fraction of the roofline.
+    unbatched = r.get("unbatched_rounds", {})
+    reference = lambda x: REFERENCE  # noqa: E731
     for w, key in (("linreg", "steps_per_s"), ("mlp", "samples_per_s")):
-        o_rounds = one_thread.get(w, {})
+        u_rounds = unbatched.get(w, {})
         unit = key.replace("_per_s", "/s")
-        for against, b_rounds in (("a thread per replica", R.get((w, 2), {})),
-                                  ("1 replica", R.get((w, 1), {})),
-                                  ("PyTorch single (best threads)", torch_rounds.get(w, {}))):
-            rounds_row(f"option: `{w}`, 2 replicas on one replica thread (--inter-op-threads=1) "
-                       f"vs {against}, {unit}, median of alternating rounds", "(option)", times,
-                       o_rounds, line_ratio(o_rounds, b_rounds, key), option)
-    mlp_one = one_thread.get("mlp", {})
-    rounds_row("option: `mlp`, 2 replicas on one replica thread (--inter-op-threads=1), GFLOP/s "
-               "vs 2-thread SGEMM roofline, median of alternating rounds", "(option)", percent,
-               gemm_rounds,
-               lambda k: per_round(k, lambda j: float(mlp_one[j]["gflops"]) if j in mlp_one
-                                   else None, roof), option)
+        rounds_row(f"reference: `{w}`, 2 replicas, the default (one batch) vs each replica "
+                   f"computing its own shard (--batch-replicas=false), {unit}, median of "
+                   "alternating rounds", "(reference)", times, u_rounds,
+                   line_ratio(R.get((w, 2), {}), u_rounds, key), reference)
+    mlp_unbatched = unbatched.get("mlp", {})
+    rounds_row("reference: `mlp`, 2 replicas each computing its own shard "
+               "(--batch-replicas=false), GFLOP/s vs 2-thread SGEMM roofline, median of "
+               "alternating rounds", "(reference)", percent, gemm_rounds,
+               lambda k: per_round(k, lambda j: float(mlp_unbatched[j]["gflops"])
+                                   if j in mlp_unbatched else None, roof), reference)
     # Mixed precision: mixed_bfloat16 against float32, same process, windows alternating;
     # and each one's loss after its windows.
     for n in (1, 2):
