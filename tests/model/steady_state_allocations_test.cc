@@ -1,6 +1,7 @@
 // No heap allocation in a steady-state training step (after the first steps), counted on
-// every thread, without a strategy and for 1, 2 and 4 logical CPU replicas, and for 4 and 8
-// as fibers on 2 threads, their steps batched per thread or each replica computing its own,
+// every thread, without a strategy and for 1, 2 and 4 logical CPU replicas (one batch, the
+// default, or each replica computing its own shard on its own thread), and for 4 and 8 as
+// fibers on 2 threads, their steps batched or each replica computing its own,
 // on linreg and a small mlp. What a step used to allocate and where it
 // went: the allocator's bookkeeping nodes (now from its node pool), each tensor's reference
 // counts (from the device allocator's record pool), the per-pass vectors of
@@ -88,6 +89,11 @@ TEST(SteadyStateAllocationsTest, AStepAllocatesNothing) {
       std::printf("%s, %d replicas: %.2f allocations per step\n", workload.c_str(), replicas,
                   measured);
       EXPECT_EQ(measured, 0) << workload << ", " << replicas << " replicas (0: no strategy)";
+      if (replicas < 2) continue;
+      const double unbatched = AllocationsPerStep(workload, replicas, 0, /*batch=*/false);
+      std::printf("%s, %d replicas unbatched: %.2f allocations per step\n", workload.c_str(),
+                  replicas, unbatched);
+      EXPECT_EQ(unbatched, 0) << workload << ", " << replicas << " replicas, unbatched";
     }
     // Fibers, whatever the cores: 2 threads.
     for (int replicas : {4, 8}) {
