@@ -10,7 +10,8 @@
 //
 // One replica per device, each driven by its own thread (replica 0 by the calling thread), or,
 // for host replicas that outnumber the cores, by fibers on one thread per core; all meeting
-// in the all-reduce. The all-reduce path is chosen once, from the devices
+// in the all-reduce. A model's steps on host replicas that share their variables run as one
+// batch of every replica's shard on the calling thread (batch_colocated_replicas). The all-reduce path is chosen once, from the devices
 // (strategy/cross_device_ops_selection.h), and logged with its reason.
 //
 // A strategy runs over a World (strategy/world.h): this process alone, or every worker of
@@ -90,9 +91,10 @@ struct MirroredStrategyOptions {
   // layers once over the shards of every member, and the all-reduce and the update run among
   // the batches only. How many batches: batch_threads below; by default one, whose kernels
   // use every core (intra-op threads), so a step of R replicas on C cores pays its per-op
-  // costs once and sums nothing across cores (2 replicas on 2 cores: 1.09x a thread per
-  // replica for `mlp` and 2.25x for `linreg`, and 8 replicas cost what 2 do, on a Zen 5
-  // host; docs/BENCHMARKS.md, runs AG and AH). Each replica still trains on its own shard
+  // costs once and sums nothing across cores (2 replicas on 2 cores against each computing
+  // its own shard on its own thread: 1.08-1.11x for `mlp`, 1.15x for `linreg` and 2.3x in
+  // the host's slow state; 8 replicas cost about what 2 do; a Zen 5 host, docs/BENCHMARKS.md,
+  // runs AH and AI). Each replica still trains on its own shard
   // of every global batch (the same rows); the update is the same sum of the same rows'
   // gradients, summed in another order, so its bits are not those of unbatched replicas
   // (off), but the same run after run for the same replicas, batches and threads. Needs
