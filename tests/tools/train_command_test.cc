@@ -240,6 +240,24 @@ TEST(TrainCommandTest, UnfoldedGradientsOnOneThreadGiveTheBitsOfAThreadPerReplic
   EXPECT_FALSE(saved[3].empty());
 }
 
+// --batch-threads=N splits each step into N batches, one per replica thread (logged); more
+// batches than replica threads is refused before training, naming the limit.
+TEST(TrainCommandTest, BatchThreadsSplitsAStepIntoBatches) {
+  const std::string args =
+      "--data=synthetic:mlp:rows=600 --layers=32:relu,1 --epochs=2 --global-batch=50 "
+      "--verbose=1 --replicas=4 --inter-op-threads=2 ";
+  ProgramOutput one = Train(args);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  EXPECT_THAT(one.text, HasSubstr("Steps: computed in 1 batch(es) for 4 replicas"));
+  ProgramOutput two = Train(args + "--batch-threads=2");
+  ASSERT_EQ(two.exit_code, 0) << two.text;
+  EXPECT_THAT(two.text, HasSubstr("Steps: computed in 2 batch(es) for 4 replicas"));
+  ProgramOutput refused = Train(args + "--batch-threads=3");
+  EXPECT_NE(refused.exit_code, 0) << refused.text;
+  EXPECT_THAT(refused.text,
+              HasSubstr("batch_threads must be 0 (one batch) or 1 to the 2 replica threads, not 3"));
+}
+
 // --prefetch reads batches ahead on a thread of its own; they arrive in the same order, so the
 // weights are the same bits. On CPU replicas the default reads inline (every core computes).
 TEST(TrainCommandTest, PrefetchTrainsToTheBitsOfTheInlinePipeline) {
