@@ -95,6 +95,14 @@ void Distribution::BatchShards(int64_t global_rows, int batch,
   });
 }
 
+std::string Distribution::DescribeBatch(int local_replicas, int batches, int batch) {
+  std::string members;
+  RoundRobin(local_replicas, batches).ForEachOf(batch, [&](int member) {
+    members += (members.empty() ? "" : ", ") + std::to_string(member);
+  });
+  return "computing the batch of replicas " + members;
+}
+
 std::string SingleDeviceDistribution::Describe() const {
   return "OneDevice(" + device_->full_name() + ")";
 }

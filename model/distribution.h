@@ -151,6 +151,9 @@ class Distribution {
   // replica (local replica `batch`) for a global batch of `global_rows` rows: those of every
   // replica of the batch, in replica order, written into `*shards` (cleared first).
   void BatchShards(int64_t global_rows, int batch, std::vector<RowRange>* shards) const;
+  // What batch `batch` of `local_replicas` replicas in `batches` batches computes, as errors
+  // and traces name it: "computing the batch of replicas 1, 3, 5, 7".
+  static std::string DescribeBatch(int local_replicas, int batches, int batch);
 
   // The rows of each forward/backward pass global replica `replica` runs on a global batch
   // of `global_rows` rows, in order: its shard (ReplicaRows over num_replicas_in_sync()) cut

@@ -11,8 +11,6 @@
 #include "model/distribution.h"
 #include "model/sequential.h"
 #include "util/file.h"
-#include "util/round_robin.h"
-#include "util/strings.h"
 #include "util/trace.h"
 
 namespace tower {
@@ -66,11 +64,7 @@ std::string LaneName(const Distribution& distribution, int lane) {
   // (Distribution::batched_groups): its lane says whose.
   const int batches = distribution.batched_groups();
   if (lane < batches) {
-    std::vector<std::string> members;
-    RoundRobin(replicas, batches).ForEachOf(lane, [&](int r) {
-      members.push_back(std::to_string(r));
-    });
-    name += ", computing the batch of replicas " + Join(members, ", ") + " in batched steps";
+    name += ", " + Distribution::DescribeBatch(replicas, batches, lane) + " in batched steps";
   }
   return name;
 }

@@ -20,7 +20,6 @@
 #include "strategy/reduction_to_one_device.h"
 #include "util/flight_recorder.h"
 #include "util/logging.h"
-#include "util/round_robin.h"
 #include "util/strings.h"
 #include "util/trace.h"
 
@@ -185,6 +184,10 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
     return InvalidArgumentError(kind + ": replica_threads must be 0 (one per core) or "
                                 "positive, not " + std::to_string(options.replica_threads));
   }
+  if (options.batch_threads < 0) {
+    return InvalidArgumentError(kind + ": batch_threads must be 0 (one batch) or positive, "
+                                "not " + std::to_string(options.batch_threads));
+  }
   const int cores = std::max(1, UsableCores());
   const int allowed = options.replica_threads > 0 ? options.replica_threads
                                                   : ResolvedInterOpThreads();
@@ -214,7 +217,7 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
       // Not without folding's consent to another summation order, nor in deterministic mode.
       if (options.batch_colocated_replicas && options.fold_replica_gradients &&
           setup.share_variables && setup.virtual_shards == 0) {
-        if (options.batch_threads < 0 || options.batch_threads > setup.threads) {
+        if (options.batch_threads > setup.threads) {
           return InvalidArgumentError(
               kind + ": batch_threads must be 0 (one batch) or 1 to the " +
               std::to_string(setup.threads) + " replica threads, not " +
@@ -222,12 +225,8 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
         }
         const int batches = std::max(1, options.batch_threads);
         for (int b = 0; b < batches; ++b) {
-          std::vector<std::string> members;
-          RoundRobin(replicas, batches).ForEachOf(b, [&](int r) {
-            members.push_back(std::to_string(r));
-          });
-          setup.batch_names.push_back(setup.names[b] + ", computing the batch of replicas " +
-                                      Join(members, ", "));
+          setup.batch_names.push_back(setup.names[b] + ", " +
+                                      Distribution::DescribeBatch(replicas, batches, b));
         }
         setup.batch_ops = std::make_unique<InProcessAllReduce>(
             setup.batch_names, options.collective_timeout, setup.spin);

@@ -364,6 +364,13 @@ TEST(BatchedReplicasTest, StepsOfSeveralPassesAndOtherSetupsDoNotBatch) {
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("batch_threads must be 0 (one batch) or 1 "
                                                     "to the 2 replica threads, not 3"));
+  // A negative count is refused even where nothing would be batched.
+  options.batch_threads = -1;
+  options.share_variables = false;
+  refused = MirroredStrategy::Create(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("batch_threads must be 0 (one batch) or positive, not -1"));
 }
 
 TEST(BatchedReplicasTest, AFailureInABatchsPassEndsTheStepOnEveryReplica) {
