@@ -8,6 +8,7 @@
 #include "device/intra_op.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/eigen.h"
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/half_matmul.h"
 #include "ops/cpu/shared_packing.h"
 #include "ops/op_attrs.h"
@@ -43,14 +44,17 @@ struct MatMulJob {
   bool by_columns;  // else by rows
   int chunks;
   bool accumulate;  // out += the product (MatMulAdd), else out = the product
+  GemmOperands gemm;
+  GemmSharing sharing;  // column chunks: the activations packed once for all of them
 };
 
-// out[r0:r1, c0:c1] = op(a)[r0:r1, :] · op(b)[:, c0:c1], as Eigen computes `out = a · b`
-// (zero, then accumulate: Eigen's evalTo), the zeroing done here a row at a time with memset:
-// Eigen zeroes a block of a row-major matrix element by element (~6% of a split mlp step).
-// Accumulating (MatMulAdd), the block is not zeroed: Eigen's kernel adds each depth block's
-// partial product into `out` as it does into the zeros.
+// out[r0:r1, c0:c1] = op(a)[r0:r1, :] · op(b)[:, c0:c1] (or +=), as Eigen computes `out = a · b`:
+// through Tower's loop over Eigen's kernel (ops/cpu/gemm.h), which writes the first depth
+// block instead of zeroing the block and adding to it; else (a block Eigen multiplies another
+// way) through Eigen, the zeroing done here a row at a time with memset: Eigen zeroes a block
+// of a row-major matrix element by element (~6% of a split mlp step).
 void ProductBlock(const MatMulJob& job, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (GemmBlock(job.gemm, r0, r1, c0, c1, job.sharing)) return;
   for (int64_t r = r0; r < r1 && !job.accumulate; ++r) {
     std::memset(job.out + r * job.n + c0, 0, static_cast<size_t>(c1 - c0) * sizeof(float));
   }
@@ -110,7 +114,10 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
                 attrs.transpose_b,
                 /*by_columns=*/true,
                 /*chunks=*/1,
-                accumulate};
+                accumulate,
+                GemmOperands{a.data<float>(), b.data<float>(), c.data<float>(), m, n, k,
+                             attrs.transpose_a, attrs.transpose_b, accumulate},
+                /*sharing=*/{}};
   // Chunks: at most the threads this call may use, each of at least kMinChunkFlops, along the
   // dimension that gives more of them (columns when equal). They depend on the shapes and
   // the budget only.
@@ -129,6 +136,11 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
     }
   }
   if (job.chunks > 1) {
+    SharedBlocks activations;
+    if (job.by_columns && PrepareSharedActivations(
+                              job.gemm, ChunkStart(1, job.chunks, n, kColumnAlign), &activations)) {
+      job.sharing.activations = &activations;
+    }
     ParallelFor(job.chunks, ProductChunk, &job);
     return;
   }

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <mutex>
-#include <thread>
 #include <vector>
+
+#include "ops/cpu/gemm.h"
 
 namespace tower::cpu {
 namespace {
@@ -57,116 +57,21 @@ Cache& Packings() {
   return *cache;
 }
 
-// Eigen's scratch for the activations' blocks: each thread its own.
-std::vector<float, Eigen::aligned_allocator<float>>& RhsScratch() {
-  static thread_local std::vector<float, Eigen::aligned_allocator<float>> scratch;
-  return scratch;
-}
-
-constexpr Index kAlignFloats = 16;
-
-// Eigen's blocking of one product, and where each packed (row block, depth block) of the
-// weight lives in a PackedWeight's buffer.
+// The blocking of a product out[m, n] = a[m, depth] · w, and the weight's packed blocks in
+// it: row blocks of Eigen's lhs (the product's n) × depth blocks, each at its own 64-byte
+// aligned offset.
 struct Blocking {
-  Index kc, mc, nc;      // depth, weight-row (the product's n) and batch-row block sizes
-  Index depth_blocks;    // blocks along the depth
-  Index blocks;          // every block of the weight: row blocks × depth_blocks
-  Index block_floats;    // one packed block, rounded up to 64 bytes
+  GemmBlockSizes sizes;
+  Index blocks;
+  Index block_floats;
 };
 
-// As Eigen computes it for a row-major result (gemm_blocking_space<RowMajor>(m, n, depth):
-// its mc is our n, its nc our m).
 Blocking EigensBlocking(Index m, Index depth, Index n) {
-  Index kc = depth, mc = n, nc = m;
-  Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, Index{1});
   Blocking b;
-  b.kc = kc;
-  b.mc = std::min(n, mc);
-  b.nc = std::min(m, nc);
-  b.depth_blocks = (depth + b.kc - 1) / b.kc;
-  b.blocks = (n + b.mc - 1) / b.mc * b.depth_blocks;
-  b.block_floats = (b.mc * b.kc + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  b.sizes = EigenBlockSizes(m, depth, n);
+  b.blocks = (n + b.sizes.mc - 1) / b.sizes.mc * ((depth + b.sizes.kc - 1) / b.sizes.kc);
+  b.block_floats = RoundUpToCacheLine(b.sizes.mc * b.sizes.kc);
   return b;
-}
-
-// Waits for another thread to finish packing a block: it is packing it now (packing never
-// waits), so this is a few microseconds, unless the host took that thread's core away.
-void AwaitReady(const std::atomic<uint64_t>& mark, uint64_t version) {
-  for (int spins = 0; mark.load(std::memory_order_acquire) != version; ++spins) {
-    if (spins < 4096) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      std::this_thread::yield();
-    }
-  }
-}
-
-// The column-major problem Eigen solves for a row-major product: out[m, n] row-major is
-// outᵀ[n, m] column-major = wᵀ[n, depth] · aᵀ[depth, m]. Eigen's lhs is wᵀ: column-major with
-// stride n when w is [depth, n] row-major; row-major with stride depth when w is [n, depth]
-// row-major and transposed. Its rhs is aᵀ, column-major with stride depth; its result outᵀ,
-// column-major with stride n. Before it reads a weight block it makes sure the block is
-// packed under `version`: until it is, the thread packs the next unclaimed blocks itself,
-// then waits for the thread that claimed it, if another did.
-template <int LhsOrder>
-void Multiply(const float* a, Index m, Index depth, const float* w, Index n, float* out,
-              const Blocking& blocking, PackedWeight& entry, uint64_t version) {
-  using namespace Eigen::internal;
-  typedef gebp_traits<float, float> Traits;
-  typedef const_blas_data_mapper<float, Index, LhsOrder> LhsMapper;
-  typedef const_blas_data_mapper<float, Index, Eigen::ColMajor> RhsMapper;
-  typedef blas_data_mapper<float, Index, Eigen::ColMajor, Eigen::Unaligned, 1> ResMapper;
-  const LhsMapper lhs(w, LhsOrder == Eigen::RowMajor ? depth : n);
-  const RhsMapper rhs(a, depth);
-  const ResMapper res(out, n);
-  gemm_pack_lhs<float, Index, LhsMapper, Traits::mr, Traits::LhsProgress,
-                typename Traits::LhsPacket4Packing, LhsOrder>
-      pack_lhs;
-  gemm_pack_rhs<float, Index, RhsMapper, Traits::nr, Eigen::ColMajor> pack_rhs;
-  gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false> gebp;
-  const Index kc = blocking.kc, mc = blocking.mc, nc = blocking.nc;
-  const Index depth_blocks = blocking.depth_blocks, blocks = blocking.blocks;
-  float* const packed = entry.blocks.data();
-  std::vector<float, Eigen::aligned_allocator<float>>& scratch = RhsScratch();
-  scratch.resize(std::max<size_t>(scratch.size(), static_cast<size_t>(kc * nc)));
-  float* const rhs_block = scratch.data();
-  // Blocks are numbered in the loop's order: row block i2 / mc, then depth block k2 / kc.
-  const auto pack_block = [&](Index b) {
-    const Index i2 = b / depth_blocks * mc, k2 = b % depth_blocks * kc;
-    if (auto* hook = before_packing_block_hook.load(std::memory_order_relaxed)) hook(b);
-    pack_lhs(packed + b * blocking.block_floats, lhs.getSubMapper(i2, k2),
-             std::min(k2 + kc, depth) - k2, std::min(i2 + mc, n) - i2);
-    entry.ready[b].store(version, std::memory_order_release);
-  };
-  // Until block b is ready, pack the next unclaimed block, b or one after it: while another
-  // thread packs b, this one packs the block both will need next instead of waiting.
-  const auto make_ready = [&](Index b) {
-    while (entry.ready[b].load(std::memory_order_acquire) != version &&
-           entry.next_block.load(std::memory_order_relaxed) < blocks) {
-      const Index claimed = entry.next_block.fetch_add(1, std::memory_order_relaxed);
-      if (claimed >= blocks) break;
-      pack_block(claimed);
-    }
-    AwaitReady(entry.ready[b], version);
-  };
-  // Eigen's sequential loop (general_matrix_matrix_product::run), the lhs blocks kept.
-  for (Index i2 = 0; i2 < n; i2 += mc) {
-    const Index actual_mc = std::min(i2 + mc, n) - i2;
-    for (Index k2 = 0; k2 < depth; k2 += kc) {
-      const Index actual_kc = std::min(k2 + kc, depth) - k2;
-      const Index b = (i2 / mc) * depth_blocks + k2 / kc;
-      make_ready(b);
-      const float* const lhs_block = packed + b * blocking.block_floats;
-      for (Index j2 = 0; j2 < m; j2 += nc) {
-        const Index actual_nc = std::min(j2 + nc, m) - j2;
-        pack_rhs(rhs_block, rhs.getSubMapper(k2, j2), actual_kc, actual_nc);
-        gebp(res.getSubMapper(i2, j2), lhs_block, rhs_block, actual_mc, actual_kc, actual_nc,
-             1.0f);
-      }
-    }
-  }
 }
 
 // The entry for this weight, layout and blocking under `version`, with its use counted; null
@@ -183,7 +88,8 @@ PackedWeight* Claim(Cache& cache, const float* w, bool transposed, Index n, Inde
   PackedWeight* unused = nullptr;
   for (PackedWeight& candidate : cache.entries) {
     if (candidate.weight == w && candidate.transposed == transposed && candidate.rows == n &&
-        candidate.depth == depth && candidate.kc == blocking.kc && candidate.mc == blocking.mc) {
+        candidate.depth == depth && candidate.kc == blocking.sizes.kc &&
+        candidate.mc == blocking.sizes.mc) {
       entry = &candidate;
     } else if (unused == nullptr && candidate.users == 0 &&
                (candidate.weight == nullptr || candidate.version != version)) {
@@ -210,8 +116,8 @@ PackedWeight* Claim(Cache& cache, const float* w, bool transposed, Index n, Inde
   entry->transposed = transposed;
   entry->rows = n;
   entry->depth = depth;
-  entry->kc = blocking.kc;
-  entry->mc = blocking.mc;
+  entry->kc = blocking.sizes.kc;
+  entry->mc = blocking.sizes.mc;
   entry->users = 1;
   packed_count.fetch_add(1, std::memory_order_relaxed);
   return entry;
@@ -223,7 +129,8 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
                               int64_t n, bool transpose_w, uint64_t version, float* out) {
   // Version 0 promises nothing: a plain product. A single row or column: Eigen multiplies it
   // as a matrix-vector product, with other bits (and no rows: nothing to compute).
-  if (version == 0 || m < 2 || n < 2 || depth < 1 || n * depth < kMinPackedElements) {
+  const GemmOperands product{a, w, out, m, n, depth};
+  if (version == 0 || !EigenUsesGemm(product, 0, m, 0, n) || n * depth < kMinPackedElements) {
     return false;
   }
   const Blocking blocking = EigensBlocking(m, depth, n);
@@ -239,13 +146,18 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
   }
   if (entry == nullptr) return false;
   if (auto* hook = after_claim_hook.load(std::memory_order_relaxed)) hook();
-  // Eigen's kernel adds to the result (Eigen's evalTo zeroes it first).
-  std::memset(out, 0, static_cast<size_t>(m * n) * sizeof(float));
-  if (transpose_w) {
-    Multiply<Eigen::RowMajor>(a, m, depth, w, n, out, blocking, *entry, version);
-  } else {
-    Multiply<Eigen::ColMajor>(a, m, depth, w, n, out, blocking, *entry, version);
-  }
+  SharedBlocks packed;
+  packed.blocks = entry->blocks.data();
+  packed.ready = entry->ready.data();
+  packed.next_block = &entry->next_block;
+  packed.ticket = version;
+  packed.count = blocking.blocks;
+  packed.block_floats = blocking.block_floats;
+  packed.sizes = blocking.sizes;
+  packed.before_packing = before_packing_block_hook.load(std::memory_order_relaxed);
+  const GemmOperands g{a, w, out, m, n, depth, /*transpose_a=*/false, transpose_w,
+                       /*accumulate=*/false};
+  GemmBlock(g, 0, m, 0, n, GemmSharing{&packed, nullptr});
   std::lock_guard<std::mutex> lock(cache.mutex);
   --entry->users;
   return true;
