@@ -10,8 +10,9 @@
 // packed every weight that the other packed too (docs/BENCHMARKS.md).
 //
 // What stays: the bits. The loop is Eigen's own sequential GEMM (general_matrix_matrix_product,
-// GeneralMatrixMatrix.h) with its blocking, packing routines and kernel; only where the
-// packed weight blocks live, and which thread packs each, changes (a process-wide cache
+// GeneralMatrixMatrix.h) with its blocking, packing routines and kernel, as Tower runs it
+// (ops/cpu/gemm.h); only where the packed weight blocks live, and which thread packs each,
+// changes (a process-wide cache
 // instead of an L2-sized scratch block per product). A packed block is the same bytes
 // whoever packs it.
 //
