@@ -47,12 +47,12 @@ StatusOr<attrs::Adam> AdamAttrs(float learning_rate, float beta1, float beta2, f
 
 void SgdOnHost(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
                int64_t n) {
-  cpu::SgdUpdate(sgd, var, velocity, grad, n);
+  cpu::SgdUpdateSplit(sgd, var, velocity, grad, n);
 }
 
 void AdamOnHost(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
                 int64_t n) {
-  cpu::AdamUpdate(adam, var, m, v, grad, n);
+  cpu::AdamUpdateSplit(adam, var, m, v, grad, n);
 }
 
 Status ApplySgd(Tensor& var, const Tensor& grad, float learning_rate) {

@@ -34,8 +34,9 @@ StatusOr<attrs::Adam> AdamAttrs(float learning_rate, float beta1, float beta2, f
 
 // The same updates on `n` elements of host arrays, with no dispatch: for replicas that share
 // one copy of their variables in host memory, each updating its own slice as the summed
-// gradient arrives. The bits are those of the ops over the same elements, for any slicing.
-// `velocity`: nullptr without momentum.
+// gradient arrives. A slice splits over the caller's intra-op threads, as the ops do (one
+// batch of every replica updates every element on the caller). The bits are those of the
+// ops over the same elements, for any slicing and split. `velocity`: nullptr without momentum.
 void SgdOnHost(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
                int64_t n);
 void AdamOnHost(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,

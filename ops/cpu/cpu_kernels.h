@@ -61,8 +61,14 @@ Status ApplySgd(const KernelContext& ctx);
 Status ApplyAdam(const KernelContext& ctx);
 // The arithmetic of those two on n elements of host arrays (velocity: nullptr without
 // momentum); any split into ranges gives the bits of one call (training_kernels.cc).
+// SgdUpdate split over the intra-op threads of the call (the same bits).
+void SgdUpdateSplit(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
+                    int64_t n);
 void SgdUpdate(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
                int64_t n);
+// AdamUpdate split over the intra-op threads of the call (the same bits).
+void AdamUpdateSplit(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
+                     int64_t n);
 void AdamUpdate(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
                 int64_t n);
 

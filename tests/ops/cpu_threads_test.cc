@@ -359,5 +359,50 @@ TEST(UpdateThreadsTest, SplitUpdatesMatchPlainLoopsAndTheBitsOfOneThread) {
   EXPECT_EQ(IntraOpPool::Global().split_calls() - splits_before, 32u);
 }
 
+// The same two steps through ops::SgdOnHost / AdamOnHost on host arrays (how replicas that
+// share their variables update them), with `threads` intra-op threads.
+UpdateState RunUpdateOnHost(Update u, int threads, const UpdateState& start, const Values& grad) {
+  ScopedIntraOpThreads budget(threads);
+  UpdateState state = start;
+  const int64_t n = static_cast<int64_t>(grad.size());
+  for (int step = 1; step <= 2; ++step) {
+    if (u == Update::kAdam) {
+      const StatusOr<attrs::Adam> adam = ops::AdamAttrs(kLr, kBeta1, kBeta2, kEpsilon, step);
+      TOWER_CHECK_OK(adam.status());
+      ops::AdamOnHost(*adam, state.var.data(), state.slot1.data(), state.slot2.data(),
+                      grad.data(), n);
+      continue;
+    }
+    const StatusOr<attrs::Sgd> sgd = ops::SgdAttrs(
+        kLr, u == Update::kSgd ? 0.0f : kMomentum, u == Update::kNesterov);
+    TOWER_CHECK_OK(sgd.status());
+    ops::SgdOnHost(*sgd, state.var.data(), u == Update::kSgd ? nullptr : state.slot1.data(),
+                   grad.data(), n);
+  }
+  return state;
+}
+
+// One batch of every replica updates a whole shared variable on its caller: the update splits
+// over the caller's threads as the ops do, with the ops' bits.
+TEST(UpdateThreadsTest, HostArrayUpdatesSplitWithTheBitsOfTheOps) {
+  UseThreeIntraOpThreads();
+  const int64_t n = kUpdateRows * 3;
+  UpdateState start{RandomValues(n, 41), RandomValues(n, 42), RandomValues(n, 43)};
+  for (float& x : start.slot2) x = std::fabs(x);
+  const Values grad = RandomValues(n, 44);
+  for (Update u : {Update::kSgd, Update::kMomentum, Update::kNesterov, Update::kAdam}) {
+    const UpdateState ops_bits = RunUpdate(u, 1, /*offset=*/false, start, grad);
+    const uint64_t splits_before = IntraOpPool::Global().split_calls();
+    for (int threads : {1, 2, 3}) {
+      const UpdateState host = RunUpdateOnHost(u, threads, start, grad);
+      EXPECT_TRUE(SameBits(host.var, ops_bits.var) && SameBits(host.slot1, ops_bits.slot1) &&
+                  SameBits(host.slot2, ops_bits.slot2))
+          << NameOf(u) << " threads=" << threads;
+    }
+    // 2 and 3 threads × 2 steps, each split.
+    EXPECT_EQ(IntraOpPool::Global().split_calls() - splits_before, 4u) << NameOf(u);
+  }
+}
+
 }  // namespace
 }  // namespace tower
