@@ -121,6 +121,8 @@ EigenProblem ProblemOf(const GemmOperands& g, Index r0, Index r1, Index c0, Inde
   return p;
 }
 
+// Waits until `mark` holds `ticket`: for a block another thread claimed and is packing now
+// (packing never waits), a few microseconds, unless the host took that thread's core away.
 void AwaitTicket(const std::atomic<uint64_t>& mark, uint64_t ticket) {
   for (int spins = 0; mark.load(std::memory_order_acquire) != ticket; ++spins) {
     if (spins < 4096) {
@@ -227,8 +229,6 @@ GemmBlockSizes EigenBlockSizes(int64_t rows, int64_t depth, int64_t cols) {
   ei::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, Index{1});
   return {kc, std::min<Index>(cols, mc), std::min<Index>(rows, nc)};
 }
-
-void AwaitPacked(const std::atomic<uint64_t>& mark, uint64_t ticket) { AwaitTicket(mark, ticket); }
 
 bool EigenUsesGemm(const GemmOperands& g, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const int64_t rows = r1 - r0, cols = c1 - c0;

@@ -57,9 +57,6 @@ struct SharedBlocks {
 // `floats` rounded up to whole 64-byte lines: where packed blocks start apart.
 inline int64_t RoundUpToCacheLine(int64_t floats) { return (floats + 15) / 16 * 16; }
 
-// Waits until `mark` holds `ticket`: for a block another thread claimed and is packing now.
-void AwaitPacked(const std::atomic<uint64_t>& mark, uint64_t ticket);
-
 // Sets up `shared` for the chunks of `g` split by output columns, the first `chunk_columns`
 // wide, to pack op(a) once for all of them. Returns false where that is not to be had (a
 // packing over kMaxSharedActivationBytes, or chunks Eigen would not multiply with its GEMM):
