@@ -34,17 +34,11 @@ constexpr int64_t kRowAlign = 8;
 constexpr double kMinChunkFlops = 2e6;
 
 struct MatMulJob {
-  ConstMatrixMap a;
+  GemmOperands gemm;  // out[m, n] = op(a) · op(b), or += (MatMulAdd)
+  ConstMatrixMap a;   // the same operands as Eigen sees them, for the blocks it computes
   ConstMatrixMap b;
-  float* out;  // [m, n], row-major
-  int64_t m;
-  int64_t n;
-  bool transpose_a;
-  bool transpose_b;
   bool by_columns;  // else by rows
   int chunks;
-  bool accumulate;  // out += the product (MatMulAdd), else out = the product
-  GemmOperands gemm;
   GemmSharing sharing;  // column chunks: the activations packed once for all of them
 };
 
@@ -54,17 +48,18 @@ struct MatMulJob {
 // way) through Eigen, the zeroing done here a row at a time with memset: Eigen zeroes a block
 // of a row-major matrix element by element (~6% of a split mlp step).
 void ProductBlock(const MatMulJob& job, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  if (GemmBlock(job.gemm, r0, r1, c0, c1, job.sharing)) return;
-  for (int64_t r = r0; r < r1 && !job.accumulate; ++r) {
-    std::memset(job.out + r * job.n + c0, 0, static_cast<size_t>(c1 - c0) * sizeof(float));
+  const GemmOperands& g = job.gemm;
+  if (GemmBlock(g, r0, r1, c0, c1, job.sharing)) return;
+  for (int64_t r = r0; r < r1 && !g.accumulate; ++r) {
+    std::memset(g.out + r * g.n + c0, 0, static_cast<size_t>(c1 - c0) * sizeof(float));
   }
-  MatrixMap whole(job.out, job.m, job.n);
+  MatrixMap whole(g.out, g.m, g.n);
   auto out = whole.block(r0, c0, r1 - r0, c1 - c0);
-  if (!job.transpose_a && !job.transpose_b) {
+  if (!g.transpose_a && !g.transpose_b) {
     out.noalias() += job.a.middleRows(r0, r1 - r0) * job.b.middleCols(c0, c1 - c0);
-  } else if (job.transpose_a && !job.transpose_b) {
+  } else if (g.transpose_a && !g.transpose_b) {
     out.noalias() += job.a.middleCols(r0, r1 - r0).transpose() * job.b.middleCols(c0, c1 - c0);
-  } else if (!job.transpose_a && job.transpose_b) {
+  } else if (!g.transpose_a && g.transpose_b) {
     out.noalias() += job.a.middleRows(r0, r1 - r0) * job.b.middleRows(c0, c1 - c0).transpose();
   } else {
     out.noalias() +=
@@ -83,13 +78,13 @@ int64_t ChunkStart(int64_t c, int chunks, int64_t extent, int64_t align) {
 void ProductChunk(void* context, int chunk) {
   const MatMulJob& job = *static_cast<const MatMulJob*>(context);
   const int64_t align = job.by_columns ? kColumnAlign : kRowAlign;
-  const int64_t extent = job.by_columns ? job.n : job.m;
+  const int64_t extent = job.by_columns ? job.gemm.n : job.gemm.m;
   const int64_t begin = ChunkStart(chunk, job.chunks, extent, align);
   const int64_t end = ChunkStart(chunk + 1, job.chunks, extent, align);
   if (job.by_columns) {
-    ProductBlock(job, 0, job.m, begin, end);
+    ProductBlock(job, 0, job.gemm.m, begin, end);
   } else {
-    ProductBlock(job, begin, end, 0, job.n);
+    ProductBlock(job, begin, end, 0, job.gemm.n);
   }
 }
 
@@ -105,18 +100,12 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
     if (!accumulate) MutableMatrix(c, m, n).setZero();
     return;
   }
-  MatMulJob job{Matrix(a, a.shape().dim(0), a.shape().dim(1)),
+  MatMulJob job{GemmOperands{a.data<float>(), b.data<float>(), c.data<float>(), m, n, k,
+                             attrs.transpose_a, attrs.transpose_b, accumulate},
+                Matrix(a, a.shape().dim(0), a.shape().dim(1)),
                 Matrix(b, b.shape().dim(0), b.shape().dim(1)),
-                c.data<float>(),
-                m,
-                n,
-                attrs.transpose_a,
-                attrs.transpose_b,
                 /*by_columns=*/true,
                 /*chunks=*/1,
-                accumulate,
-                GemmOperands{a.data<float>(), b.data<float>(), c.data<float>(), m, n, k,
-                             attrs.transpose_a, attrs.transpose_b, accumulate},
                 /*sharing=*/{}};
   // Chunks: at most the threads this call may use, each of at least kMinChunkFlops, along the
   // dimension that gives more of them (columns when equal). They depend on the shapes and
@@ -148,7 +137,7 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
   // where that pays (ProductWithSharedPacking decides).
   if (!attrs.transpose_a && !accumulate &&
       ProductWithSharedPacking(a.data<float>(), m, k, b.data<float>(), n, attrs.transpose_b,
-                               attrs.b_version, job.out)) {
+                               attrs.b_version, c.data<float>())) {
     return;
   }
   ProductBlock(job, 0, m, 0, n);  // one chunk: the whole product
