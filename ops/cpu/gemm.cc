@@ -152,6 +152,16 @@ const float* ReadyBlock(const SharedBlocks& shared, Index b, const Pack& pack) {
   return shared.blocks + b * shared.block_floats;
 }
 
+// Block b of an operand: read from its shared packing where there is one, else this
+// thread's own block, packed into `own` first where `pack_own`.
+template <typename Pack>
+const float* PackedBlock(const SharedBlocks* shared, Index b, const Pack& pack, float* own,
+                         bool pack_own) {
+  if (shared != nullptr) return ReadyBlock(*shared, b, pack);
+  if (pack_own) pack(own, b);
+  return own;
+}
+
 // Eigen's sequential loop (general_matrix_matrix_product::run), with the first depth block
 // written where the product is not accumulated, and the blocks of either operand read from
 // a shared packing where the caller has one.
@@ -194,22 +204,12 @@ void Loop(const EigenProblem& p, const GemmBlockSizes& sizes, bool accumulate,
     const Index actual_mc = std::min(i2 + mc, rows) - i2;
     for (Index k2 = 0; k2 < depth; k2 += kc) {
       const Index actual_kc = std::min(k2 + kc, depth) - k2;
-      const Index lhs_b = i2 / mc * depth_blocks + k2 / kc;
-      const float* packed_lhs = lhs_block;
-      if (shared_lhs != nullptr) {
-        packed_lhs = ReadyBlock(*shared_lhs, lhs_b, pack_lhs_block);
-      } else {
-        pack_lhs_block(lhs_block, lhs_b);
-      }
+      const float* packed_lhs = PackedBlock(shared_lhs, i2 / mc * depth_blocks + k2 / kc,
+                                            pack_lhs_block, lhs_block, /*pack_own=*/true);
       for (Index j2 = 0; j2 < cols; j2 += nc) {
         const Index actual_nc = std::min(j2 + nc, cols) - j2;
-        const Index rhs_b = k2 / kc * col_blocks + j2 / nc;
-        const float* packed_rhs = rhs_block;
-        if (shared_rhs != nullptr) {
-          packed_rhs = ReadyBlock(*shared_rhs, rhs_b, pack_rhs_block);
-        } else if (!pack_rhs_once || i2 == 0) {
-          pack_rhs_block(rhs_block, rhs_b);
-        }
+        const float* packed_rhs = PackedBlock(shared_rhs, k2 / kc * col_blocks + j2 / nc,
+                                              pack_rhs_block, rhs_block, !pack_rhs_once || i2 == 0);
         if (k2 == 0 && !accumulate) {
           write(OverwritingMapper(res.getSubMapper(i2, j2)), packed_lhs, packed_rhs, actual_mc,
                 actual_kc, actual_nc, 1.0f);
