@@ -71,6 +71,27 @@ StatusOr<Tensor> MatMulByWeight(const Tensor& x, const Tensor& weight, bool tran
                    x.dtype());
 }
 
+StatusOr<Tensor> FusedMatMul(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             FusedActivation activation, bool transpose_weight,
+                             uint64_t weight_version) {
+  static const OpKernels& kOp = KernelsOf(op_names::kFusedMatMul);
+  TOWER_RETURN_IF_ERROR(CheckFloat("FusedMatMul", "x", x));
+  TOWER_RETURN_IF_ERROR(CheckFloat("FusedMatMul", "weight", weight));
+  TOWER_ASSIGN_OR_RETURN(const Shape product, ProductShape("FusedMatMul", x, weight,
+                                                           /*transpose_a=*/false,
+                                                           transpose_weight));
+  const attrs::FusedMatMul attrs{attrs::MatMul{false, transpose_weight, weight_version},
+                                 bias.valid(), activation};
+  if (!bias.valid()) return RunSingle(kOp, {&x, &weight}, OutputSpec{product}, &attrs);
+  TOWER_RETURN_IF_ERROR(CheckFloat("FusedMatMul", "bias", bias));
+  TOWER_RETURN_IF_ERROR(CheckRank("FusedMatMul", "bias", bias, 1));
+  if (bias.shape().dim(0) != product.dim(1)) {
+    return ShapeError("FusedMatMul", "the bias size must equal the product's columns; got",
+                      product, bias.shape());
+  }
+  return RunSingle(kOp, {&x, &weight, &bias}, OutputSpec{product}, &attrs);
+}
+
 Status MatMulAddInto(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
                      Tensor& sum) {
   static const OpKernels& kOp = KernelsOf(op_names::kMatMulAdd);

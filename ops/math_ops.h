@@ -10,6 +10,7 @@
 
 namespace tower::ops {
 
+using attrs::FusedActivation;
 using attrs::ReduceAxis;
 
 // a[m, k] · b[k, n] -> [m, n]; with transpose_a, a is [k, m]; with transpose_b, b is [n, k].
@@ -27,6 +28,14 @@ StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a = fal
 // share a weight in a step (ops/cpu/shared_packing.h). 0: MatMul.
 StatusOr<Tensor> MatMulByWeight(const Tensor& x, const Tensor& weight, bool transpose_weight,
                                 uint64_t weight_version);
+// f(x · op(weight) + bias), float32 only: x [m, k], weight [k, n] ([n, k] with
+// transpose_weight), bias [n] or Tensor() for none, f the identity or Relu. The bits of
+// MatMulByWeight (with the same weight_version promise), then BiasAdd, then Relu, in one op
+// and, on the CPU, one pass over the output. What a float32 Dense layer runs
+// (model/dense.cc).
+StatusOr<Tensor> FusedMatMul(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             FusedActivation activation, bool transpose_weight = false,
+                             uint64_t weight_version = 0);
 // sum += op(a) · op(b), in place, on sum's device: float32 a, b and sum [m, n]. The product
 // is added as MatMul computes it into zeros, without zeroing first: one rounding per depth
 // block (one in all, for a depth within Eigen's block on the CPU) instead of MatMul, then

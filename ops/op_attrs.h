@@ -18,6 +18,17 @@ struct MatMul {
   uint64_t b_version = 0;
 };
 
+// FusedMatMul: y = f(x · op(weight) + bias), the bias optional, f the identity or Relu:
+// MatMul, BiasAdd and Relu in one op, bit for bit the three (Grappler's _FusedMatMul). A
+// CPU kernel applies the bias and f to each block of the product right after its last depth
+// block, while the block is in cache, instead of two more passes over the output.
+enum class FusedActivation : uint8_t { kNone, kRelu };
+struct FusedMatMul {
+  MatMul matmul;  // transpose_a is false: x is [m, k]
+  bool has_bias = false;
+  FusedActivation activation = FusedActivation::kNone;
+};
+
 // Scale (y = alpha·x), Axpy (z = alpha·x + y), Fill (value).
 struct Scalar {
   float value = 0;

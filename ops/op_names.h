@@ -8,6 +8,7 @@ namespace tower::op_names {
 
 inline constexpr char kMatMul[] = "MatMul";
 inline constexpr char kMatMulAdd[] = "MatMulAdd";
+inline constexpr char kFusedMatMul[] = "FusedMatMul";
 inline constexpr char kBiasAdd[] = "BiasAdd";
 inline constexpr char kAdd[] = "Add";
 inline constexpr char kSub[] = "Sub";

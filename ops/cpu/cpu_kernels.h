@@ -19,6 +19,7 @@ Span<const NamedKernel> AllKernels();
 // math
 Status MatMul(const KernelContext& ctx);
 Status MatMulAdd(const KernelContext& ctx);  // in place: inputs a, b, the sum
+Status FusedMatMul(const KernelContext& ctx);
 Status BiasAdd(const KernelContext& ctx);
 Status Add(const KernelContext& ctx);
 Status Sub(const KernelContext& ctx);

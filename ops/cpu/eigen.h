@@ -36,6 +36,14 @@ inline MatrixMap MutableMatrix(const Tensor& t, int64_t rows, int64_t cols) {
 inline int64_t Rows(const Tensor& t) { return t.shape().rank() == 0 ? 1 : t.shape().dim(0); }
 inline int64_t Cols(const Tensor& t) { return t.shape().rank() == 0 ? 1 : t.shape().row_size(); }
 
+// Relu's arithmetic, max(x, 0) as Eigen's max takes it (a NaN stays NaN, -0 stays -0): the
+// one expression of the Relu kernels and of the fused products' epilogue (ops/cpu/gemm.h),
+// so that their bits cannot drift apart.
+template <typename Expression>
+auto ReluOf(const Expression& x) {
+  return x.max(0.0f);
+}
+
 // ---- 16-bit tensors as float.
 // The kernels of 16-bit tensors (bfloat16, float16) compute in float: each element of every
 // input is widened to float (exact), the float32 kernel's arithmetic runs on it, and the

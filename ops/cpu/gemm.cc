@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "ops/cpu/eigen.h"
+
 namespace tower::cpu {
 namespace {
 
@@ -105,6 +107,7 @@ struct EigenProblem {
   float* res;
   Index res_stride;
   Index rows, cols, depth;  // Eigen's: c1 - c0, r1 - r0, k
+  GemmEpilogue epilogue;    // its bias from column c0 on
 };
 
 EigenProblem ProblemOf(const GemmOperands& g, Index r0, Index r1, Index c0, Index c1) {
@@ -118,6 +121,8 @@ EigenProblem ProblemOf(const GemmOperands& g, Index r0, Index r1, Index c0, Inde
   p.rows = c1 - c0;
   p.cols = r1 - r0;
   p.depth = g.k;
+  p.epilogue = g.epilogue;
+  if (p.epilogue.bias != nullptr) p.epilogue.bias += c0;
   return p;
 }
 
@@ -217,12 +222,36 @@ void Loop(const EigenProblem& p, const GemmBlockSizes& sizes, bool accumulate,
           add(res.getSubMapper(i2, j2), packed_lhs, packed_rhs, actual_mc, actual_kc,
               actual_nc, 1.0f);
         }
+        // The tile's sums are complete after the last depth block: its epilogue now, while
+        // the tile (our rows j2.., columns i2..) is still in cache.
+        if (k2 + actual_kc == depth) {
+          ApplyEpilogue(p.epilogue, p.res, p.res_stride, j2, j2 + actual_nc, i2, i2 + actual_mc);
+        }
       }
     }
   }
 }
 
 }  // namespace
+
+void ApplyEpilogue(const GemmEpilogue& epilogue, float* out, int64_t stride, int64_t r0,
+                   int64_t r1, int64_t c0, int64_t c1) {
+  if (epilogue.empty() || c1 <= c0) return;
+  const int64_t width = c1 - c0;
+  for (int64_t r = r0; r < r1; ++r) {
+    ArrayMap row(out + r * stride + c0, width);
+    if (epilogue.bias == nullptr) {
+      row = ReluOf(row);
+      continue;
+    }
+    const ConstArrayMap bias(epilogue.bias + c0, width);
+    if (epilogue.relu) {
+      row = ReluOf(row + bias);  // the sum rounded, as BiasAdd rounds it, then Relu's max
+    } else {
+      row += bias;
+    }
+  }
+}
 
 GemmBlockSizes EigenBlockSizes(int64_t rows, int64_t depth, int64_t cols) {
   Index kc = depth, mc = cols, nc = rows;

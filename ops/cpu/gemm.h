@@ -16,8 +16,21 @@
 
 namespace tower::cpu {
 
+// What a product's output gets once its sum is complete (ops::FusedMatMul): out[r, c] =
+// f(out[r, c] + bias[c]), f = Relu where `relu`; the bits of BiasAdd's and Relu's kernels.
+struct GemmEpilogue {
+  const float* bias = nullptr;  // [n], or none
+  bool relu = false;
+  bool empty() const { return bias == nullptr && !relu; }
+};
+
+// Applies `epilogue` to out[r0:r1, c0:c1] of a row-major out with rows `stride` floats apart.
+void ApplyEpilogue(const GemmEpilogue& epilogue, float* out, int64_t stride, int64_t r0,
+                   int64_t r1, int64_t c0, int64_t c1);
+
 // out[m, n] = op(a)[m, k] · op(b)[k, n] (or +=, accumulating), every matrix row-major; op
-// transposes where asked: a is [k, m] with transpose_a, b is [n, k] with transpose_b.
+// transposes where asked: a is [k, m] with transpose_a, b is [n, k] with transpose_b. Then
+// the epilogue, on each block of out right after its last depth block, while it is in cache.
 struct GemmOperands {
   const float* a = nullptr;
   const float* b = nullptr;
@@ -26,6 +39,7 @@ struct GemmOperands {
   bool transpose_a = false;
   bool transpose_b = false;
   bool accumulate = false;
+  GemmEpilogue epilogue = {};  // not with accumulate
 };
 
 // Eigen's block sizes for a row-major result of rows × cols (gemm_blocking_space<RowMajor>:

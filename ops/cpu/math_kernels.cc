@@ -46,7 +46,8 @@ struct MatMulJob {
 // through Tower's loop over Eigen's kernel (ops/cpu/gemm.h), which writes the first depth
 // block instead of zeroing the block and adding to it; else (a block Eigen multiplies another
 // way) through Eigen, the zeroing done here a row at a time with memset: Eigen zeroes a block
-// of a row-major matrix element by element (~6% of a split mlp step).
+// of a row-major matrix element by element (~6% of a split mlp step). Then the epilogue: in
+// the loop, tile by tile; after Eigen, on the block.
 void ProductBlock(const MatMulJob& job, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const GemmOperands& g = job.gemm;
   if (GemmBlock(g, r0, r1, c0, c1, job.sharing)) return;
@@ -65,6 +66,7 @@ void ProductBlock(const MatMulJob& job, int64_t r0, int64_t r1, int64_t c0, int6
     out.noalias() +=
         job.a.middleCols(r0, r1 - r0).transpose() * job.b.middleRows(c0, c1 - c0).transpose();
   }
+  ApplyEpilogue(g.epilogue, g.out, g.n, r0, r1, c0, c1);
 }
 
 // Where chunk `c` starts along a split dimension of `extent` (c = chunks: the end): the
@@ -88,9 +90,10 @@ void ProductChunk(void* context, int chunk) {
   }
 }
 
-// out = op(a) · op(b), or out += it (accumulate): float32 a, b and out.
-void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
-  const auto& attrs = ctx.attr<attrs::MatMul>();
+// out = op(a) · op(b), or out += it (accumulate): float32 a, b and out; then the epilogue
+// (not with accumulate).
+void Product(const KernelContext& ctx, const attrs::MatMul& attrs, const Tensor& c,
+             bool accumulate, const GemmEpilogue& epilogue) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   const int64_t m = c.shape().dim(0);
@@ -98,10 +101,11 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
   const int64_t k = attrs.transpose_a ? a.shape().dim(0) : a.shape().dim(1);
   if (k == 0) {
     if (!accumulate) MutableMatrix(c, m, n).setZero();
+    ApplyEpilogue(epilogue, c.data<float>(), n, 0, m, 0, n);
     return;
   }
   MatMulJob job{GemmOperands{a.data<float>(), b.data<float>(), c.data<float>(), m, n, k,
-                             attrs.transpose_a, attrs.transpose_b, accumulate},
+                             attrs.transpose_a, attrs.transpose_b, accumulate, epilogue},
                 Matrix(a, a.shape().dim(0), a.shape().dim(1)),
                 Matrix(b, b.shape().dim(0), b.shape().dim(1)),
                 /*by_columns=*/true,
@@ -137,7 +141,7 @@ void Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
   // where that pays (ProductWithSharedPacking decides).
   if (!attrs.transpose_a && !accumulate &&
       ProductWithSharedPacking(a.data<float>(), m, k, b.data<float>(), n, attrs.transpose_b,
-                               attrs.b_version, c.data<float>())) {
+                               attrs.b_version, c.data<float>(), epilogue)) {
     return;
   }
   ProductBlock(job, 0, m, 0, n);  // one chunk: the whole product
@@ -151,13 +155,22 @@ Status MatMul(const KernelContext& ctx) {
     return HalfMatMul(ctx.input(0), ctx.input(1), attrs.transpose_a, attrs.transpose_b,
                       ctx.output(0));
   }
-  Product(ctx, ctx.output(0), /*accumulate=*/false);
+  Product(ctx, ctx.attr<attrs::MatMul>(), ctx.output(0), /*accumulate=*/false, {});
   return OkStatus();
 }
 
 // In place: inputs a, b and the sum (float32).
 Status MatMulAdd(const KernelContext& ctx) {
-  Product(ctx, ctx.input(2), /*accumulate=*/true);
+  Product(ctx, ctx.attr<attrs::MatMul>(), ctx.input(2), /*accumulate=*/true, {});
+  return OkStatus();
+}
+
+// Inputs x, weight and, where attrs.has_bias, the bias (float32).
+Status FusedMatMul(const KernelContext& ctx) {
+  const auto& attrs = ctx.attr<attrs::FusedMatMul>();
+  const GemmEpilogue epilogue{attrs.has_bias ? ctx.input(2).data<float>() : nullptr,
+                              attrs.activation == attrs::FusedActivation::kRelu};
+  Product(ctx, attrs.matmul, ctx.output(0), /*accumulate=*/false, epilogue);
   return OkStatus();
 }
 

@@ -34,9 +34,9 @@ Status Activation16(const KernelContext& ctx, const F& f) {
 
 Status Relu(const KernelContext& ctx) {
   if (Is16BitFloat(ctx.output(0).dtype())) {
-    return Activation16<1>(ctx, [](const auto& x, auto out) { out = x.max(0.0f); });
+    return Activation16<1>(ctx, [](const auto& x, auto out) { out = ReluOf(x); });
   }
-  MutableFlat(ctx.output(0)) = Flat(ctx.input(0)).max(0.0f);
+  MutableFlat(ctx.output(0)) = ReluOf(Flat(ctx.input(0)));
   return OkStatus();
 }
 

@@ -11,6 +11,7 @@ Span<const NamedKernel> AllKernels() {
   static const NamedKernel kKernels[] = {
       {kMatMul, cpu::MatMul},
       {kMatMulAdd, cpu::MatMulAdd},
+      {kFusedMatMul, cpu::FusedMatMul},
       {kBiasAdd, cpu::BiasAdd},
       {kAdd, cpu::Add},
       {kSub, cpu::Sub},

@@ -126,7 +126,8 @@ PackedWeight* Claim(Cache& cache, const float* w, bool transposed, Index n, Inde
 }  // namespace
 
 bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const float* w,
-                              int64_t n, bool transpose_w, uint64_t version, float* out) {
+                              int64_t n, bool transpose_w, uint64_t version, float* out,
+                              const GemmEpilogue& epilogue) {
   // Version 0 promises nothing: a plain product. A single row or column: Eigen multiplies it
   // as a matrix-vector product, with other bits (and no rows: nothing to compute).
   const GemmOperands product{a, w, out, m, n, depth};
@@ -156,7 +157,7 @@ bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const fl
   packed.sizes = blocking.sizes;
   packed.before_packing = before_packing_block_hook.load(std::memory_order_relaxed);
   const GemmOperands g{a, w, out, m, n, depth, /*transpose_a=*/false, transpose_w,
-                       /*accumulate=*/false};
+                       /*accumulate=*/false, epilogue};
   GemmBlock(g, 0, m, 0, n, GemmSharing{&packed, nullptr});
   std::lock_guard<std::mutex> lock(cache.mutex);
   --entry->users;

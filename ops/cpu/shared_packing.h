@@ -24,6 +24,8 @@
 
 #include <cstdint>
 
+#include "ops/cpu/gemm.h"
+
 namespace tower::cpu {
 
 // out[m, n] (row-major) = a[m, depth] · w, where w is the row-major weight [depth, n], or,
@@ -32,8 +34,10 @@ namespace tower::cpu {
 // small, a weight whose packing would not fit the cache) or there is no room for it (every
 // entry holds another weight of this version, or another model's step is using it); the
 // caller then multiplies as usual.
+// `epilogue` as GemmOperands' (ops/cpu/gemm.h).
 bool ProductWithSharedPacking(const float* a, int64_t m, int64_t depth, const float* w,
-                              int64_t n, bool transpose_w, uint64_t version, float* out);
+                              int64_t n, bool transpose_w, uint64_t version, float* out,
+                              const GemmEpilogue& epilogue = {});
 
 // The process keeps at most this many packed weights, and none larger than kMaxPackedBytes.
 // One copy for the process, not one per thread: a 4-hidden-layer `mlp` keeps its 7 weights

@@ -76,8 +76,8 @@ Status CheckFloat32Inputs(const KernelContext& ctx, const char* op) {
 // ---- math ----------------------------------------------------------------------------------
 
 // c = op(a)·op(b), or c += it (accumulate: cuBLAS's beta = 1).
-Status Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
-  const auto& attrs = ctx.attr<attrs::MatMul>();
+Status Product(const KernelContext& ctx, const attrs::MatMul& attrs, const Tensor& c,
+               bool accumulate) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   const int64_t m = c.shape().dim(0);
@@ -110,13 +110,36 @@ Status Product(const KernelContext& ctx, const Tensor& c, bool accumulate) {
 
 Status MatMul(const KernelContext& ctx) {
   TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "MatMul"));
-  return Product(ctx, ctx.output(0), /*accumulate=*/false);
+  return Product(ctx, ctx.attr<attrs::MatMul>(), ctx.output(0), /*accumulate=*/false);
 }
 
 // In place: inputs a, b and the sum.
 Status MatMulAdd(const KernelContext& ctx) {
   TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "MatMulAdd"));
-  return Product(ctx, ctx.input(2), /*accumulate=*/true);
+  return Product(ctx, ctx.attr<attrs::MatMul>(), ctx.input(2), /*accumulate=*/true);
+}
+
+// Inputs x, weight and, where attrs.has_bias, the bias. cuBLAS's product, then the bias and
+// Relu launchers in place on the product (each element read and written by one thread), on
+// the same stream: the three ops' kernels, so their bits.
+Status FusedMatMul(const KernelContext& ctx) {
+  TOWER_RETURN_IF_ERROR(CheckFloat32Inputs(ctx, "FusedMatMul"));
+  const auto& attrs = ctx.attr<attrs::FusedMatMul>();
+  const Tensor& out = ctx.output(0);
+  TOWER_RETURN_IF_ERROR(Product(ctx, attrs.matmul, out, /*accumulate=*/false));
+  const int64_t rows = out.shape().dim(0);
+  const int64_t cols = out.shape().dim(1);
+  if (rows * cols == 0) return OkStatus();
+  TOWER_GPU_DEVICE_SCOPE(ctx);
+  if (attrs.has_bias) {
+    TOWER_GPU_RETURN_IF_ERROR(ctx, gpu::LaunchBiasAdd(Out(ctx), In(ctx, 2), Out(ctx), rows, cols,
+                                                      StreamOf(ctx)));
+  }
+  if (attrs.activation == attrs::FusedActivation::kRelu) {
+    TOWER_GPU_RETURN_IF_ERROR(ctx,
+                              gpu::LaunchRelu(Out(ctx), Out(ctx), rows * cols, StreamOf(ctx)));
+  }
+  return OkStatus();
 }
 
 Status BiasAdd(const KernelContext& ctx) {
@@ -443,6 +466,7 @@ struct NamedKernel {
 constexpr NamedKernel kKernels[] = {
     {op_names::kMatMul, MatMul},
     {op_names::kMatMulAdd, MatMulAdd},
+    {op_names::kFusedMatMul, FusedMatMul},
     {op_names::kBiasAdd, BiasAdd},
     {op_names::kAdd, Add},
     {op_names::kSub, Sub},

@@ -223,6 +223,44 @@ TEST_F(OpsGpuTest, MatMulAllTransposes) {
   EXPECT_EQ(Host(ops::MatMul(Make(Shape{2, 0}, {}), Make(Shape{0, 3}, {}))), Values(6, 0.0f));
 }
 
+// FusedMatMul: cuBLAS's product, then the bias and Relu kernels in place on it: the bits of
+// MatMul, BiasAdd and Relu on this device, and within the product's bound of the reference.
+TEST_F(OpsGpuTest, FusedMatMulIsMatMulBiasAddAndRelu) {
+  for (const Case& c : kCases) {
+    const int64_t m = c.rows, k = c.cols, n = 11;
+    const Values x = RandomValues(m * k, c.scale, 7);
+    const Values w = RandomValues(k * n, c.scale, 8);  // as stored, [k, n] or [n, k]
+    const Values bias = RandomValues(n, c.scale, 9);
+    for (int tw = 0; tw < 2; ++tw) {
+      const Shape w_shape = tw ? Shape{n, k} : Shape{k, n};
+      for (bool has_bias : {false, true}) {
+        for (bool relu : {false, true}) {
+          const std::string what = Name(c) + " tw=" + std::to_string(tw) +
+                                   (has_bias ? " bias" : "") + (relu ? " relu" : "");
+          const Tensor tx = Make(Shape{m, k}, x), tw_ = Make(w_shape, w);
+          const Tensor tbias = has_bias ? Make(Shape{n}, bias) : Tensor();
+          const Values got = Host(ops::FusedMatMul(
+              tx, tw_, tbias, relu ? ops::FusedActivation::kRelu : ops::FusedActivation::kNone,
+              tw));
+          StatusOr<Tensor> z = ops::MatMul(tx, tw_, false, tw);
+          if (has_bias && z.ok()) z = ops::BiasAdd(*z, tbias);
+          if (relu && z.ok()) z = ops::Relu(*z);
+          EXPECT_TRUE(BitwiseEqual(got, Host(z))) << what;
+          Values want = reference::MatMul(x, Shape{m, k}, w, w_shape, false, tw);
+          Values bound = reference::MatMul(Abs(x), Shape{m, k}, Abs(w), w_shape, false, tw);
+          if (has_bias) {
+            want = reference::BiasAdd(want, Shape{m, n}, bias);
+            bound = reference::BiasAdd(bound, Shape{m, n}, Abs(bias));
+          }
+          if (relu) want = reference::Relu(want);
+          for (float& b : bound) b *= 2 * (k + 2) * kEps;
+          ExpectWithin("FusedMatMul", got, want, bound, "FusedMatMul " + what);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(OpsGpuTest, ElementwiseBinaryOps) {
   for (const Case& c : kCases) {
     const Shape shape{c.rows, c.cols};
