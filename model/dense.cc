@@ -79,11 +79,24 @@ StatusOr<Tensor> DenseLayer::Forward(int replica, const Tensor& x, LayerCache* c
   // A float32 kernel is the variable's own buffer, constant for the step's version; a cast
   // one is this pass's own copy.
   const uint64_t version = compute == DType::kFloat32 ? weights_version_ : 0;
-  TOWER_ASSIGN_OR_RETURN(Tensor z, ops::MatMulByWeight(input, kernel, false, version));
-  if (bias_ != nullptr) {
-    TOWER_ASSIGN_OR_RETURN(z, ops::BiasAdd(z, bias_->value(replica)));
+  Tensor z;
+  Activation remaining = activation_;
+  if (compute == DType::kFloat32) {
+    // One op: the product, the bias and a Relu, the bits of the three (ops::FusedMatMul).
+    // Other activations follow it.
+    const bool relu = activation_ == Activation::kRelu;
+    if (relu) remaining = Activation::kLinear;
+    TOWER_ASSIGN_OR_RETURN(
+        z, ops::FusedMatMul(input, kernel, bias_ != nullptr ? bias_->value(replica) : Tensor(),
+                            relu ? ops::FusedActivation::kRelu : ops::FusedActivation::kNone,
+                            /*transpose_weight=*/false, version));
+  } else {
+    TOWER_ASSIGN_OR_RETURN(z, ops::MatMulByWeight(input, kernel, false, version));
+    if (bias_ != nullptr) {
+      TOWER_ASSIGN_OR_RETURN(z, ops::BiasAdd(z, bias_->value(replica)));
+    }
   }
-  TOWER_ASSIGN_OR_RETURN(Tensor y, ApplyActivation(activation_, z));
+  TOWER_ASSIGN_OR_RETURN(Tensor y, ApplyActivation(remaining, z));
   if (cache != nullptr) {
     cache->input = input;
     cache->output = y;

@@ -1,14 +1,17 @@
 // Dense layers: forward against the plain formula, backward against finite differences of
 // the forward pass, variable naming and build errors.
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "device/context.h"
+#include "model/activation.h"
 #include "model/dense.h"
 #include "ops/math_ops.h"
+#include "util/logging.h"
 
 namespace tower {
 namespace {
@@ -100,6 +103,55 @@ TEST(DenseTest, ForwardIsActivationOfAffine) {
         EXPECT_NEAR(y[i * 3 + j], want, 1e-6) << activation << " [" << i << "," << j << "]";
       }
     }
+  }
+}
+
+// A float32 Dense layer runs its product, bias and Relu as one FusedMatMul (other
+// activations after it), with the bits of MatMul, BiasAdd and the activation's op.
+TEST(DenseTest, Float32ForwardFusesProductBiasAndRelu) {
+  struct Expected {
+    const char* activation;
+    bool use_bias;
+    const char* ops;  // the placement log's op names, in order
+  };
+  for (const Expected& e : {Expected{"relu", true, "FusedMatMul"},
+                            Expected{"relu", false, "FusedMatMul"},
+                            Expected{"linear", true, "FusedMatMul"},
+                            Expected{"tanh", true, "FusedMatMul Tanh"}}) {
+    const std::string what = std::string(e.activation) + (e.use_bias ? "" : ", no bias");
+    TestFactory factory;
+    DenseOptions options;
+    options.activation = e.activation;
+    options.use_bias = e.use_bias;
+    auto layer = Dense(70, options);
+    ASSERT_TRUE(layer->Build(40, 0, factory).ok());
+    if (e.use_bias) ASSERT_TRUE(factory.variables[1]->Assign(Random(70, 3)).ok());
+    const Tensor x = Host(Shape{33, 40}, Random(33 * 40, 4));
+    std::string log;
+    StatusOr<Tensor> y = InternalError("not run");
+    {
+      Context::Global().SetLogDevicePlacement(true);
+      ScopedLogCapture capture;
+      y = layer->Forward(0, x, nullptr);
+      log = capture.text();
+      Context::Global().SetLogDevicePlacement(false);
+    }
+    ASSERT_TRUE(y.ok()) << y.status();
+    std::string ops;
+    for (size_t at = log.find("Executing op "); at != std::string::npos;
+         at = log.find("Executing op ", at + 1)) {
+      const size_t name = at + std::string("Executing op ").size();
+      ops += (ops.empty() ? "" : " ") + log.substr(name, log.find(' ', name) - name);
+    }
+    EXPECT_EQ(ops, e.ops) << what;
+    StatusOr<Tensor> z = ops::MatMul(x, factory.variables[0]->value());
+    if (e.use_bias && z.ok()) z = ops::BiasAdd(*z, factory.variables[1]->value());
+    if (z.ok()) z = ApplyActivation(*ParseActivation(e.activation), *z);
+    ASSERT_TRUE(z.ok()) << z.status();
+    const std::vector<float> got = *y->ToHost();
+    const std::vector<float> want = *z->ToHost();
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << what;
   }
 }
 
