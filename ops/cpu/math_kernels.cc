@@ -10,6 +10,7 @@
 #include "ops/cpu/eigen.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/half_matmul.h"
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/shared_packing.h"
 #include "ops/op_attrs.h"
 
@@ -279,9 +280,11 @@ void SumRowsOf(const RowOf& row_of, int64_t rows, int64_t cols, float* out, doub
   }
 }
 
-void SumRows(const float* x, int64_t rows, int64_t cols, float* out, double divisor) {
-  SumRowsOf([x, cols](int64_t i, int64_t c0, int64_t) { return x + i * cols + c0; }, rows, cols,
-            out, divisor);
+// The sums of the `cols` columns of x[rows, ...] whose rows are `stride` floats apart.
+void SumRows(const float* x, int64_t rows, int64_t stride, int64_t cols, float* out,
+             double divisor) {
+  SumRowsOf([x, stride](int64_t i, int64_t c0, int64_t) { return x + i * stride + c0; }, rows,
+            cols, out, divisor);
 }
 
 // The sums of a 16-bit x (mixed precision's bias gradients), into float32: SumRows's, each
@@ -330,7 +333,13 @@ Status Reduce(const KernelContext& ctx, bool mean) {
     out[0] = static_cast<float>(sum / divisor);
     return OkStatus();
   }
-  SumRows(x.data<float>(), rows, cols, out, divisor);
+  // Split by columns over the call's intra-op threads: each column is summed in row order
+  // whoever sums it, so the bits do not depend on the split.
+  const float* in = x.data<float>();
+  const int64_t min_columns = std::max<int64_t>(16, kMinSplitElements / std::max<int64_t>(rows, 1));
+  ParallelRanges(out, cols, min_columns, [=](int64_t begin, int64_t end) {
+    SumRows(in + begin, rows, cols, end - begin, out + begin, divisor);
+  });
   return OkStatus();
 }
 

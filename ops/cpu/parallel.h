@@ -11,6 +11,10 @@
 
 namespace tower::cpu {
 
+// 256 KB of each operand per range at least: below that, handing out a range costs more than
+// it saves (linreg's 64-row tensors never split).
+inline constexpr int64_t kMinSplitElements = 1 << 16;
+
 // Runs f(begin, end) over ranges that cover [0, n) for a kernel that writes n floats at
 // `out`: once over everything when the call may use one thread or n < 2·min_elements, else
 // over at most CurrentIntraOpThreads() ranges of at least min_elements each, in parallel.

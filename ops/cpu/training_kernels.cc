@@ -26,13 +26,6 @@
 #endif
 
 namespace tower::cpu {
-namespace {
-
-// 256 KB of each operand per chunk at least: below that, handing out the chunk costs more
-// than it saves (the 64×1 linreg weights never split).
-constexpr int64_t kMinUpdateElements = 1 << 16;
-
-}  // namespace
 
 void SgdUpdate(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
                int64_t n) {
@@ -97,7 +90,7 @@ void AdamUpdate(const attrs::Adam& adam, float* var, float* m, float* v, const f
 
 void SgdUpdateSplit(const attrs::Sgd& sgd, float* var, float* velocity, const float* grad,
                     int64_t n) {
-  ParallelRanges(var, n, kMinUpdateElements, [&](int64_t begin, int64_t end) {
+  ParallelRanges(var, n, kMinSplitElements, [&](int64_t begin, int64_t end) {
     SgdUpdate(sgd, var + begin, velocity == nullptr ? nullptr : velocity + begin, grad + begin,
               end - begin);
   });
@@ -116,7 +109,7 @@ Status ApplySgd(const KernelContext& ctx) {
 
 void AdamUpdateSplit(const attrs::Adam& adam, float* var, float* m, float* v, const float* grad,
                      int64_t n) {
-  ParallelRanges(var, n, kMinUpdateElements, [&](int64_t begin, int64_t end) {
+  ParallelRanges(var, n, kMinSplitElements, [&](int64_t begin, int64_t end) {
     AdamUpdate(adam, var + begin, m + begin, v + begin, grad + begin, end - begin);
   });
 }

@@ -17,6 +17,7 @@
 #include "device/context.h"
 #include "device/intra_op.h"
 #include "ops/math_ops.h"
+#include "ops/nn_ops.h"
 #include "ops/training_ops.h"
 #include "tests/testing/held_intra_op_pool.h"
 #include "tests/testing/random_values.h"
@@ -401,6 +402,47 @@ TEST(UpdateThreadsTest, HostArrayUpdatesSplitWithTheBitsOfTheOps) {
     }
     // 2 and 3 threads × 2 steps, each split.
     EXPECT_EQ(IntraOpPool::Global().split_calls() - splits_before, 4u) << NameOf(u);
+  }
+}
+
+// ReluGrad and ReduceSum along the batch (a Dense layer's backward) split over the call's
+// threads: against plain loops written here, and the bits of one thread for any count, on
+// the mlp's [256, 1024] and on shapes whose split leaves an odd remainder.
+TEST(BackwardThreadsTest, ReluGradAndBatchSumsSplitWithTheBitsOfOneThread) {
+  UseThreeIntraOpThreads();
+  struct Shape2 {
+    int64_t rows, cols;
+  };
+  for (const Shape2& s : {Shape2{256, 1024}, Shape2{1000, 333}, Shape2{70001, 3}}) {
+    const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+    const Shape shape{s.rows, s.cols};
+    const Values dy = RandomValues(s.rows * s.cols, 61);
+    Values x = RandomValues(s.rows * s.cols, 62);
+    x[0] = 0.0f;  // the boundary: no gradient at 0
+    x[1] = -0.0f;
+    Values relu_grad(dy.size());
+    for (size_t i = 0; i < dy.size(); ++i) relu_grad[i] = x[i] > 0 ? dy[i] : 0.0f;
+    std::vector<double> sums(static_cast<size_t>(s.cols), 0.0);
+    for (int64_t i = 0; i < s.rows; ++i) {
+      for (int64_t j = 0; j < s.cols; ++j) sums[j] += dy[i * s.cols + j];
+    }
+    Values column_sums(sums.begin(), sums.end());  // each rounded once to float
+    const uint64_t splits_before = IntraOpPool::Global().split_calls();
+    for (int threads : {1, 2, 3, 5}) {
+      ScopedIntraOpThreads budget(threads);
+      const Tensor tdy = *Tensor::FromHost(Cpu(), shape, dy);
+      const Tensor tx = *Tensor::FromHost(Cpu(), shape, x);
+      StatusOr<Tensor> grad = ops::ReluGrad(tdy, tx);
+      ASSERT_TRUE(grad.ok()) << grad.status();
+      EXPECT_TRUE(SameBits(*grad->ToHost(), relu_grad)) << what << " threads=" << threads;
+      StatusOr<Tensor> sum = ops::ReduceSum(tdy, ops::ReduceAxis::kBatch);
+      ASSERT_TRUE(sum.ok()) << sum.status();
+      EXPECT_TRUE(SameBits(*sum->ToHost(), column_sums)) << what << " threads=" << threads;
+    }
+    // Both ops split with 2, 3 and 5 threads where each range gets 64K elements (the
+    // 3-column shape's sums do not split: 16 columns at least per range).
+    const uint64_t splits = IntraOpPool::Global().split_calls() - splits_before;
+    EXPECT_EQ(splits, s.cols >= 32 ? 6u : 3u) << what;
   }
 }
 
