@@ -21,11 +21,13 @@
 #include "ops/training_ops.h"
 #include "tests/testing/held_intra_op_pool.h"
 #include "tests/testing/random_values.h"
+#include "tests/testing/same_bits.h"
 
 namespace tower {
 namespace {
 
 using Values = std::vector<float>;
+using testing::SameBits;
 
 constexpr double kEps = 1.1920929e-07;  // float32 machine epsilon
 
@@ -93,10 +95,6 @@ void Reference(const Case& c, const Operands& x, std::vector<double>* sum,
       (*magnitude)[i * c.n + j] = mag;
     }
   }
-}
-
-bool SameBits(const Values& x, const Values& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
 std::vector<Case> WithEveryTranspose(const std::vector<Case>& shapes) {

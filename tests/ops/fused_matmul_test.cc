@@ -22,12 +22,14 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "tests/testing/random_values.h"
+#include "tests/testing/same_bits.h"
 
 namespace tower {
 namespace {
 
 using ::testing::HasSubstr;
 using Values = std::vector<float>;
+using testing::SameBits;
 
 constexpr double kEps = 1.1920929e-07;  // float32 machine epsilon
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -53,12 +55,6 @@ Values ToHost(const StatusOr<Tensor>& t) {
   StatusOr<Values> host = t->ToHost();
   TOWER_CHECK_OK(host.status());
   return *host;
-}
-
-bool SameBits(const Values& x, const Values& y) {
-  // (memcmp of no bytes still needs pointers: an empty vector's may be null)
-  return x.size() == y.size() &&
-         (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
 }
 
 struct Case {

@@ -22,6 +22,7 @@
 #include "ops/nn_ops.h"
 #include "ops/reference/reference_ops.h"
 #include "ops/training_ops.h"
+#include "tests/testing/same_bits.h"
 
 namespace tower {
 namespace {
@@ -581,9 +582,6 @@ TEST(OpsCpuTest, HostUpdatesOfAnySlicingGiveTheBitsOfTheOps) {
   Values v0 = RandomValues(n, 0.01f, 43);
   for (float& x : v0) x = std::fabs(x);
   const std::vector<int64_t> cuts = {0, 1, 7, 16, 333, 517, 518, 999, n};
-  auto same_bits = [](const Values& a, const Values& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-  };
   for (float momentum : {0.0f, 0.9f}) {
     for (bool nesterov : {false, true}) {
       Tensor var = Make(Shape{n}, w);
@@ -602,8 +600,8 @@ TEST(OpsCpuTest, HostUpdatesOfAnySlicingGiveTheBitsOfTheOps) {
                        g.data() + b, e - b);
       }
       const std::string tag = "momentum " + std::to_string(momentum) + (nesterov ? " nesterov" : "");
-      EXPECT_TRUE(same_bits(Host(var), host_w)) << tag;
-      EXPECT_TRUE(same_bits(Host(velocity), host_v)) << tag;
+      EXPECT_TRUE(testing::SameBits(Host(var), host_w)) << tag;
+      EXPECT_TRUE(testing::SameBits(Host(velocity), host_v)) << tag;
     }
   }
   Tensor var = Make(Shape{n}, w), m = Make(Shape{n}, m0), v = Make(Shape{n}, v0);
@@ -615,9 +613,9 @@ TEST(OpsCpuTest, HostUpdatesOfAnySlicingGiveTheBitsOfTheOps) {
     ops::AdamOnHost(adam, host_w.data() + b, host_m.data() + b, host_v.data() + b,
                     g.data() + b, e - b);
   }
-  EXPECT_TRUE(same_bits(Host(var), host_w));
-  EXPECT_TRUE(same_bits(Host(m), host_m));
-  EXPECT_TRUE(same_bits(Host(v), host_v));
+  EXPECT_TRUE(testing::SameBits(Host(var), host_w));
+  EXPECT_TRUE(testing::SameBits(Host(m), host_m));
+  EXPECT_TRUE(testing::SameBits(Host(v), host_v));
   // The checks are the ops': the same messages.
   EXPECT_THAT(ops::AdamAttrs(0.1f, 0.9f, 0.999f, 1e-7f, 0).status().message(),
               HasSubstr("step 0"));

@@ -30,6 +30,7 @@
 #include "ops/reference/reference_ops.h"
 #include "ops/training_ops.h"
 #include "tests/testing/gpu.h"
+#include "tests/testing/same_bits.h"
 
 namespace tower {
 namespace {
@@ -54,9 +55,7 @@ Values Abs(Values v) {
   return v;
 }
 
-bool BitwiseEqual(const Values& a, const Values& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
-}
+using testing::SameBits;
 
 struct Case {
   int64_t rows;
@@ -172,7 +171,7 @@ class OpsGpuTest : public ::testing::Test {
   void ExpectBitwise(const std::string& op, const Values& got, const Values& want,
                      const std::string& what) {
     ExpectWithin(op, got, want, Values(want.size(), 0.0f), what);
-    EXPECT_TRUE(BitwiseEqual(got, want)) << what;
+    EXPECT_TRUE(SameBits(got, want)) << what;
   }
 
   Device* gpu_ = nullptr;
@@ -245,7 +244,7 @@ TEST_F(OpsGpuTest, FusedMatMulIsMatMulBiasAddAndRelu) {
           StatusOr<Tensor> z = ops::MatMul(tx, tw_, false, tw);
           if (has_bias && z.ok()) z = ops::BiasAdd(*z, tbias);
           if (relu && z.ok()) z = ops::Relu(*z);
-          EXPECT_TRUE(BitwiseEqual(got, Host(z))) << what;
+          EXPECT_TRUE(SameBits(got, Host(z))) << what;
           Values want = reference::MatMul(x, Shape{m, k}, w, w_shape, false, tw);
           Values bound = reference::MatMul(Abs(x), Shape{m, k}, Abs(w), w_shape, false, tw);
           if (has_bias) {
@@ -319,7 +318,7 @@ TEST_F(OpsGpuTest, AddNIsTheCpuSumBitwise) {
     StatusOr<Tensor> cpu_sum = ops::AddN(cpu_tensors);
     ASSERT_TRUE(cpu_sum.ok()) << cpu_sum.status();
     EXPECT_EQ(cpu_sum->device(), cpu_);
-    EXPECT_TRUE(BitwiseEqual(got, *cpu_sum->ToHost())) << "AddN vs CPU " + Name(c);
+    EXPECT_TRUE(SameBits(got, *cpu_sum->ToHost())) << "AddN vs CPU " + Name(c);
   }
   EXPECT_EQ(Host(ops::AddN({Make(Shape{2}, {1, 2})})), (Values{1, 2}));
 }
@@ -341,7 +340,7 @@ TEST_F(OpsGpuTest, Reductions) {
       ExpectClose("ReduceMean", Host(ops::ReduceMean(t, axis)),
                   reference::ReduceMean(x, shape, axis), 2 * kEps, "ReduceMean " + tag);
       // No atomics: the same bits every run.
-      EXPECT_TRUE(BitwiseEqual(got, Host(ops::ReduceSum(t, axis)))) << "ReduceSum " + tag;
+      EXPECT_TRUE(SameBits(got, Host(ops::ReduceSum(t, axis)))) << "ReduceSum " + tag;
     }
   }
   // Mean of nothing is NaN; sum of nothing is zero.
@@ -515,14 +514,14 @@ TEST_F(OpsGpuTest, RandomValuesAreBitwiseTheReferenceAndTheCpus) {
       const Values u = Host(ops::RandomUniform(shape, uniform.a, uniform.b, seed, gpu_));
       ExpectBitwise("RandomUniform", u, reference::RandomUniform(n, uniform), "uniform " + tag);
       EXPECT_TRUE(
-          BitwiseEqual(u, *ops::RandomUniform(shape, uniform.a, uniform.b, seed, cpu_)->ToHost()))
+          SameBits(u, *ops::RandomUniform(shape, uniform.a, uniform.b, seed, cpu_)->ToHost()))
           << "uniform vs CPU " << tag;
       const attrs::Random normal{seed, 1.5f, 3.0f};
       const Values z = Host(ops::RandomNormal(shape, normal.a, normal.b, seed, gpu_));
       // The reference's log and cos are the C library's: within float rounding.
       ExpectClose("RandomNormal", z, reference::RandomNormal(n, normal), 2e-6f, "normal " + tag);
       EXPECT_TRUE(
-          BitwiseEqual(z, *ops::RandomNormal(shape, normal.a, normal.b, seed, cpu_)->ToHost()))
+          SameBits(z, *ops::RandomNormal(shape, normal.a, normal.b, seed, cpu_)->ToHost()))
           << "normal vs CPU " << tag;
     }
   }
@@ -564,8 +563,8 @@ TEST_F(OpsGpuTest, SgdUpdates) {
         ExpectWithin("ApplySgd", got_w, want_w, bound, "SGD var " + tag);
         ExpectWithin("ApplySgd", got_v, want_v, bound, "SGD velocity " + tag);
         // Rounded as the CPU kernel rounds: CPU and GPU replicas stay identical.
-        EXPECT_TRUE(BitwiseEqual(got_w, *cpu_var.ToHost())) << "SGD var vs CPU " << tag;
-        EXPECT_TRUE(BitwiseEqual(got_v, *cpu_velocity.ToHost())) << "SGD velocity vs CPU " << tag;
+        EXPECT_TRUE(SameBits(got_w, *cpu_var.ToHost())) << "SGD var vs CPU " << tag;
+        EXPECT_TRUE(SameBits(got_v, *cpu_velocity.ToHost())) << "SGD velocity vs CPU " << tag;
       }
     }
     Tensor var = Make(shape, w);
@@ -576,7 +575,7 @@ TEST_F(OpsGpuTest, SgdUpdates) {
     reference::ApplySgd(&want, nullptr, g, attrs::Sgd{0.25f, 0, false});
     const Values got = Host(var);
     ExpectClose("ApplySgd", got, want, 2 * kEps, "plain SGD " + Name(c));
-    EXPECT_TRUE(BitwiseEqual(got, *cpu_var.ToHost())) << "plain SGD vs CPU " << Name(c);
+    EXPECT_TRUE(SameBits(got, *cpu_var.ToHost())) << "plain SGD vs CPU " << Name(c);
   }
 }
 

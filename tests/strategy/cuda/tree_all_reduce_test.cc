@@ -39,6 +39,7 @@
 #include "tests/testing/gpu.h"
 #include "tests/testing/gpu_contexts.h"
 #include "tests/testing/replica_threads.h"
+#include "tests/testing/same_bits.h"
 
 namespace tower {
 namespace {
@@ -116,10 +117,7 @@ float Spread(uint64_t seed) {
   return ((z >> 63) ? -1.0f : 1.0f) * std::ldexp(mantissa, exponent);
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using testing::SameBits;
 
 // The first element where a and b differ in bits, for messages.
 std::string FirstDifference(const std::vector<float>& got, const std::vector<float>& want) {
