@@ -20,10 +20,13 @@
 #include <cudaemu/testing.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -596,6 +599,41 @@ bool ValidConfiguration(dim3 grid, dim3 block, size_t shared_bytes) {
 std::atomic<int64_t> launches{0};
 std::atomic<int64_t> fail_launch_at{0};  // FailLaunch's target (0: none)
 
+// HoldLaunch's hold: one at a time, each a generation of its own, so that a new hold never
+// catches the launch of an earlier one that was released but has not woken yet. The held
+// launch's work waits (on its stream's worker) until its generation is released or its limit
+// passes, so its stream holds everything queued behind it.
+struct Hold {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t generation = 0;           // the current hold's
+  int64_t at = 0;                    // its launch's number (0: none)
+  std::chrono::milliseconds limit{0};
+  uint64_t reached = 0;              // the latest generation whose stream waits at its launch
+  uint64_t released = 0;             // generations up to this one are released
+  bool timed_out = false;            // the current hold's launch ran because its limit passed
+};
+Hold& TheHold() {
+  static Hold* const hold = new Hold();  // never destroyed (detached stream workers)
+  return *hold;
+}
+
+void WaitAtHold(const std::string& kernel, uint64_t generation,
+                std::chrono::milliseconds limit) {
+  Hold& hold = TheHold();
+  std::unique_lock<std::mutex> lock(hold.mu);
+  hold.reached = generation;
+  hold.cv.notify_all();
+  if (!hold.cv.wait_for(lock, limit, [&] { return hold.released >= generation; })) {
+    if (generation == hold.generation) hold.timed_out = true;
+    std::fprintf(stderr,
+                 "cudaemu: kernel %s was held (cudaemu::testing::HoldLaunch) and nobody "
+                 "released it within %lld ms: it runs now\n",
+                 kernel.c_str(), static_cast<long long>(limit.count()));
+  }
+  if (hold.reached == generation) hold.reached = 0;  // it runs now: held no more
+}
+
 int64_t EnvFailLaunch() {
   static const int64_t nth = EnvInt("CUDAEMU_FAIL_LAUNCH", 0);
   return nth;
@@ -619,8 +657,19 @@ void LaunchGrid(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
   }
   const int64_t env_nth = EnvFailLaunch();
   const bool inject = (env_nth > 0 && number == env_nth) || number == fail_launch_at.load();
+  uint64_t held = 0;  // the hold's generation, if this launch is held
+  std::chrono::milliseconds limit{0};
+  {
+    Hold& hold = TheHold();
+    std::lock_guard<std::mutex> lock(hold.mu);
+    if (number == hold.at) {
+      held = hold.generation;
+      limit = hold.limit;
+    }
+  }
   std::string kernel = name != nullptr ? name : "kernel";
-  target->Enqueue(kernel, [kernel, grid, block, body = std::move(body), inject]() {
+  target->Enqueue(kernel, [kernel, grid, block, body = std::move(body), inject, held, limit]() {
+    if (held != 0) WaitAtHold(kernel, held, limit);
     if (inject) {
       std::fprintf(stderr,
                    "cudaemu: kernel %s faulted (cudaErrorLaunchFailure): injected launch "
@@ -663,6 +712,32 @@ int64_t KernelLaunches() { return internal::launches.load(); }
 
 void FailLaunch(int64_t nth) {
   internal::fail_launch_at.store(nth > 0 ? internal::launches.load() + nth : 0);
+}
+
+void HoldLaunch(int64_t nth, std::chrono::milliseconds limit) {
+  internal::Hold& hold = internal::TheHold();
+  std::lock_guard<std::mutex> lock(hold.mu);
+  hold.released = hold.generation;  // an earlier hold not released yet is, now
+  ++hold.generation;
+  hold.at = nth > 0 ? internal::launches.load() + nth : 0;
+  hold.limit = limit;
+  hold.timed_out = false;
+  hold.cv.notify_all();
+}
+
+bool LaunchIsHeld() {
+  internal::Hold& hold = internal::TheHold();
+  std::lock_guard<std::mutex> lock(hold.mu);
+  return hold.reached == hold.generation && hold.released < hold.generation;
+}
+
+bool ReleaseHeldLaunch() {
+  internal::Hold& hold = internal::TheHold();
+  std::lock_guard<std::mutex> lock(hold.mu);
+  hold.released = hold.generation;
+  hold.at = 0;
+  hold.cv.notify_all();
+  return !hold.timed_out;
 }
 
 }  // namespace cudaemu::testing

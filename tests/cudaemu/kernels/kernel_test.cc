@@ -10,6 +10,8 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -690,6 +692,74 @@ TEST(KernelTest, UnknownStream) {
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   EXPECT_EQ(mark.ToHost()[0], 1);
+}
+
+// ---- a launch held by the test (cudaemu::testing::HoldLaunch) ---------------------------------
+
+TEST(KernelTest, AHeldLaunchHoldsItsStreamUntilReleased) {
+  DeviceArray<int> mark(1);
+  Stream stream;
+  CUDA_OK(cudaStreamSynchronize(stream.get()));
+  cudaemu::testing::HoldLaunch(2, std::chrono::seconds(60));  // the second launch from now
+  for (int k = 0; k < 3; ++k) {
+    cudaemu::LaunchKernel(MarkKernel, "MarkKernel", 1, 1, 0, stream.get(), mark.get());
+    CUDA_OK(cudaGetLastError());
+  }
+  // The stream reaches the held launch and stays there: the first launch ran, the others wait.
+  const auto start = std::chrono::steady_clock::now();
+  while (!cudaemu::testing::LaunchIsHeld() && MillisecondsSince(start) < 60000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(cudaemu::testing::LaunchIsHeld());
+  EXPECT_EQ(cudaStreamQuery(stream.get()), cudaErrorNotReady);
+  (void)cudaGetLastError();
+  EXPECT_EQ(mark.ToHost()[0], 1);  // a copy on the legacy stream: it does not wait for this one
+  EXPECT_TRUE(cudaemu::testing::ReleaseHeldLaunch());
+  CUDA_OK(cudaStreamSynchronize(stream.get()));
+  EXPECT_FALSE(cudaemu::testing::LaunchIsHeld());
+  EXPECT_EQ(mark.ToHost()[0], 3);
+  // Released before its stream reaches it: it does not wait.
+  cudaemu::testing::HoldLaunch(1, std::chrono::seconds(60));
+  EXPECT_TRUE(cudaemu::testing::ReleaseHeldLaunch());
+  cudaemu::LaunchKernel(MarkKernel, "MarkKernel", 1, 1, 0, stream.get(), mark.get());
+  CUDA_OK(cudaStreamSynchronize(stream.get()));
+  EXPECT_EQ(mark.ToHost()[0], 4);
+  // A hold right after a release, its stream not yet woken: the new hold holds its own
+  // launch, never the released one again.
+  for (int round = 0; round < 20; ++round) {
+    cudaemu::testing::HoldLaunch(1, std::chrono::seconds(60));
+    cudaemu::LaunchKernel(MarkKernel, "MarkKernel", 1, 1, 0, stream.get(), mark.get());
+    const auto held_at = std::chrono::steady_clock::now();
+    while (!cudaemu::testing::LaunchIsHeld() && MillisecondsSince(held_at) < 60000) {
+      std::this_thread::yield();
+    }
+    ASSERT_TRUE(cudaemu::testing::ReleaseHeldLaunch());
+    cudaemu::testing::HoldLaunch(2, std::chrono::seconds(60));
+    cudaemu::LaunchKernel(MarkKernel, "MarkKernel", 1, 1, 0, stream.get(), mark.get());
+    cudaemu::LaunchKernel(MarkKernel, "MarkKernel", 1, 1, 0, stream.get(), mark.get());
+    const auto again = std::chrono::steady_clock::now();
+    while (!cudaemu::testing::LaunchIsHeld() && MillisecondsSince(again) < 60000) {
+      std::this_thread::yield();
+    }
+    // Held at the second of the two: the released one and the first ran.
+    EXPECT_EQ(mark.ToHost()[0], 4 + 3 * round + 2) << "round " << round;
+    ASSERT_TRUE(cudaemu::testing::ReleaseHeldLaunch());
+    CUDA_OK(cudaStreamSynchronize(stream.get()));
+    EXPECT_EQ(mark.ToHost()[0], 4 + 3 * round + 3) << "round " << round;
+  }
+}
+
+TEST(KernelTest, AHeldLaunchNobodyReleasesRunsAfterItsLimitAndSaysSo) {
+  DeviceArray<int> mark(1);
+  Stream stream;
+  cudaemu::testing::HoldLaunch(1, std::chrono::milliseconds(50));
+  testing::internal::CaptureStderr();
+  cudaemu::LaunchKernel(MarkKernel, "MarkKernel", 1, 1, 0, stream.get(), mark.get());
+  CUDA_OK(cudaStreamSynchronize(stream.get()));
+  const std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(mark.ToHost()[0], 1);
+  EXPECT_NE(printed.find("MarkKernel was held"), std::string::npos) << printed;
+  EXPECT_FALSE(cudaemu::testing::ReleaseHeldLaunch()) << "the limit let it run";
 }
 
 }  // namespace

@@ -1,14 +1,19 @@
 // A one-GPU training step reads its loss once forward has computed it and returns while its
 // backward and update still run on the device (Sequential::set_step_waits_for_device), with
-// the bits of a step that waits for all its work; several replicas still wait. Under the
-// emulation with every stream item delayed a random 0..2 ms (CUDAEMU_STREAM_DELAY_US, at
-// least that for the first test, whatever the environment): a step
-// that returned early leaves work on its stream, one that waited leaves none, and
-// Sequential::WaitForDevices leaves none either.
+// the bits of a step that waits for all its work; several replicas still wait.
+//
+// Seen without timing: in the early run each step's last kernel launch is held on the device
+// (cudaemu::testing::HoldLaunch) until the test releases it, after the step has returned. A
+// step that returned early leaves that launch queued, whatever the machine's load; a step that
+// waited for all its work would wait for the held launch (its hold ends after a limit, so the
+// test fails instead of hanging). Sequential::WaitForDevices leaves no work queued.
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
+#include <chrono>
+#include <cstdint>
+#include <thread>
 
+#include <cudaemu/testing.h>
 #include <gtest/gtest.h>
 
 #include "device/context.h"
@@ -25,11 +30,19 @@ using testing::RealGpuContext;
 struct Trained {
   std::vector<double> losses;
   std::vector<std::vector<float>> weights;
-  int steps_left_running = 0;  // steps whose stream still had work when they returned
+  std::vector<int64_t> launches;  // kernel launches of each step
+  int steps_left_running = 0;     // steps whose stream still had work when they returned
 };
 
-// `steps` steps of a small MLP on `replicas` virtual GPUs (0: one GPU, no strategy).
-Trained Train(int replicas, bool wait, int steps) {
+// How long a held launch waits for the test before it runs anyway: far beyond a step's time,
+// so it only ends a test whose step waited for its own held launch (a failure, not a hang).
+constexpr std::chrono::seconds kHoldLimit(20);
+
+// `steps` steps of a small MLP on `replicas` virtual GPUs (0: one GPU, no strategy). With
+// `hold_last_launch` (one GPU), step s holds its launch number hold_last_launch[s] (counted
+// from the step's start) until the step has returned and its stream was queried.
+Trained Train(int replicas, bool wait, int steps,
+              const std::vector<int64_t>& hold_last_launch = {}) {
   auto context = RealGpuContext(std::max(replicas, 1));
   ScopedDefaultContext use(*context);
   data::SyntheticOptions mlp;
@@ -55,7 +68,11 @@ Trained Train(int replicas, bool wait, int steps) {
   Trained run;
   for (int s = 0; s < steps; ++s) {
     std::optional<data::Batch> batch = *iterator->Next();
+    const bool hold = static_cast<size_t>(s) < hold_last_launch.size();
+    if (hold) cudaemu::testing::HoldLaunch(hold_last_launch[s], kHoldLimit);
+    const int64_t launches_before = cudaemu::testing::KernelLaunches();
     StatusOr<double> loss = model.TrainStep(*batch);
+    run.launches.push_back(cudaemu::testing::KernelLaunches() - launches_before);
     // Right after the step returns: is any of its work still queued on a replica's stream?
     bool running = false;
     for (int r = 0; r < std::max(replicas, 1); ++r) {
@@ -64,9 +81,23 @@ Trained Train(int replicas, bool wait, int steps) {
       EXPECT_TRUE(state == cudaSuccess || state == cudaErrorNotReady) << cudaGetErrorString(state);
       if (state == cudaErrorNotReady) running = true;
     }
+    if (hold) {
+      // The held launch is the step's own last one, and its stream reaches it: the step
+      // returned with the launch still queued, not after a limit that let it run.
+      EXPECT_EQ(run.launches.back(), hold_last_launch[s])
+          << "step " << s << " launched other kernels than the step that waited";
+      const auto start = std::chrono::steady_clock::now();
+      while (!cudaemu::testing::LaunchIsHeld() &&
+             std::chrono::steady_clock::now() - start < kHoldLimit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_TRUE(cudaemu::testing::ReleaseHeldLaunch())
+          << "step " << s << " waited for its own last kernel (held until the limit)";
+    }
     TOWER_CHECK_OK(loss.status());
     run.losses.push_back(*loss);
     if (running) ++run.steps_left_running;
+    if (::testing::Test::HasFailure()) break;
   }
   // WaitForDevices leaves nothing queued on any replica's stream.
   TOWER_CHECK_OK(model.WaitForDevices());
@@ -78,26 +109,13 @@ Trained Train(int replicas, bool wait, int steps) {
   return run;
 }
 
-// What the first test checks needs the backward's stream items to outlast the host's return
-// from the step: up to 2 ms each (BUILD's setting). The shaken CI runs give every test
-// 200 µs (CUDAEMU_STREAM_DELAY_US), with which a whole backward sometimes finished first
-// (5 of 6 steps left work, once in 10 runs); a shorter setting is raised here, before any
-// stream exists (the emulation reads it when a stream starts). The delays stay random.
-void AtLeastTwoMillisecondsPerStreamItem() {
-  const char* delay = std::getenv("CUDAEMU_STREAM_DELAY_US");
-  if (delay == nullptr || std::atoll(delay) < 2000) {
-    setenv("CUDAEMU_STREAM_DELAY_US", "2000", /*overwrite=*/1);
-  }
-}
-
 TEST(EarlyLossReadTest, OneGpuStepReturnsBeforeBackwardWithTheSameBits) {
-  AtLeastTwoMillisecondsPerStreamItem();
   const int steps = 6;
   const Trained waited = Train(0, /*wait=*/true, steps);
-  const Trained early = Train(0, /*wait=*/false, steps);
   EXPECT_EQ(waited.steps_left_running, 0) << "a step that waits left work on its stream";
-  // Each of the early steps returned with its backward still queued (delays of 0..2 ms per
-  // item; the backward of 3 layers is over a dozen items).
+  for (int64_t launches : waited.launches) ASSERT_GT(launches, 0);
+  // Each early step's last launch (its update's) is held until the step has returned.
+  const Trained early = Train(0, /*wait=*/false, steps, waited.launches);
   EXPECT_EQ(early.steps_left_running, steps) << "the loss was not read before backward ended";
   EXPECT_EQ(early.losses, waited.losses);
   EXPECT_EQ(early.weights, waited.weights);

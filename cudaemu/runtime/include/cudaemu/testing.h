@@ -5,6 +5,7 @@
 #ifndef CUDAEMU_TESTING_H_
 #define CUDAEMU_TESTING_H_
 
+#include <chrono>
 #include <cstdint>
 
 namespace cudaemu::testing {
@@ -31,6 +32,17 @@ void FailAllocation(int64_t nth);
 // The `nth` kernel launch from now faults: the kernel does not run and the context gets the
 // sticky error cudaErrorLaunchFailure.
 void FailLaunch(int64_t nth);
+// The `nth` kernel launch from now waits, when its stream reaches it, until
+// ReleaseHeldLaunch() or until `limit` has passed, holding back everything queued behind it
+// on its stream: a test, not the clock, decides when that work may run (a step that returns
+// before its last kernel has run is then seen to, whatever the machine's load). One hold at
+// a time; a new HoldLaunch replaces the last.
+void HoldLaunch(int64_t nth, std::chrono::milliseconds limit);
+// Whether the held launch's stream has reached it and waits there.
+bool LaunchIsHeld();
+// Lets the held launch run (at once if its stream has not reached it yet). False when it had
+// already run because its limit passed (also said on stderr).
+bool ReleaseHeldLaunch();
 
 }  // namespace cudaemu::testing
 
