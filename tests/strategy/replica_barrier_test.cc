@@ -140,8 +140,13 @@ TEST(ReplicaBarrierTest, AtHalfTheDeadlineOneWaiterNamesTheLateReplica) {
   std::vector<Status> results(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { results[r] = barrier.Wait(r); });
-  // Replica 2 comes late, past half the deadline but well before it.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  // Replica 2 comes late: once the warning is out (at half the deadline), so with the other
+  // half, 1000 ms, to spare, whatever the machine's load did to the waiters' wake-up.
+  const auto start = std::chrono::steady_clock::now();
+  while (log.text().find("half its deadline") == std::string::npos &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   results[2] = barrier.Wait(2);
   for (auto& t : threads) t.join();
   for (const Status& s : results) EXPECT_TRUE(s.ok()) << s;
