@@ -18,6 +18,7 @@
 
 #include "model/checkpoint/safetensors.h"
 #include "tests/testing/run_program.h"
+#include "tests/testing/tower_cli.h"
 #include "util/strings.h"
 
 namespace tower {
@@ -446,24 +447,28 @@ TEST(TrainCommandTest, TraceOfChosenStepsIsWritten) {
 }
 
 // SIGUSR1 to a running `tower train --flight-recorder=DIR` writes what its collectives did
-// and training goes on; SIGTERM then ends it.
+// and training goes on; SIGTERM then ends it. Each wait is for an event, not a time: steps
+// have run once a backup is written, and training went on once another one is.
 TEST(TrainCommandTest, Sigusr1WritesTheFlightRecorderAndTrainingGoesOn) {
   const std::string dir = Path("flight_sigusr1/nested");  // made by --flight-recorder
   const std::string file = dir + "/flight_recorder.rank0.json";
+  const std::string backup = Path("flight_sigusr1.backup");
   testing::BackgroundProgram train(
       "tools/tower",
       "train --data=synthetic:linreg --steps=100000000 --verbose=0 --replicas=2 "
-      "--batch-replicas=false --flight-recorder=" + dir,
+      "--batch-replicas=false --backup=" + backup + " --backup-every=2000 --flight-recorder=" +
+          dir,
       Path("flight_sigusr1.log"));
   ASSERT_TRUE(train.started());
-  // Until its collectives run (the directory exists once flags are read).
-  for (int i = 0; i < 200 && !Exists(dir); ++i) usleep(50000);
-  usleep(500000);
-  ASSERT_TRUE(train.Running());
+  // Its collectives have run (and SIGUSR1's handler, installed before the first step, is in
+  // place) once the first backup is written.
+  ASSERT_TRUE(testing::WaitForBackups(train, backup, 1))
+      << testing::ReadBytes(Path("flight_sigusr1.log"));
   train.Kill(SIGUSR1);
-  for (int i = 0; i < 200 && !Exists(file); ++i) usleep(50000);
+  for (int i = 0; i < 1200 && !Exists(file); ++i) usleep(50000);
   ASSERT_TRUE(Exists(file));
-  usleep(200000);
+  // Another backup after the ring was written: training went on.
+  EXPECT_TRUE(testing::WaitForBackups(train, backup, 2)) << "SIGUSR1 must not end training";
   EXPECT_TRUE(train.Running()) << "SIGUSR1 must not end training";
   std::ifstream in(file);
   const nlohmann::json dump = nlohmann::json::parse(in);

@@ -6,14 +6,14 @@
 //   allreduce  closed-form sums over processes × local replicas, many sizes; prints
 //              "rank R: allreduce OK"
 //   die        rank 1 kills itself (SIGKILL) before the 3rd all-reduce; the others must fail
-//   stall      rank 1 sleeps past the deadline before the 3rd all-reduce
+//   stall      rank 1 sleeps 120 s (far past the deadline) before the 3rd all-reduce
 //   skip       8 steps of one all-reduce each; rank 1 skips step 5's (its next one is step
 //              6's): every rank must stop at once, each writing its flight recorder file
 //              ($TOWER_FLIGHT_RECORDER_DIR) for `tower doctor`
 //   shape      as skip, but at step 5 rank 2 sends one tensor with one element more
-//   late-shape as shape, and rank 0 reaches step 5's all-reduce 300 ms after the others: the
-//              first ranks to see the divergence must not end the job before rank 0 has
-//              seen it too and written its file
+//   late-shape as shape, and rank 0 reaches step 5's all-reduce only once ranks 1 and 2 have
+//              seen the divergence and written their files: those first ranks must not end
+//              the job before rank 0 has seen it too and written its own
 //   closed-socket  every rank writes to a socket whose other end is closed, as Open MPI does
 //              when a peer's process dies mid-transfer: the write must fail with EPIPE,
 //              not end the worker (SIGPIPE); then the allreduce rounds
@@ -72,14 +72,27 @@ Status AllReduceRounds(MirroredStrategy& strategy, int rounds, const std::string
     SetCurrentStep(round + 1);
     if (round == 2 && rank == 1) {
       if (fault == "die") raise(SIGKILL);
-      if (fault == "stall") std::this_thread::sleep_for(std::chrono::seconds(30));
+      if (fault == "stall") std::this_thread::sleep_for(std::chrono::seconds(120));
     }
     if (round == 4 && rank == 1 && fault == "skip") continue;
     // Step 5 on rank 2 of the shape faults: tensor 3 has one element more.
     const bool shape_fault = fault == "shape" || fault == "late-shape";
     const bool longer = round == 4 && rank == 2 && shape_fault;
     if (round == 4 && rank == 0 && fault == "late-shape") {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      // Late by an event, not a time: the others have failed at the divergence and wait for
+      // rank 0 to record it before they end the job.
+      const char* recorder_dir = std::getenv("TOWER_FLIGHT_RECORDER_DIR");
+      if (recorder_dir == nullptr) {
+        return InvalidArgumentError("late-shape needs TOWER_FLIGHT_RECORDER_DIR");
+      }
+      const std::string dir = recorder_dir;
+      for (int waited_ms = 0; waited_ms < 60000; waited_ms += 5) {
+        if (access((dir + "/flight_recorder.rank1.json").c_str(), F_OK) == 0 &&
+            access((dir + "/flight_recorder.rank2.json").c_str(), F_OK) == 0) {
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
     }
     TOWER_RETURN_IF_ERROR(strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
       std::vector<Tensor> tensors;
