@@ -5,6 +5,7 @@
 // final batch (one smaller than the virtual shard count, too), and a run killed and resumed
 // on another replica count or process count ends with the bytes of an uninterrupted one.
 // Workers that disagree on the virtual shard count are refused.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <string>
@@ -13,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/reduced_round.h"
 #include "tests/testing/run_program.h"
 #include "tests/testing/tower_cli.h"
 
@@ -54,8 +56,12 @@ struct Topology {
 // Every topology, or those TOWER_DETERMINISTIC_TOPOLOGIES names: "one-process" or "mpirun"
 // (the first topology, 1 device, is in both: the reference). BUILD runs the cases as two
 // tests: under ASan the mpirun half needs LeakSanitizer's slow unwinder (Open MPI,
-// .ci/sanitizers), which slowed every process of the whole test. Under ASan on this 2-core
+// .ci/stages.py), which slowed every process of the whole test. Under ASan on this 2-core
 // machine (2026-11-26): 116 s as one test, 39 s + 64 s as two.
+//
+// In a reduced round (TOWER_REDUCED_ROUND=1: CI's sanitizer stages), one topology of each
+// path besides the reference: 3 replicas with 1 KB buckets (in-process, uneven shards, many
+// buckets), 3 replicas reduced to the CPU, and mpirun -np 2 × 2 replicas with 1 KB buckets.
 const std::vector<Topology>& Topologies() {
   static const std::vector<Topology> topologies = [] {
     std::vector<Topology> all = {
@@ -72,6 +78,19 @@ const std::vector<Topology>& Topologies() {
         {"mpirun -np 4, 1 replica each", 4, "--replicas=1"},
         {"mpirun -np 2, 2 replicas each, 1 KB buckets", 2, "--replicas=2 --bucket-mb=0.0009765625"},
     };
+    if (testing::ReducedRound()) {
+      const std::vector<std::string> kept = {"1 device", "3 replicas, 1 KB buckets",
+                                             "3 replicas reduced to the CPU",
+                                             "mpirun -np 2, 2 replicas each, 1 KB buckets"};
+      std::vector<Topology> reduced;
+      for (const Topology& topology : all) {
+        if (std::find(kept.begin(), kept.end(), topology.name) != kept.end()) {
+          reduced.push_back(topology);
+        }
+      }
+      EXPECT_EQ(reduced.size(), kept.size());
+      all = reduced;
+    }
     const char* subset = std::getenv("TOWER_DETERMINISTIC_TOPOLOGIES");
     if (subset == nullptr) return all;
     const bool mpirun = std::string(subset) == "mpirun";

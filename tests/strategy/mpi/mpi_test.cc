@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "model/checkpoint/safetensors.h"
+#include "tests/testing/reduced_round.h"
 #include "tests/testing/run_program.h"
 
 namespace tower {
@@ -41,7 +42,11 @@ ProgramOutput Worker(int processes, const std::string& args) {
 }
 
 TEST(MpiTest, AllReduceAcrossProcessesAndReplicas) {
-  for (const auto& [processes, replicas] : std::vector<std::pair<int, int>>{{2, 1}, {2, 2}, {3, 1}, {3, 2}}) {
+  // A reduced round (TOWER_REDUCED_ROUND=1: CI's sanitizer stages) keeps 3 processes × 2
+  // replicas, the layout with both kinds of peers on each side.
+  std::vector<std::pair<int, int>> layouts = {{2, 1}, {2, 2}, {3, 1}, {3, 2}};
+  if (testing::ReducedRound()) layouts = {{3, 2}};
+  for (const auto& [processes, replicas] : layouts) {
     ProgramOutput out = Worker(processes, "allreduce " + std::to_string(replicas));
     ASSERT_EQ(out.exit_code, 0) << processes << "x" << replicas << "\n" << out.text;
     for (int r = 0; r < processes; ++r) {
@@ -91,8 +96,9 @@ TEST(MpiTest, AWriteToADeadPeersSocketFailsInsteadOfEndingTheWorker) {
 TEST(MpiTest, AStalledWorkerIsNamedByTheOthers) {
   const auto start = std::chrono::steady_clock::now();
   ProgramOutput out = Worker(2, "stall 1 1500");
-  // Rank 1 sleeps 30 s: the job must end long before, when rank 0 gives up.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  // Rank 1 sleeps 120 s: the job must end long before, when rank 0 gives up. It took up to
+  // 6.7 s with TSan-built workers in CI (2026-11-29); 60 s is 9 times that.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
   EXPECT_NE(out.exit_code, 0);
   EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
   EXPECT_THAT(out.text, HasSubstr("rank 0 error: DEADLINE_EXCEEDED: "));

@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/reduced_round.h"
 #include "tests/testing/run_program.h"
 #include "tests/testing/tower_cli.h"
 
@@ -37,7 +38,7 @@ const std::string kTrain =
 ProgramOutput TwoWorkers(const std::string& args, const std::string& env = "",
                          bool survivors_report = false, int timeout_s = 5) {
   const std::string tower = testing::Runfile("tools/tower");
-  std::string command = env + " timeout 60 mpirun --allow-run-as-root --oversubscribe "
+  std::string command = env + " timeout 120 mpirun --allow-run-as-root --oversubscribe "
                         "--bind-to none -x CUDAEMU_GPUS";
   if (survivors_report) command += " --mca orte_abort_on_non_zero_status 0";
   if (!env.empty()) command += " -x " + env.substr(0, env.find('='));
@@ -146,6 +147,12 @@ TEST(MpiGpuTest, DeterministicModeGivesTheBytesOfOneGpuOnEveryGpuTopology) {
        "MPI on the host"},
   };
   for (size_t i = 0; i < runs.size(); ++i) {
+    // A reduced round (TOWER_REDUCED_ROUND=1: CI's sanitizer stages) keeps NCCL over 3 GPUs
+    // of the three in-process NCCL runs, and both runs across processes.
+    if (testing::ReducedRound() && (runs[i].name == "NCCL over 2 GPUs" ||
+                                    runs[i].name == "NCCL over 4 GPUs")) {
+      continue;
+    }
     const std::string saved = Dir() + "/det_gpu" + std::to_string(i) + ".safetensors";
     // Every worker gets --save (the chief writes): at SAVE, and at the end.
     std::string command = runs[i].command + " --save=" + saved;
@@ -162,7 +169,8 @@ TEST(MpiGpuTest, AWorkerKilledMidCollectiveIsNamedByTheSurvivors) {
   const auto start = std::chrono::steady_clock::now();
   // NCCL rank 2 (worker 1's first GPU) dies in its third collective.
   ProgramOutput out = TwoWorkers("", "CUDAEMU_NCCL_DIE=2:collective:3");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  // Up to 2.5 s with TSan-built workers in CI (2026-11-29): a bound against a hang.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
   EXPECT_NE(out.exit_code, 0) << out.text;
   EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
   // Worker 0's own report, from the NCCL error: the lost rank and which worker holds it.
@@ -176,8 +184,9 @@ TEST(MpiGpuTest, AWorkerKilledDuringSetupIsNamedByTheSurvivor) {
   // NCCL rank 2 (worker 1) dies after the NCCL id was shared, before joining.
   ProgramOutput out =
       TwoWorkers("", "CUDAEMU_NCCL_DIE=2:init", /*survivors_report=*/true, /*timeout_s=*/2);
-  // Two deadlines of 2 s: NCCL setup, then the round over MPI that names who is missing.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  // Two deadlines of 2 s: NCCL setup, then the round over MPI that names who is missing. Up
+  // to 9 s with TSan-built workers in CI (2026-11-29); 60 s is 6.7 times that.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
   EXPECT_NE(out.exit_code, 0) << out.text;
   EXPECT_NE(out.exit_code, 124) << "timed out: the job hung\n" << out.text;
   EXPECT_THAT(out.text, HasSubstr("NCCL setup across processes"));
