@@ -1,6 +1,7 @@
 // Several hosts for real: each a network namespace with its own address and name, MPI
 // between them over TCP only (tests/testing/netns_hosts.h), workers started by mpirun
-// through a launch agent as ssh would start them. Needs root; CI runs these as root.
+// through a launch agent as ssh would start them. Needs root: as another user every case
+// skips, saying so (CI runs these as root, with TOWER_REQUIRE_ROOT=1 making a skip a failure).
 //
 //   - training across 2 and 3 hosts (1–2 workers a host, 1–2 replicas a worker) saves the
 //     bytes one device saves (--deterministic);
@@ -11,7 +12,8 @@
 //   - a host whose wall clock is a day off is named in a warning (training unchanged), and
 //     refused with --max-clock-skew;
 //   - `tower launch`: a host cut at a random step is dropped, the job finishes on the other
-//     two with the bytes of an uninterrupted run (10 times in a row, random cut points).
+//     two with the bytes of an uninterrupted run (4 rounds, random cut points; 1 in a reduced
+//     round).
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -28,6 +30,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/testing/netns_hosts.h"
+#include "tests/testing/reduced_round.h"
 #include "tests/testing/tower_cli.h"
 #include "util/strings.h"
 
@@ -59,13 +62,20 @@ std::string ReadText(const std::string& path) { return ReadBytes(path); }
 class MultiHostTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (const std::string why = NetnsHosts::WhyNot(); !why.empty()) {
+      // CI runs as root and sets TOWER_REQUIRE_ROOT=1: there a skip would hide these tests.
+      const char* require = std::getenv("TOWER_REQUIRE_ROOT");
+      if (require != nullptr && std::string(require) == "1") FAIL() << why;
+      GTEST_SKIP() << why;
+    }
     auto hosts = NetnsHosts::Create(3);
     ASSERT_TRUE(hosts.ok()) << hosts.status();
     hosts_ = std::move(*hosts);
   }
   void TearDown() override {
     hosts_.reset();
-    for (const std::string& ns : NetnsHosts::AllNamespaces()) {
+    // This test's own namespaces only: another run on the machine may have its own.
+    for (const std::string& ns : NetnsHosts::NamespacesOfThisProcess()) {
       ADD_FAILURE() << "namespace " << ns << " left behind";
     }
   }
@@ -110,10 +120,12 @@ class MultiHostTest : public ::testing::Test {
     ASSERT_TRUE(WaitForBackups(run, backup, 2)) << ReadText(log);
     const auto at = Clock::now();
     fault();
-    // Every surviving worker (host1, host2) ends within the deadline, the probe that names
-    // the silent peer (1 s at most), the wait that lets the other survivors record the failed
-    // collective (1 s) and a few seconds of slack for a loaded machine.
-    const auto limit = std::chrono::seconds(kDeadlineS + 1 + 1 + 4);
+    // Every surviving worker (host1, host2) ends after the deadline, the probe that names the
+    // silent peer (1 s at most) and the wait that lets the other survivors record the failed
+    // collective (1 s): measured 4.1-4.2 s, plain and under ASan (2026-11-29). What shows that
+    // they ended by the deadline is each survivor's own words below; the bound, 5 times that
+    // sum, only tells an exit from a hang (the default deadline is 300 s) on a loaded machine.
+    const auto limit = std::chrono::seconds(5 * (kDeadlineS + 1 + 1) + 1);
     while (Clock::now() - at < limit && WorkersRunOn({"host1", "host2"})) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -163,6 +175,9 @@ TEST_F(MultiHostTest, TrainingAcrossTwoAndThreeHostsSavesTheBytesOfOneDevice) {
   };
   int file = 0;
   for (const Layout& layout : layouts) {
+    // A reduced round (TOWER_REDUCED_ROUND=1: CI's sanitizer stages) keeps the last layout:
+    // 3 hosts, 2 workers on each, many buckets.
+    if (testing::ReducedRound() && &layout != &layouts.back()) continue;
     const std::string saved = TempPath("hosts" + std::to_string(file++) + ".safetensors");
     const ProgramOutput run =
         RunCommand(Mpirun(layout.slots, layout.workers, train + " " + layout.flags + " --save=" + saved));
@@ -285,11 +300,12 @@ TEST_F(MultiHostTest, ALostHostIsDroppedAndTheJobEndsWithTheBytesOfAnUninterrupt
                                              : std::random_device()();
   std::printf("cut points from seed %u (TOWER_MULTIHOST_SEED=%u replays them)\n", seed, seed);
   std::mt19937 random(seed);
-  // 4 rounds (about 11 s each, alone on the machine: the test is exclusive); fewer where the
-  // suite runs again under a sanitizer (.ci/sanitizers). Each run draws new cut points, so
+  // 4 rounds (about 11 s each, alone on the machine: the test is exclusive); 1 in a reduced
+  // round (TOWER_REDUCED_ROUND=1: CI's sanitizer stages). Each run draws new cut points, so
   // CI's runs add up; TOWER_MULTIHOST_ROUNDS=N soaks longer.
   const char* rounds_text = std::getenv("TOWER_MULTIHOST_ROUNDS");
-  const int rounds = rounds_text != nullptr ? std::max(1, std::atoi(rounds_text)) : 4;
+  const int rounds = rounds_text != nullptr ? std::max(1, std::atoi(rounds_text))
+                                            : (testing::ReducedRound() ? 1 : 4);
   for (int round = 0; round < rounds; ++round) {
     const std::string host = random() % 2 == 0 ? "host2" : "host3";
     const int backups = 1 + static_cast<int>(random() % 4);

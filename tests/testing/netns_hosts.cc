@@ -65,15 +65,45 @@ std::string TeardownScript(const std::vector<std::string>& namespaces) {
          "exit 0\n";
 }
 
-// "tw<pid>..." → pid, or -1.
-pid_t OwnerOf(const std::string& ns) {
-  if (ns.rfind(kNamespacePrefix, 0) != 0) return -1;
-  size_t end = 2;
-  while (end < ns.size() && std::isdigit(static_cast<unsigned char>(ns[end]))) ++end;
-  if (end == 2 || end == ns.size()) return -1;
-  const std::string rest = ns.substr(end);
-  if (rest != "sw" && !(rest.size() == 2 && rest[0] == 'h' && std::isdigit(rest[1]))) return -1;
-  return static_cast<pid_t>(std::atol(ns.substr(2, end - 2).c_str()));
+// A namespace of this harness: "tw-<run>-<pid>-sw" (the switch) or "tw-<run>-<pid>-h<k>"
+// (host k), <run> the test run's id (TOWER_TEST_RUN, "local" when unset) and <pid> the test
+// process that made it.
+struct NamespaceName {
+  std::string run;
+  pid_t owner = -1;
+};
+
+// Whether `ns` is one of this harness's namespaces, and whose.
+bool ParseNamespace(const std::string& ns, NamespaceName* name) {
+  const std::string prefix = std::string(kNamespacePrefix) + "-";
+  if (ns.rfind(prefix, 0) != 0) return false;
+  const size_t run_end = ns.find('-', prefix.size());
+  if (run_end == std::string::npos || run_end == prefix.size()) return false;
+  const size_t pid_end = ns.find('-', run_end + 1);
+  if (pid_end == std::string::npos || pid_end == run_end + 1) return false;
+  for (size_t i = run_end + 1; i < pid_end; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(ns[i]))) return false;
+  }
+  const std::string role = ns.substr(pid_end + 1);
+  if (role != "sw" && !(role.size() == 2 && role[0] == 'h' && std::isdigit(role[1]))) {
+    return false;
+  }
+  name->run = ns.substr(prefix.size(), run_end - prefix.size());
+  name->owner = static_cast<pid_t>(std::atol(ns.substr(run_end + 1, pid_end - run_end - 1).c_str()));
+  return name->owner > 0;
+}
+
+// The test run's id: TOWER_TEST_RUN (letters and digits, as .ci/run sets it, so that its
+// leftover check judges only what its own tests made), else "local". Empty if malformed.
+std::string RunId() {
+  const char* run = std::getenv("TOWER_TEST_RUN");
+  if (run == nullptr || run[0] == '\0') return "local";
+  const std::string id = run;
+  if (id.size() > 32) return "";
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) return "";
+  }
+  return id;
 }
 
 }  // namespace
@@ -84,30 +114,55 @@ std::vector<std::string> NetnsHosts::AllNamespaces() {
   if (dir == nullptr) return found;
   while (dirent* entry = readdir(dir)) {
     const std::string name = entry->d_name;
-    if (OwnerOf(name) > 0) found.push_back(name);
+    NamespaceName parsed;
+    if (ParseNamespace(name, &parsed)) found.push_back(name);
   }
   closedir(dir);
   return found;
 }
 
-StatusOr<std::unique_ptr<NetnsHosts>> NetnsHosts::Create(int count) {
-  if (geteuid() != 0) {
-    return FailedPreconditionError(
-        "multi-host tests make network namespaces, which needs root: run them as root (CI "
-        "does); they cannot pass without it");
+std::vector<std::string> NetnsHosts::NamespacesOfThisProcess() {
+  std::vector<std::string> own;
+  for (const std::string& ns : AllNamespaces()) {
+    NamespaceName parsed;
+    if (ParseNamespace(ns, &parsed) && parsed.run == RunId() && parsed.owner == getpid()) {
+      own.push_back(ns);
+    }
   }
+  return own;
+}
+
+std::string NetnsHosts::WhyNot() {
+  if (geteuid() != 0) {
+    return "multi-host tests make network namespaces, which needs root: run them as root (CI "
+           "does)";
+  }
+  return "";
+}
+
+StatusOr<std::unique_ptr<NetnsHosts>> NetnsHosts::Create(int count) {
+  if (const std::string why = WhyNot(); !why.empty()) return FailedPreconditionError(why);
   if (count < 1 || count > 9) return InvalidArgumentError("1 to 9 hosts");
+  const std::string run = RunId();
+  if (run.empty()) {
+    return InvalidArgumentError(std::string("TOWER_TEST_RUN='") + std::getenv("TOWER_TEST_RUN") +
+                                "' names the test run in namespace names: use 1 to 32 letters "
+                                "and digits");
+  }
   // What an earlier run that was killed outright may have left (its watchdog normally
-  // removes it): namespaces whose owning test process is gone.
+  // removes it): namespaces, of any run, whose owning test process is gone. Those of live
+  // processes are left alone: another run's test may be using them.
   std::vector<std::string> stale;
   for (const std::string& ns : AllNamespaces()) {
-    const pid_t owner = OwnerOf(ns);
-    if (owner != getpid() && kill(owner, 0) != 0 && errno == ESRCH) stale.push_back(ns);
+    NamespaceName parsed;
+    if (!ParseNamespace(ns, &parsed) || parsed.owner == getpid()) continue;
+    if (kill(parsed.owner, 0) != 0 && errno == ESRCH) stale.push_back(ns);
   }
   const char* tmp = std::getenv("TEST_TMPDIR");
   auto hosts = std::unique_ptr<NetnsHosts>(new NetnsHosts());
-  hosts->prefix_ = kNamespacePrefix + std::to_string(getpid());
-  hosts->dir_ = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + hosts->prefix_ + "_hosts";
+  hosts->prefix_ =
+      std::string(kNamespacePrefix) + "-" + run + "-" + std::to_string(getpid()) + "-";
+  hosts->dir_ = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + hosts->prefix_ + "hosts";
   mkdir(hosts->dir_.c_str(), 0755);
   if (!stale.empty()) {
     const std::string script = hosts->dir_ + "/stale_teardown.sh";

@@ -12,6 +12,10 @@
 // Teardown is certain: the destructor removes every namespace and kills every process in
 // them; a watchdog process does the same if the test process dies first (a crash, a kill,
 // a Bazel timeout); and Create removes what an earlier, killed run may have left.
+//
+// Namespaces are named "tw-<run>-<pid>-sw" and "tw-<run>-<pid>-h<k>": <run> is the test run's
+// id (TOWER_TEST_RUN, which .ci/run sets; "local" otherwise) and <pid> the test process's, so
+// several runs on one machine, and .ci/leftovers, each judge only their own.
 #ifndef TOWER_TESTS_TESTING_NETNS_HOSTS_H_
 #define TOWER_TESTS_TESTING_NETNS_HOSTS_H_
 
@@ -56,8 +60,13 @@ class NetnsHosts {
   // The command lines of the processes running on `host`.
   std::vector<std::string> Processes(const std::string& host) const;
 
-  // Namespaces of this harness (any run's) that exist now: for the leftover checks.
+  // Whether these tests can run here, and if not why (they need root to make namespaces):
+  // "" when they can.
+  static std::string WhyNot();
+  // Namespaces of this harness, of any run, that exist now.
   static std::vector<std::string> AllNamespaces();
+  // Those this process made in this run (TOWER_TEST_RUN): for a test's own leftover check.
+  static std::vector<std::string> NamespacesOfThisProcess();
 
  private:
   NetnsHosts() = default;
@@ -65,7 +74,7 @@ class NetnsHosts {
   Status Run(const std::string& command) const;
   void WriteAgent() const;
 
-  std::string prefix_;  // "tw<pid>"
+  std::string prefix_;  // "tw-<run>-<pid>-"
   std::string dir_;     // scripts and files
   std::vector<std::string> names_;
   std::vector<std::string> binds_;  // "host source target"
