@@ -29,6 +29,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/env_flag.h"
 #include "tests/testing/netns_hosts.h"
 #include "tests/testing/reduced_round.h"
 #include "tests/testing/tower_cli.h"
@@ -64,8 +65,7 @@ class MultiHostTest : public ::testing::Test {
   void SetUp() override {
     if (const std::string why = NetnsHosts::WhyNot(); !why.empty()) {
       // CI runs as root and sets TOWER_REQUIRE_ROOT=1: there a skip would hide these tests.
-      const char* require = std::getenv("TOWER_REQUIRE_ROOT");
-      if (require != nullptr && std::string(require) == "1") FAIL() << why;
+      if (testing::EnvFlag("TOWER_REQUIRE_ROOT")) FAIL() << why << " (TOWER_REQUIRE_ROOT=1)";
       GTEST_SKIP() << why;
     }
     auto hosts = NetnsHosts::Create(3);

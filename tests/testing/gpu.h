@@ -5,17 +5,13 @@
 #ifndef TOWER_TESTS_TESTING_GPU_H_
 #define TOWER_TESTS_TESTING_GPU_H_
 
-#include <cstdlib>
-#include <cstring>
-
 #include <gtest/gtest.h>
+
+#include "tests/testing/env_flag.h"
 
 namespace tower::testing {
 
-inline bool GpuRequired() {
-  const char* required = std::getenv("TOWER_REQUIRE_GPU");
-  return required != nullptr && std::strcmp(required, "1") == 0;
-}
+inline bool GpuRequired() { return EnvFlag("TOWER_REQUIRE_GPU"); }
 
 }  // namespace tower::testing
 

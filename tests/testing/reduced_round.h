@@ -6,15 +6,11 @@
 #ifndef TOWER_TESTS_TESTING_REDUCED_ROUND_H_
 #define TOWER_TESTS_TESTING_REDUCED_ROUND_H_
 
-#include <cstdlib>
-#include <cstring>
+#include "tests/testing/env_flag.h"
 
 namespace tower::testing {
 
-inline bool ReducedRound() {
-  const char* reduced = std::getenv("TOWER_REDUCED_ROUND");
-  return reduced != nullptr && std::strcmp(reduced, "1") == 0;
-}
+inline bool ReducedRound() { return EnvFlag("TOWER_REDUCED_ROUND"); }
 
 }  // namespace tower::testing
 
