@@ -3,7 +3,8 @@
 that the very same kernels run on the host.
 
 Bazel 4 has no CUDA rules offline, so under --config=cuda each .cu file becomes one genrule
-running /usr/local/cuda/bin/nvcc, and the objects go into a cc_library's srcs. Under
+running the toolkit's nvcc (/usr/local/cuda/bin/nvcc, or under $TOWER_CUDA_PATH: @cuda's
+toolkit.bzl), and the objects go into a cc_library's srcs. Under
 --config=cudaemu each .cu file is copied to a .cc file and compiled like any C++ source.
 The .cu files may include only the headers listed in `hdrs` and `nvcc_headers`; keep them
 small and free of the project's C++-only headers: host-side glue belongs in ordinary .cc
@@ -14,9 +15,10 @@ Targets for nvcc: sm_80 (A100), sm_90 (H100, H200), and compute_90 PTX for newer
 Only meant for targets behind --config=cuda or --config=cudaemu.
 """
 
+load("@cuda//:toolkit.bzl", "NO_TOOLKIT_COMMAND", "TOOLKIT_FOUND", "TOOLKIT_PATH")
 load("//:copts.bzl", "TOWER_COPTS")
 
-NVCC = "/usr/local/cuda/bin/nvcc"
+NVCC = TOOLKIT_PATH + "/bin/nvcc"
 
 NVCC_FLAGS = " ".join([
     "-O3",
@@ -53,7 +55,8 @@ def cuda_library(name, srcs, hdrs = [], nvcc_headers = [], deps = [], **kwargs):
             name = "_" + name + "_" + stem + "_nvcc",
             srcs = [src] + hdrs + nvcc_headers,
             outs = [obj],
-            cmd = "%s %s -I. -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, src),
+            cmd = ("%s %s -I. -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, src)
+                   if TOOLKIT_FOUND else NO_TOOLKIT_COMMAND),
             target_compatible_with = _TOOLKIT_ONLY,
         )
         objects.append(obj)
