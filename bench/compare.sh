@@ -202,12 +202,12 @@ for k in $(seq 1 "$ROUNDS"); do
       run "train_rounds_${w}_${n}_r$k.txt" "$BIN/train_bench" --workload=$w --replicas=$n \
         --window-s=1
     done
-    # 2 replicas each computing its own shard on its own thread (--batch-replicas=false: the
-    # default before run AH, with an all-reduce between the threads): a reference beside the
-    # default (one batch, its kernels on both cores) in every round, so that each host shows
-    # what batching gains there (docs/BENCHMARKS.md).
-    run "train_unbatched_rounds_${w}_2_r$k.txt" "$BIN/train_bench" --workload=$w --replicas=2 \
-      --batch-replicas=false --window-s=1
+    # 2 replicas computing their rows as one batch (--batch-replica-rows: the default from run
+    # AH to 2026-11-29; its kernels on both cores, no all-reduce between the replicas): a
+    # reference beside the default (each replica its own shard) in every round, so that each
+    # host shows what simulating the devices costs there (docs/BENCHMARKS.md).
+    run "train_batched_rounds_${w}_2_r$k.txt" "$BIN/train_bench" --workload=$w --replicas=2 \
+      --batch-replica-rows --window-s=1
     if [[ "$w" == mlp ]]; then
       # The 2-thread SGEMM roofline right after the mlp's replica counts: the mlp's fraction
       # of it then compares one state of the host (the figure above is minutes away).

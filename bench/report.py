@@ -163,13 +163,13 @@ def load(d):
         line = first(path, "workload=")
         if m and line:
             rounds.setdefault((line["workload"], int(line["replicas"])), {})[int(m.group(1))] = line
-    # 2 replicas each computing its own shard (--batch-replicas=false) in the same rounds:
-    # unbatched_rounds[workload][round] = its line.
-    unbatched_rounds = {}
-    for path in glob.glob(f"{d}/train_unbatched_rounds_*_r*.txt"):
+    # 2 replicas computing their rows as one batch (--batch-replica-rows) in the same rounds:
+    # batched_rounds[workload][round] = its line.
+    batched_rounds = {}
+    for path in glob.glob(f"{d}/train_batched_rounds_*_r*.txt"):
         line = first(path, "workload=")
         if line:
-            unbatched_rounds.setdefault(line["workload"], {})[round_number(path)] = line
+            batched_rounds.setdefault(line["workload"], {})[round_number(path)] = line
     # PyTorch single in the same rounds: torch_rounds[workload][round] = its line.
     torch_rounds = {}
     for path in glob.glob(f"{d}/torch_rounds_*_r*.txt"):
@@ -211,7 +211,7 @@ def load(d):
     r["gemm_rounds"] = gemm_rounds
     r["torch_rounds"] = torch_rounds
     r["core_rounds"] = core_rounds
-    r["unbatched_rounds"] = unbatched_rounds
+    r["batched_rounds"] = batched_rounds
     # --ab-deterministic: today's path and deterministic mode, windows alternating.
     for path in glob.glob(f"{d}/train_ab*_*.txt"):
         lines = read_lines(path, "workload=")
@@ -488,24 +488,25 @@ def main():
     rounds_row("bound: those products alone vs PyTorch single (best threads), GFLOP/s, median of "
                "alternating rounds", "(limit)", times, gemm_rounds,
                lambda k: per_round(k, products, torch_single), lambda x: None)
-    # 2 replicas each computing its own shard (--batch-replicas=false, a thread each and an
-    # all-reduce between them): the default (one batch, its kernels on both cores) against
-    # it in each round, and its own fraction of the roofline.
-    unbatched = r.get("unbatched_rounds", {})
+    # 2 replicas computing their rows as one batch (--batch-replica-rows, its kernels on both
+    # cores, no all-reduce between replicas): the default (each replica its own shard on a
+    # thread of its own, an all-reduce between them) against it in each round, and its own
+    # fraction of the roofline.
+    batched = r.get("batched_rounds", {})
     reference = lambda x: REFERENCE  # noqa: E731
     for w, key in (("linreg", "steps_per_s"), ("mlp", "samples_per_s")):
-        u_rounds = unbatched.get(w, {})
+        u_rounds = batched.get(w, {})
         unit = key.replace("_per_s", "/s")
-        rounds_row(f"reference: `{w}`, 2 replicas, the default (one batch) vs each replica "
-                   f"computing its own shard (--batch-replicas=false), {unit}, median of "
+        rounds_row(f"reference: `{w}`, 2 replicas, the default (each replica its own shard) vs "
+                   f"their rows as one batch (--batch-replica-rows), {unit}, median of "
                    "alternating rounds", "(reference)", times, u_rounds,
                    line_ratio(R.get((w, 2), {}), u_rounds, key), reference)
-    mlp_unbatched = unbatched.get("mlp", {})
-    rounds_row("reference: `mlp`, 2 replicas each computing its own shard "
-               "(--batch-replicas=false), GFLOP/s vs 2-thread SGEMM roofline, median of "
+    mlp_batched = batched.get("mlp", {})
+    rounds_row("reference: `mlp`, 2 replicas' rows as one batch "
+               "(--batch-replica-rows), GFLOP/s vs 2-thread SGEMM roofline, median of "
                "alternating rounds", "(reference)", percent, gemm_rounds,
-               lambda k: per_round(k, lambda j: float(mlp_unbatched[j]["gflops"])
-                                   if j in mlp_unbatched else None, roof), reference)
+               lambda k: per_round(k, lambda j: float(mlp_batched[j]["gflops"])
+                                   if j in mlp_batched else None, roof), reference)
     # Mixed precision: mixed_bfloat16 against float32, same process, windows alternating;
     # and each one's loss after its windows.
     for n in (1, 2):

@@ -94,34 +94,34 @@ got="$(target "$dir" "products alone (the faster")"
 [[ "$got" == "nan None" ]] || { echo "FAIL: a products figure of 0 gave '$got'" >&2; exit 1; }
 products 1 190.0 210.0 180.0
 
-# 2 replicas each computing its own shard (--batch-replicas=false), a reference beside the
+# 2 replicas' rows as one batch (--batch-replica-rows), a reference beside the
 # default, in the same rounds: GFLOP/s 210, 200, 240 against the roofline (220, 200, 250);
 # the default's 23040 samples/s is 1.2×, 1× and 1.125× its 19200, 23040 and 20480.
-unbatched() {  # unbatched ROUND SAMPLES GFLOPS
+batched() {  # batched ROUND SAMPLES GFLOPS
   echo "workload=mlp replicas=2 steps_per_s=90.0 samples_per_s=$2 gflops=$3" \
-    > "$dir/train_unbatched_rounds_mlp_2_r$1.txt"
+    > "$dir/train_batched_rounds_mlp_2_r$1.txt"
 }
-unbatched 1 19200 210.0
-unbatched 2 23040 200.0
-unbatched 3 20480 240.0
+batched 1 19200 210.0
+batched 2 23040 200.0
+batched 3 20480 240.0
 python3 "$report" "$dir" > "$dir/out.txt"
-for pair in "own shard (--batch-replicas=false), GFLOP/s vs 2-thread:$(python3 -c 'print(f"{240 / 250:.6f}")')" \
-            "the default (one batch) vs each replica computing its own shard (--batch-replicas=false), samples/s:1.125000"; do
+for pair in "rows as one batch (--batch-replica-rows), GFLOP/s vs 2-thread:$(python3 -c 'print(f"{240 / 250:.6f}")')" \
+            "the default (each replica its own shard) vs their rows as one batch (--batch-replica-rows), samples/s:1.125000"; do
   got="$(target "$dir" "${pair%%:*}")"
   [[ "$got" == "${pair#*:} reference" ]] || {
     echo "FAIL: '${pair%%:*}': got '$got', want '${pair#*:} reference'" >&2; exit 1; }
 done
 grep -q "(a reference, not the default)" "$dir/out.txt" || {
   echo "FAIL: a reference's row is not marked as one" >&2; exit 1; }
-unbatched 2 23040 nan
+batched 2 23040 nan
 python3 "$report" "$dir" > /dev/null
-got="$(target "$dir" "own shard (--batch-replicas=false), GFLOP/s vs 2-thread")"
-[[ "$got" == "nan reference" ]] || { echo "FAIL: a NaN unbatched round gave '$got'" >&2; exit 1; }
-unbatched 2 nan 200.0
+got="$(target "$dir" "rows as one batch (--batch-replica-rows), GFLOP/s vs 2-thread")"
+[[ "$got" == "nan reference" ]] || { echo "FAIL: a NaN batched round gave '$got'" >&2; exit 1; }
+batched 2 nan 200.0
 python3 "$report" "$dir" > /dev/null
-got="$(target "$dir" "the default (one batch) vs each replica computing its own shard (--batch-replicas=false), samples/s")"
-[[ "$got" == "nan reference" ]] || { echo "FAIL: a NaN unbatched samples/s gave '$got'" >&2; exit 1; }
-unbatched 2 23040 200.0
+got="$(target "$dir" "the default (each replica its own shard) vs their rows as one batch (--batch-replica-rows), samples/s")"
+[[ "$got" == "nan reference" ]] || { echo "FAIL: a NaN batched samples/s gave '$got'" >&2; exit 1; }
+batched 2 23040 200.0
 
 # A NaN in one round (the mlp's, then a roofline's) fails the target, whatever the others.
 mlp nan "$dir/train_rounds_mlp_2_r3.txt"

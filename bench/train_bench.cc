@@ -63,9 +63,9 @@ struct Options {
   bool fold_gradients = true;       // MirroredStrategyOptions::fold_replica_gradients
   bool ab_fold_gradients = false;   // unfolded and folded, side by side
   bool share_packing = true;        // Sequential::set_share_weight_packing
-  bool batch_replicas = true;       // MirroredStrategyOptions::batch_colocated_replicas
+  bool batch_replica_rows = false;  // MirroredStrategyOptions::batch_replica_rows
   int64_t batch_threads = 0;        // MirroredStrategyOptions::batch_threads (0: one batch)
-  bool ab_batch_replicas = false;   // each replica computing its shard, and batched, side by side
+  bool ab_batch_replica_rows = false;  // each replica computing its shard, and batched, side by side
   bool ab_share_packing = false;    // each replica packing its weights, and shared, side by side
   int64_t virtual_shards = 8;
   std::string precision = "float32";  // model/precision.h
@@ -128,7 +128,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, const Var
     mirrored.virtual_shards = virtual_shards;
     mirrored.share_variables = variant.share_variables;
     mirrored.fold_replica_gradients = variant.fold;
-    mirrored.batch_colocated_replicas = variant.batch;
+    mirrored.batch_replica_rows = variant.batch;
     mirrored.batch_threads = static_cast<int>(options.batch_threads);
     TOWER_ASSIGN_OR_RETURN(trainer->strategy, MirroredStrategy::Create(mirrored));
   }
@@ -309,10 +309,10 @@ Status Run(Options options) {
           static_cast<int>(options.ab_precision) + static_cast<int>(options.ab_trace) +
           static_cast<int>(options.ab_fold_gradients) +
           static_cast<int>(options.ab_share_packing) +
-          static_cast<int>(options.ab_batch_replicas) > 1) {
+          static_cast<int>(options.ab_batch_replica_rows) > 1) {
     return InvalidArgumentError("give one of --ab-deterministic, --ab-share-variables, "
                                 "--ab-precision, --ab-trace, --ab-fold-gradients, "
-                                "--ab-share-packing and --ab-batch-replicas");
+                                "--ab-share-packing and --ab-batch-replica-rows");
   }
   TOWER_ASSIGN_OR_RETURN(const PrecisionPolicy precision,
                          ParsePrecisionPolicy(options.precision));
@@ -345,7 +345,7 @@ Status Run(Options options) {
   chosen.virtual_shards = options.deterministic ? static_cast<int>(options.virtual_shards) : 0;
   chosen.share_variables = options.share_variables;
   chosen.fold = options.fold_gradients;
-  chosen.batch = options.batch_replicas;
+  chosen.batch = options.batch_replica_rows;
   chosen.share_packing = options.share_packing;
   chosen.precision = precision;
   // An A/B's two sides: what differs from the chosen variant, first side first.
@@ -362,7 +362,7 @@ Status Run(Options options) {
       variant.fold = side == 1;
     } else if (options.ab_share_packing) {
       variant.share_packing = side == 1;
-    } else if (options.ab_batch_replicas) {
+    } else if (options.ab_batch_replica_rows) {
       variant.batch = side == 1;
     } else if (side == 1) {
       break;  // no A/B: one trainer
@@ -462,13 +462,14 @@ int main(int argc, char** argv) {
   parser.AddBool("ab-share-packing", &options.ab_share_packing,
                  "each replica packing its weights and one packing per thread side by side, "
                  "timed windows alternating (one line each, shared_packing=0|1)");
-  parser.AddBool("batch-replicas", &options.batch_replicas,
-                 "replicas that share their variables compute their steps in batches (one "
-                 "by default, see --batch-threads) on each batch's first replica (default on)");
+  parser.AddBool("batch-replica-rows", &options.batch_replica_rows,
+                 "faster, does not simulate devices: replicas that share their variables "
+                 "compute their steps' rows in batches (one by default, see --batch-threads) on "
+                 "each batch's first replica (default off: each replica its own shard)");
   parser.AddInt("batch-threads", &options.batch_threads,
                  "batched replicas: how many batches (replica threads) compute a step, each with "
                  "cores / N intra-op threads (0: one batch)");
-  parser.AddBool("ab-batch-replicas", &options.ab_batch_replicas,
+  parser.AddBool("ab-batch-replica-rows", &options.ab_batch_replica_rows,
                  "each replica computing its own shard and batched replicas side by side, "
                  "timed windows alternating (one line each, batched=0|1)");
   parser.AddInt("virtual-shards", &options.virtual_shards,

@@ -139,7 +139,7 @@ class Distribution {
   // optimizer then updates each variable once per step, every replica its own slice.
   virtual bool ReplicasShareVariables() const { return false; }
 
-  // Batched replicas (MirroredStrategyOptions::batch_colocated_replicas): when positive,
+  // Batched replicas (MirroredStrategyOptions::batch_replica_rows): when positive,
   // the local replicas, which share their variables, form this many batches (one by
   // default) — replica r in batch r % batched_groups() (util/round_robin.h), and a
   // model's step of one pass per replica may run once per batch (RunOnReplicaBatches): the

@@ -215,7 +215,7 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
       // Replicas that share their variables compute a model's steps in batches (replica b
       // leads the batch of b, b + batch threads, …), their all-reduce among the batches.
       // Not without folding's consent to another summation order, nor in deterministic mode.
-      if (options.batch_colocated_replicas && options.fold_replica_gradients &&
+      if (options.batch_replica_rows && options.fold_replica_gradients &&
           setup.share_variables && setup.virtual_shards == 0) {
         if (options.batch_threads > setup.threads) {
           return InvalidArgumentError(
@@ -291,6 +291,10 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Assemble(std::stri
     TOWER_LOG(INFO) << "Steps: computed in " << strategy->batched_groups() << " batch(es) for "
                     << strategy->num_local_replicas() << " replicas, kernels on "
                     << strategy->batch_intra_op_threads_ << " thread(s) each";
+  } else if (strategy->num_local_replicas() > 1) {
+    TOWER_LOG(INFO) << "Steps: each of the " << strategy->num_local_replicas()
+                    << " replicas computes its own shard (forward, backward, gradients) and "
+                       "the all-reduce sums them";
   }
   if (strategy->virtual_shards_ > 0) {
     TOWER_LOG(INFO) << "Deterministic: every batch in " << strategy->virtual_shards_

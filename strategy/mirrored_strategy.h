@@ -10,9 +10,9 @@
 //
 // One replica per device, each driven by its own thread (replica 0 by the calling thread), or,
 // for host replicas that outnumber the cores, by fibers on one thread per core; all meeting
-// in the all-reduce. A model's steps on host replicas that share their variables run as one
-// batch of every replica's shard on the calling thread (batch_colocated_replicas). The all-reduce path is chosen once, from the devices
-// (strategy/cross_device_ops_selection.h), and logged with its reason.
+// in the all-reduce; every replica computes its own shard (batch_replica_rows, an opt-in,
+// computes colocated host replicas' rows as one batch instead). The all-reduce path is chosen
+// once, from the devices (strategy/cross_device_ops_selection.h), and logged with its reason.
 //
 // A strategy runs over a World (strategy/world.h): this process alone, or every worker of
 // an MPI job (MultiWorkerMirroredStrategy, strategy/mpi). Everything that depends on the
@@ -86,23 +86,26 @@ struct MirroredStrategyOptions {
   // threads, but not those of a thread per replica (off), which adds every replica's
   // gradients in replica order whatever the threads. Deterministic mode never folds.
   bool fold_replica_gradients = true;
-  // Host replicas that share their variables compute a model's training and evaluation
-  // steps in batches (Distribution::RunOnReplicaBatches): a batch's first replica runs the
-  // layers once over the shards of every member, and the all-reduce and the update run among
-  // the batches only. How many batches: batch_threads below; by default one, whose kernels
-  // use every core (intra-op threads), so a step of R replicas on C cores pays its per-op
-  // costs once and sums nothing across cores (2 replicas on 2 cores against each computing
-  // its own shard on its own thread: 1.08-1.11x for `mlp`, 1.15x for `linreg` and 2.3x in
-  // the host's slow state; 8 replicas cost about what 2 do; a Zen 5 host, docs/BENCHMARKS.md,
-  // runs AH and AI). Each replica still trains on its own shard
-  // of every global batch (the same rows); the update is the same sum of the same rows'
-  // gradients, summed in another order, so its bits are not those of unbatched replicas
-  // (off), but the same run after run for the same replicas, batches and threads. Needs
-  // fold_replica_gradients (which consents to that order) and no deterministic mode; a
-  // batch's activations live on its first replica's device. Steps of several passes
-  // (gradient accumulation), check-numerics (which names the replica of a non-finite value)
-  // and custom loops (strategy.Run) run every replica on its own thread or fiber.
-  bool batch_colocated_replicas = true;
+  // Off (the default): every replica runs its own shard of each step, its own forward,
+  // backward and gradient reducer, and the all-reduce sums across replicas, as on as many
+  // GPUs: what MirroredStrategy promises and what a run on N logical CPUs simulates.
+  // On: faster, does not simulate devices. Host replicas that share their variables compute
+  // a model's training and evaluation steps as batches of their rows
+  // (Distribution::RunOnReplicaBatches): a batch's first replica runs the layers once over
+  // the shards of every member, and the all-reduce and the update run among the batches
+  // only. How many batches: batch_threads below; by default one, whose kernels use every
+  // core (intra-op threads), so a step of R replicas on C cores pays its per-op costs once
+  // and sums nothing across cores (2 replicas on 2 cores: 1.08-1.11x for `mlp`, 1.15x for
+  // `linreg` against off; 8 replicas cost about what 2 do; a Zen 5 host, docs/BENCHMARKS.md,
+  // runs AH and AI). Each replica's rows are still its shard of every global batch; the
+  // update is the same sum of the same rows' gradients, summed in another order, so its
+  // bits are not those of off, but the same run after run for the same replicas, batches
+  // and threads. Needs fold_replica_gradients (which consents to that order) and no
+  // deterministic mode; a batch's activations live on its first replica's device. Steps of
+  // several passes (gradient accumulation), check-numerics (which names the replica of a
+  // non-finite value) and custom loops (strategy.Run) run every replica on its own thread or
+  // fiber either way.
+  bool batch_replica_rows = false;
   // How many batches (and replica threads) compute a batched step: batch b is replicas b,
   // b + batch_threads, … (util/round_robin.h), computed by replica b on its thread with
   // kernels split over cores / batch_threads intra-op threads (an explicit intra-op setting
@@ -148,7 +151,7 @@ class MirroredStrategy : public Distribution {
   // Whether its replicas fold their gradients (MirroredStrategyOptions::fold_replica_gradients,
   // and the replicas run as fibers on the in-process all-reduce).
   bool folds_replica_gradients() const { return folding_ != nullptr; }
-  // MirroredStrategyOptions::batch_colocated_replicas: the batches (batch_threads), when
+  // MirroredStrategyOptions::batch_replica_rows: the batches (batch_threads), when
   // the replicas are batched; else 0.
   int batched_groups() const override { return static_cast<int>(batches_.size()); }
   bool ReplicasShareVariables() const override {
@@ -209,7 +212,7 @@ class MirroredStrategy : public Distribution {
     bool share_variables = false;  // several host replicas, sharing asked for
     int fold_groups = 0;  // > 0: gradients folded into this many groups, if `ops` can
     // The all-reduce among the batches of replicas (MirroredStrategyOptions::
-    // batch_colocated_replicas), one per batch thread, named by batch_names; null: no
+    // batch_replica_rows), one per batch thread, named by batch_names; null: no
     // batches.
     std::unique_ptr<CrossDeviceOps> batch_ops;
     std::vector<std::string> batch_names;

@@ -17,6 +17,7 @@
 #include "device/config.h"
 #include "device/device_flags.h"
 #include "model/callbacks.h"
+#include "model/replica_step_log.h"
 #include "model/trace_callback.h"
 #include "model/dense.h"
 #include "model/model_file.h"
@@ -85,7 +86,7 @@ struct TrainFlags {
   double bucket_mb = 25;
   bool deterministic = false;
   bool fold_gradients = true;
-  bool batch_replicas = true;
+  bool batch_replica_rows = false;
   int64_t batch_threads = 0;
   int64_t virtual_shards = 8;
   double collective_timeout_s = 300;
@@ -382,7 +383,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddString("metrics", &flags.metrics, "extra metrics: mae, mse, accuracy");
   parser.AddString("tensorboard", &flags.tensorboard, "write TensorBoard scalars under this directory (created if needed): DIR/train (loss, metrics; per step also learning rate, gradient norm, loss scale, step and all-reduce times) and DIR/validation; `tensorboard --logdir=DIR` shows them");
   parser.AddString("tensorboard-update-freq", &flags.tensorboard_update_freq, "with --tensorboard: epoch (epoch scalars only), batch (every step too) or N (every N-th step too)");
-  parser.AddInt("verbose", &flags.verbose, "0 quiet, 1 progress bar, 2 one line per epoch");
+  parser.AddInt("verbose", &flags.verbose, "0 quiet, 1 progress bar, 2 one line per epoch, and what each replica did in the first step");
   parser.AddString("backup", &flags.backup, "write weights, optimizer state and the data position here (atomically) every --backup-every steps and at the end");
   parser.AddInt("backup-every", &flags.backup_every, "steps between backups");
   parser.AddBool("resume", &flags.resume, "continue from the --backup file if there is one (a killed run then ends with the same weights, bitwise)");
@@ -399,8 +400,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddDouble("bucket-mb", &flags.bucket_mb, "gradient bucket size of the all-reduce, MB");
   parser.AddBool("deterministic", &flags.deterministic, "the same weights, bit for bit, on 1 device or any number of replicas and workers (up to --virtual-shards), any bucket size and cross-device path; resumable on another topology");
   parser.AddBool("fold-gradients", &flags.fold_gradients, "replicas that share a CPU thread (more replicas than --inter-op-threads) add their gradients into one sum per thread: less memory and work per step; the bits then follow the thread count (off: a thread per replica's bits)");
-  parser.AddBool("batch-replicas", &flags.batch_replicas, "CPU replicas that share their variables compute each step as one batch (replica 0 runs the layers over every replica's shard, its kernels on every core; off: each replica its own shard on its own thread or fiber, and an all-reduce among them): 2 replicas on 2 cores ran 1.08-1.11x (mlp) and 1.13-1.40x (linreg; 2.3x in a slow state of the host) faster, and 8 cost about what 2 do; the bits then differ from unbatched replicas' (off), and need --fold-gradients");
-  parser.AddInt("batch-threads", &flags.batch_threads, "with --batch-replicas: how many batches (replica threads) compute each step, batch b the replicas b, b + N, ..., each with cores / N intra-op threads; 0: one batch");
+  parser.AddBool("batch-replica-rows", &flags.batch_replica_rows, "faster, does not simulate devices: CPU replicas that share their variables compute each step's rows as one batch (replica 0 runs the layers over every replica's shard, its kernels on every core, and no all-reduce crosses the replicas); off (the default): each replica its own shard, forward, backward and reducer on its own thread or fiber, and an all-reduce among them, as on as many GPUs. On, 2 replicas on 2 cores ran 1.08-1.11x (mlp) and 1.13-1.40x (linreg) faster, and 8 cost about what 2 do; the bits differ from off's; needs --fold-gradients");
+  parser.AddInt("batch-threads", &flags.batch_threads, "with --batch-replica-rows: how many batches (replica threads) compute each step, batch b the replicas b, b + N, ..., each with cores / N intra-op threads; 0: one batch");
   parser.AddInt("virtual-shards", &flags.virtual_shards, "with --deterministic: fixed shards each global batch is cut into (keep it the same across the runs you compare; at least the replicas in sync)");
   parser.AddDouble("collective-timeout", &flags.collective_timeout_s,
                    "seconds a collective waits for every replica and worker before failing");
@@ -426,6 +427,11 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     return Usage(err, InvalidArgumentError("give --epochs=E or --steps=S (positive)"));
   }
   if (flags.global_batch <= 0) return Usage(err, InvalidArgumentError("--global-batch must be positive"));
+  if (flags.batch_threads != 0 && !flags.batch_replica_rows) {
+    return Usage(err, InvalidArgumentError(
+                          "--batch-threads needs --batch-replica-rows (each replica computes its "
+                          "own shard unless the replicas' rows are batched)"));
+  }
   // The pipeline holds up to that many batches in host memory: a bound keeps a typo from
   // filling it.
   constexpr int64_t kMaxPrefetch = 64;
@@ -573,7 +579,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   strategy_options.bucket_bytes = static_cast<int64_t>(flags.bucket_mb * (1 << 20));
   strategy_options.virtual_shards = flags.deterministic ? static_cast<int>(flags.virtual_shards) : 0;
   strategy_options.fold_replica_gradients = flags.fold_gradients;
-  strategy_options.batch_colocated_replicas = flags.batch_replicas;
+  strategy_options.batch_replica_rows = flags.batch_replica_rows;
   strategy_options.batch_threads = static_cast<int>(flags.batch_threads);
   bool wire_known = false;
   for (DType wire : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
@@ -767,6 +773,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
       fit.callbacks.push_back(std::make_shared<JsonLinesLogger>(flags.metrics_out, true));
     }
   }
+  if (flags.verbose >= 2) fit.callbacks.push_back(std::make_shared<ReplicaStepLog>(flags.global_batch));
   if (!flags.trace.empty()) {
     fit.callbacks.push_back(
         std::make_shared<StepTrace>(flags.trace, trace_steps.first, trace_steps.second));

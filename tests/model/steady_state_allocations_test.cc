@@ -31,7 +31,7 @@ using testing::CountAllocations;
 
 // Allocations per step of Sequential::TrainStep, after `warmup` steps, over `steps` steps,
 // with `replicas` replicas (0: no strategy) on `threads` replica threads (0: one per core),
-// batched per thread or not (MirroredStrategyOptions::batch_colocated_replicas).
+// batched per thread or not (MirroredStrategyOptions::batch_replica_rows).
 double AllocationsPerStep(const std::string& workload, int replicas, int threads = 0,
                           bool batch = true) {
   auto context = tower::testing::MakeContextWithFakeGpus({});
@@ -44,7 +44,7 @@ double AllocationsPerStep(const std::string& workload, int replicas, int threads
     MirroredStrategyOptions options;
     options.context = context.get();
     options.replica_threads = threads;
-    options.batch_colocated_replicas = batch;
+    options.batch_replica_rows = batch;
     strategy = std::move(MirroredStrategy::Create(options)).value();
   }
   std::vector<std::shared_ptr<Layer>> layers;

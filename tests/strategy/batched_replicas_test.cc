@@ -1,4 +1,4 @@
-// Batched replicas (MirroredStrategyOptions::batch_colocated_replicas): host replicas that
+// Batched replicas (MirroredStrategyOptions::batch_replica_rows): host replicas that
 // share their variables compute a step of one pass in batches — by default one, else one
 // per batch thread (batch_threads) — a batch's first replica runs the layers once over
 // every member's shard, the all-reduce and the update run among the batches, and the other
@@ -124,7 +124,7 @@ Trained Train(const TrainingRun& setup) {
     MirroredStrategyOptions options;
     options.context = context.get();
     options.replica_threads = setup.threads;
-    options.batch_colocated_replicas = setup.batch;
+    options.batch_replica_rows = setup.batch;
     options.batch_threads = setup.batch_threads;
     options.bucket_bytes = setup.bucket_bytes;
     options.collective_timeout = setup.collective_timeout;
@@ -346,6 +346,9 @@ TEST(BatchedReplicasTest, StepsOfSeveralPassesAndOtherSetupsDoNotBatch) {
   MirroredStrategyOptions options;
   options.context = context.get();
   options.replica_threads = 2;
+  // Not asked for (the default): each replica computes its own shard.
+  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 0);
+  options.batch_replica_rows = true;
   options.share_variables = false;
   EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 0);
   options.share_variables = true;

@@ -40,7 +40,7 @@ TEST(FlightRecordsTest, EveryReplicasBucketSumIsRecordedWithItsStepAndBucket) {
     options.context = context.get();
     options.bucket_bytes = 1;  // a bucket per gradient: 4 for two Dense layers
     options.replica_threads = 2;
-    options.batch_colocated_replicas = batch;
+    options.batch_replica_rows = batch;
     options.batch_threads = batches;
     auto strategy = std::move(MirroredStrategy::Create(options)).value();
     Sequential model({Dense(8, "relu"), Dense(1)}, 3);

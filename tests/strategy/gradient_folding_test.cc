@@ -35,7 +35,7 @@ std::unique_ptr<MirroredStrategy> Strategy(Context& context, int threads, bool f
   options.fold_replica_gradients = fold;
   // Every replica computes its own gradients and folds them (batched replicas, which hand
   // on their batch's, are tested in batched_replicas_test).
-  options.batch_colocated_replicas = false;
+  options.batch_replica_rows = false;
   options.bucket_bytes = bucket_bytes;
   return std::move(MirroredStrategy::Create(options)).value();
 }

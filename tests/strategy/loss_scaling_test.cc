@@ -27,7 +27,7 @@ struct Config {
   int replicas = 4;
   bool check_numerics = false;
   bool share = true;
-  // The replicas batched (MirroredStrategyOptions::batch_colocated_replicas) in
+  // The replicas batched (MirroredStrategyOptions::batch_replica_rows) in
   // `batch_threads` batches (0: one): the injecting layer then sees each batch's first
   // replica compute every member's rows.
   bool batch = false;
@@ -56,7 +56,7 @@ std::vector<StepRecord> Train(const Config& config, Status* error = nullptr) {
   MirroredStrategyOptions options;
   options.context = context.get();
   options.share_variables = config.share;
-  options.batch_colocated_replicas = config.batch;
+  options.batch_replica_rows = config.batch;
   options.batch_threads = config.batch_threads;
   std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
   Sequential model({Dense(32, "tanh"), Dense(16, "relu"),

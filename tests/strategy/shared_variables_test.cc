@@ -38,7 +38,7 @@ struct TrainingRun {
   int replica_threads = 0;
   bool check_numerics = false;  // keeps the summed gradients: the update after the all-reduce
   bool custom_loop = false;     // ComputeGradients + ApplyGradients(ctx) instead of Fit
-  // Fibers of a thread batched (MirroredStrategyOptions::batch_colocated_replicas): off, so
+  // Fibers of a thread batched (MirroredStrategyOptions::batch_replica_rows): off, so
   // that shared variables are compared bit for bit with copies, which never batch.
   bool batch = false;
 };
@@ -69,7 +69,7 @@ Trained Train(const TrainingRun& setup) {
   options.bucket_bytes = setup.bucket_bytes;
   options.replica_threads = setup.replica_threads;
   options.share_variables = setup.share;
-  options.batch_colocated_replicas = setup.batch;
+  options.batch_replica_rows = setup.batch;
   std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
   Sequential model({Dense(32, "tanh"), Dense(16, "relu"), Dense(1)}, 11);
   {

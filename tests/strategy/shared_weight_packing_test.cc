@@ -61,7 +61,7 @@ TrainedRun Train(const TrainSetup& setup) {
   options.replica_threads = setup.threads;
   options.share_variables = setup.share_variables;
   options.virtual_shards = setup.virtual_shards;
-  options.batch_colocated_replicas = setup.batch_replicas;
+  options.batch_replica_rows = setup.batch_replicas;
   std::unique_ptr<MirroredStrategy> strategy = std::move(MirroredStrategy::Create(options)).value();
   {
     auto scope = strategy->Scope();

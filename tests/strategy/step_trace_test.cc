@@ -52,7 +52,7 @@ nlohmann::json TraceOf(int replicas, int replica_threads, const std::string& pat
     options.context = context.get();
     options.bucket_bytes = 1;  // a bucket per gradient: 6
     options.replica_threads = replica_threads;
-    options.batch_colocated_replicas = batch;
+    options.batch_replica_rows = batch;
     options.batch_threads = batch_threads;
     strategy = std::move(MirroredStrategy::Create(options)).value();
     auto scope = strategy->Scope();

@@ -139,10 +139,9 @@ TEST(DeterministicTest, MomentumWithEmptyVirtualShardsGivesTheSameBytesOnEveryTo
 
 TEST(DeterministicTest, WithoutItTopologiesDifferAndWithItTheMathIsTheSame) {
   // Without --deterministic, the replica count changes the rounding when each replica
-  // computes its own shard (what the mode is for: without this the byte comparisons above
-  // would prove nothing)...
-  const std::string unbatched =
-      kAdam.substr(0, kAdam.find("--deterministic")) + "--batch-replicas=false ";
+  // computes its own shard, the default (what the mode is for: without this the byte
+  // comparisons above would prove nothing)...
+  const std::string unbatched = kAdam.substr(0, kAdam.find("--deterministic"));
   std::vector<std::string> saved;
   for (int replicas : {1, 3}) {
     const std::string save = TempPath("plain" + std::to_string(replicas) + ".safetensors");
@@ -152,11 +151,12 @@ TEST(DeterministicTest, WithoutItTopologiesDifferAndWithItTheMathIsTheSame) {
     saved.push_back(save);
   }
   EXPECT_NE(ReadBytes(saved[0]), ReadBytes(saved[1]));
-  // ...but not by default on one host, where CPU replicas compute each step as one batch of
-  // every replica's rows, in the global batch's order, with the same intra-op threads as 1
-  // replica: 1, 3 and 8 replicas save the same bytes (deterministic mode, which never
-  // batches, is for other topologies: several workers, GPUs, another bucket size).
-  const std::string batched = kAdam.substr(0, kAdam.find("--deterministic"));
+  // ...but not with --batch-replica-rows on one host, where CPU replicas compute each step
+  // as one batch of every replica's rows, in the global batch's order, with the same
+  // intra-op threads as 1 replica: 1, 3 and 8 replicas save the same bytes (deterministic
+  // mode, which never batches, is for other topologies: several workers, GPUs, another
+  // bucket size).
+  const std::string batched = unbatched + "--batch-replica-rows ";
   std::string one_replica;
   for (int replicas : {1, 3, 8}) {
     const std::string save = TempPath("batched" + std::to_string(replicas) + ".safetensors");

@@ -129,6 +129,38 @@ TEST(TrainCommandTest, FourReplicasSaveWhatOneDeviceSaves) {
   EXPECT_LE(std::sqrt(num / den), 1e-5);
 }
 
+// By default each of 4 logical CPUs' replicas computes its own shard and sums its gradients
+// with the others (what 4 GPUs would do): --verbose=2 says so for the first step, replica by
+// replica; with --batch-replica-rows replica 0 computes every replica's rows as one batch.
+TEST(TrainCommandTest, VerboseTwoShowsEachReplicaComputingItsShardAndSumming) {
+  const std::string args =
+      "--data=synthetic:linreg --steps=3 --global-batch=32 --replicas=4 --virtual-cpus=4 "
+      "--verbose=2";
+  ProgramOutput out = Train(args);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("Steps: each of the 4 replicas computes its own shard"));
+  EXPECT_THAT(out.text, ::testing::Not(HasSubstr("Steps: computed in"))) << out.text;
+  for (int r = 0; r < 4; ++r) {
+    const std::string rows = std::to_string(8 * r) + "-" + std::to_string(8 * r + 7);
+    EXPECT_THAT(out.text,
+                ::testing::ContainsRegex("Step 1: replica " + std::to_string(r) +
+                                         " \\(/job:localhost/replica:0/task:0/device:CPU:" +
+                                         std::to_string(r) + "\\), its shard rows " + rows +
+                                         " of 32: [1-9][0-9]* all-reduce call\\(s\\) with "
+                                         "the other 3 replica\\(s\\), [1-9][0-9]* bytes"))
+        << out.text;
+  }
+  ProgramOutput batched = Train(args + " --batch-replica-rows");
+  ASSERT_EQ(batched.exit_code, 0) << batched.text;
+  EXPECT_THAT(batched.text, HasSubstr("Steps: computed in 1 batch(es) for 4 replicas"));
+  EXPECT_THAT(batched.text, HasSubstr("Step 1: replica 0 (/job:localhost/replica:0/task:0/"
+                                      "device:CPU:0), its shard rows 0-7 of 32: computing the "
+                                      "batch of replicas 0, 1, 2, 3 as one batch"));
+  EXPECT_THAT(batched.text, HasSubstr("Step 1: replica 3 (/job:localhost/replica:0/task:0/"
+                                      "device:CPU:3), its shard rows 24-31 of 32: computed by "
+                                      "replica 0 in its batch"));
+}
+
 TEST(TrainCommandTest, AccumulationClippingAndSchedulesOnFourReplicasSaveWhatOneDeviceSaves) {
   // AdamW under a cosine schedule with warmup and global-norm clipping: 4 replicas, each
   // shard in 3 micro-batches, against one device on the whole batch.
@@ -202,19 +234,20 @@ TEST(TrainCommandTest, TheSameCommandTwiceGivesTheSameBits) {
   }
 }
 
-// More replicas than replica threads fold their gradients, one sum per thread, and compute
-// each step as one batch (both logged); --fold-gradients=false gives, on one thread, the bits
-// of a thread per replica (unbatched), and --batch-replicas=false folds unbatched.
+// More replicas than replica threads fold their gradients, one sum per thread (logged), each
+// replica computing its own shard by default; --fold-gradients=false gives, on one thread,
+// the bits of a thread per replica, and --batch-replica-rows computes the folded replicas'
+// rows as one batch (logged).
 TEST(TrainCommandTest, UnfoldedGradientsOnOneThreadGiveTheBitsOfAThreadPerReplica) {
   const std::string args =
       "--data=synthetic:mlp:rows=600 --layers=32:relu,1 --epochs=2 --shuffle --global-batch=50 "
       "--verbose=1 --replicas=3 ";
-  // A thread per replica unbatched, unfolded fibers, folded fibers in one batch (the
-  // default), folded fibers unbatched.
-  const std::string variants[4] = {"--inter-op-threads=3 --batch-replicas=false",
+  // A thread per replica, unfolded fibers, folded fibers in one batch, folded fibers each
+  // computing its own shard (the default).
+  const std::string variants[4] = {"--inter-op-threads=3",
                                    "--inter-op-threads=1 --fold-gradients=false",
-                                   "--inter-op-threads=1",
-                                   "--inter-op-threads=1 --batch-replicas=false"};
+                                   "--inter-op-threads=1 --batch-replica-rows",
+                                   "--inter-op-threads=1"};
   const std::string folded =
       "Gradients: folded into one running sum per replica thread (1 for 3 replicas)";
   const std::string batched = "Steps: computed in 1 batch(es) for 3 replicas";
@@ -241,15 +274,20 @@ TEST(TrainCommandTest, UnfoldedGradientsOnOneThreadGiveTheBitsOfAThreadPerReplic
   EXPECT_FALSE(saved[3].empty());
 }
 
-// --batch-threads=N splits each step into N batches, one per replica thread (logged); more
-// batches than replica threads is refused before training, naming the limit.
+// --batch-replica-rows --batch-threads=N splits each step into N batches, one per replica
+// thread (logged); more batches than replica threads is refused before training, naming the
+// limit, and --batch-threads alone is refused.
 TEST(TrainCommandTest, BatchThreadsSplitsAStepIntoBatches) {
   const std::string args =
       "--data=synthetic:mlp:rows=600 --layers=32:relu,1 --epochs=2 --global-batch=50 "
-      "--verbose=1 --replicas=4 --inter-op-threads=2 ";
+      "--verbose=1 --replicas=4 --inter-op-threads=2 --batch-replica-rows ";
   ProgramOutput one = Train(args);
   ASSERT_EQ(one.exit_code, 0) << one.text;
   EXPECT_THAT(one.text, HasSubstr("Steps: computed in 1 batch(es) for 4 replicas"));
+  // Without --batch-replica-rows there are no batches to count.
+  ProgramOutput alone = Train("--data=synthetic:linreg --steps=2 --replicas=2 --batch-threads=2");
+  EXPECT_EQ(alone.exit_code, 2) << alone.text;
+  EXPECT_THAT(alone.text, HasSubstr("--batch-threads needs --batch-replica-rows"));
   ProgramOutput two = Train(args + "--batch-threads=2");
   ASSERT_EQ(two.exit_code, 0) << two.text;
   EXPECT_THAT(two.text, HasSubstr("Steps: computed in 2 batch(es) for 4 replicas"));
@@ -412,14 +450,15 @@ TEST(TrainCommandTest, TensorBoardEventFilesForTrainingAndValidation) {
 // validation loss, so early stopping with patience 0 ends the run at epoch 2, and the best
 // checkpoint holds epoch 1's weights.
 // `--trace=FILE --trace-steps=A:B`: the steps traced, in a file Chrome and Perfetto open (the
-// trace's own tests check the lanes, buckets and nesting): by default replica 0's lane, which
-// computes both replicas' rows as one batch, named for it; unbatched, one lane per replica.
+// trace's own tests check the lanes, buckets and nesting): by default one lane per replica;
+// with --batch-replica-rows replica 0's lane, which computes both replicas' rows as one batch,
+// named for it.
 TEST(TrainCommandTest, TraceOfChosenStepsIsWritten) {
   for (const bool batched : {true, false}) {
     const std::string path = Path(batched ? "steps.trace.json" : "steps_unbatched.trace.json");
     ProgramOutput out = Train("--data=synthetic:linreg --steps=6 --verbose=0 --replicas=2 "
                               "--trace=" + path + " --trace-steps=2:3" +
-                              (batched ? "" : " --batch-replicas=false"));
+                              (batched ? " --batch-replica-rows" : ""));
     ASSERT_EQ(out.exit_code, 0) << out.text;
     std::ifstream file(path);
     nlohmann::json trace;
@@ -456,7 +495,7 @@ TEST(TrainCommandTest, Sigusr1WritesTheFlightRecorderAndTrainingGoesOn) {
   testing::BackgroundProgram train(
       "tools/tower",
       "train --data=synthetic:linreg --steps=100000000 --verbose=0 --replicas=2 "
-      "--batch-replicas=false --backup=" + backup + " --backup-every=2000 --flight-recorder=" +
+      "--backup=" + backup + " --backup-every=2000 --flight-recorder=" +
           dir,
       Path("flight_sigusr1.log"));
   ASSERT_TRUE(train.started());
