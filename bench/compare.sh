@@ -119,19 +119,27 @@ run() {  # run FILE CMD...: waits for quiet, runs CMD, output to $OUT/FILE and t
 } > "$OUT/machine.txt"
 cat "$OUT/machine.txt" >&2
 
-# ---- The peer's best OpenBLAS core type (the environment may force Haswell on an AVX-512
-# machine, which halves its SGEMM rate).
-best_core=""; best_rate=0
-for core in "${OPENBLAS_CORETYPE:-}" SkylakeX Zen Haswell; do
-  rate=$(OPENBLAS_CORETYPE="$core" OPENBLAS_NUM_THREADS=1 "$PY" bench/peers/torch_gemm.py --threads=1 --iters=10 2>/dev/null |
+# ---- The peer at its best. The environment may set OPENBLAS_L2_SIZE and OPENBLAS_CORETYPE
+# for old OpenBLAS builds: the L2 size alone cost Debian's OpenBLAS about 40 % of its SGEMM
+# rate on a Zen 5 host (one thread, 1024^3: 110 against 190 GFLOP/s), and a forced Haswell
+# halves it on an AVX-512 machine. Every peer runs without the L2 size, and with the best
+# core type of: none (OpenBLAS's own detection), the environment's, SkylakeX, Zen, Haswell.
+unset OPENBLAS_L2_SIZE
+env_core="${OPENBLAS_CORETYPE:-}"
+best_core="none"; best_rate=0
+for core in none "$env_core" SkylakeX Zen Haswell; do
+  [[ -z "$core" ]] && continue
+  if [[ "$core" == none ]]; then set_core=(env -u OPENBLAS_CORETYPE); else set_core=(env "OPENBLAS_CORETYPE=$core"); fi
+  rate=$("${set_core[@]}" OPENBLAS_NUM_THREADS=1 "$PY" bench/peers/torch_gemm.py --threads=1 --iters=10 2>/dev/null |
          sed -n 's/^torch_sgemm .*gflops=\([0-9.]*\).*/\1/p')
-  echo "# OPENBLAS_CORETYPE='${core}': ${rate:-?} GFLOP/s (1 thread)" >&2
+  echo "# OPENBLAS_CORETYPE=${core}: ${rate:-?} GFLOP/s (1 thread, OPENBLAS_L2_SIZE unset)" >&2
   if [[ -n "$rate" ]] && "$PY" -c "import sys; sys.exit(0 if $rate > $best_rate else 1)"; then
     best_core="$core"; best_rate="$rate"
   fi
 done
-export OPENBLAS_CORETYPE="$best_core"
+if [[ "$best_core" == none ]]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE="$best_core"; fi
 echo "openblas_coretype=${best_core}" >> "$OUT/machine.txt"
+echo "openblas_l2_size=unset" >> "$OUT/machine.txt"
 
 echo "== SGEMM rooflines" >&2
 run gemm_tower.txt "$BIN/gemm_roofline"

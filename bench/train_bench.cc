@@ -192,12 +192,32 @@ StatusOr<double> WarmUp(Trainer& trainer, const std::vector<data::Batch>& batche
   return static_cast<double>(steps) / elapsed;
 }
 
+// The FLOPs one sample costs a training step, as the step performs them (docs/BENCHMARKS.md,
+// "FLOPs"): per Dense layer of k inputs and n units, 2kn for the forward product, 2kn for
+// the weight gradient and 2kn for the input gradient, except the first layer's, which no
+// step computes (nothing needs it). Bias, activations and the update are O(k + n): left out.
+int64_t StepFlopsPerSample(const Sequential& model, int64_t feature_dim) {
+  int64_t flops = 0;
+  int64_t inputs = feature_dim;
+  bool first = true;
+  for (const auto& layer : model.layers()) {
+    if (dynamic_cast<const DenseLayer*>(layer.get()) != nullptr) {
+      const int64_t product = 2 * inputs * layer->output_dim();
+      flops += (first ? 2 : 3) * product;
+      first = false;
+    }
+    inputs = layer->output_dim();
+  }
+  return flops;
+}
+
 // `suffix` ends the line (empty, or " round_trip_ns=BEFORE,AFTER").
 void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_t params,
            int64_t feature_dim, const std::string& suffix) {
   const double steps_per_s = Median(trainer.rates);
   const double samples_per_s = steps_per_s * static_cast<double>(options.global_batch);
-  const double gflops = 6.0 * static_cast<double>(params) * samples_per_s / 1e9;
+  const double gflops =
+      static_cast<double>(StepFlopsPerSample(*trainer.model, feature_dim)) * samples_per_s / 1e9;
   // Memory: the worst replica's device peak against what the step needs per replica
   // (parameters + optimizer state, what Build left allocated; + gradients + activations,
   // each layer's input and output for the replica's rows). With two trainers on the same

@@ -54,6 +54,24 @@ for args in "--workload=linreg --replicas=1 --steps=50 --batches=1" \
     grep -q ' shared_variables=0 ' <<<"$out"
   fi
 done
+# The FLOPs counted are those the step performs (docs/BENCHMARKS.md, "FLOPs"): for the mlp
+# (256 -> 1024 -> 1024 -> 1), 2·(2·256·1024 + 3·1024·1024 + 3·1024) = 7346176 a sample, not
+# 6 × its 1313793 parameters; for linreg (1 -> 1), 4.
+for check in "mlp 7346176" "linreg 4"; do
+  read -r workload flops <<<"$check"
+  out="$("$bench" --workload=$workload --replicas=1 --steps=3 --batches=1 --repeats=1 --warmup-s=0.01)"
+  echo "$out"
+  python3 - "$out" "$flops" <<'PY'
+import re, sys
+line, flops = sys.argv[1], int(sys.argv[2])
+samples = float(re.search(r" samples_per_s=([0-9.]+) ", line).group(1))
+gflops = float(re.search(r" gflops=([0-9.]+) ", line).group(1))
+want = samples * flops / 1e9
+# gflops is printed to 0.01 (half of it: 0.005) and samples/s to the unit (half a sample).
+if not abs(gflops - want) <= 0.005 + 0.5 * flops / 1e9 + 1e-9 * want:
+    sys.exit(f"gflops={gflops} but {samples} samples/s x {flops} FLOPs = {want:.3f} GFLOP/s")
+PY
+done
 # The trace's cost: one line with both rates and the events each traced step recorded.
 out="$("$bench" --workload=mlp --replicas=2 --steps=3 --lr=0.001 --batches=1 --hidden=64 \
         --ab-trace --repeats=2 --warmup-s=0.01)"

@@ -64,6 +64,21 @@ def params_of(model):
     return sum(p.numel() for p in model.parameters())
 
 
+def step_flops_per_sample(model):
+    """FLOPs one sample costs a training step, as it performs them (train_bench counts the
+    same, docs/BENCHMARKS.md "FLOPs"): per Linear layer of k inputs and n outputs, 2kn
+    forward, 2kn weight gradient, and 2kn input gradient except the first layer's, which
+    autograd does not compute (the input needs no gradient)."""
+    flops = 0
+    first = True
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            product = 2 * module.in_features * module.out_features
+            flops += (2 if first else 3) * product
+            first = False
+    return flops
+
+
 def timed_windows(step, window_s, repeats, warmup_s=1.0, steps=0, sync=None, agree=None):
     """Warm-up for `warmup_s` seconds, then `repeats` timed windows of about `window_s` each
     (Tower's train_bench times the same): the warm-up's rate sets the steps per window, or
@@ -98,10 +113,12 @@ def timed_windows(step, window_s, repeats, warmup_s=1.0, steps=0, sync=None, agr
     return rates, steps, float(loss.item())
 
 
-def report(prefix, workload, replicas, rates, batch, params, steps, loss_last, extra=""):
+def report(prefix, workload, replicas, rates, batch, model, steps, loss_last, extra=""):
     sps = statistics.median(rates)
+    params = params_of(model)
+    flops = step_flops_per_sample(model)
     print(f"{prefix} workload={workload} replicas={replicas} steps_per_s={sps:.1f} "
-          f"samples_per_s={sps * batch:.0f} gflops={6 * params * sps * batch / 1e9:.2f} "
+          f"samples_per_s={sps * batch:.0f} gflops={flops * sps * batch / 1e9:.2f} "
           f"params={params} global_batch={batch} steps={steps} window_s={steps / sps:.2f} "
           f"runs={','.join(f'{r:.1f}' for r in rates)} loss_last={loss_last:.4g}"
           f"{(' ' + extra) if extra else ''}", flush=True)

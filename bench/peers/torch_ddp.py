@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from common import WORKLOADS, make_batches, make_model, params_of, report, set_threads, timed_windows
+from common import WORKLOADS, make_batches, make_model, report, set_threads, timed_windows
 
 
 def free_port():
@@ -58,7 +58,7 @@ def worker(rank, a, port):
     loss = torch.tensor([loss_last])
     dist.all_reduce(loss)
     if rank == 0:
-        report("torch_ddp", a.workload, a.replicas, rates, batch, params_of(model), steps,
+        report("torch_ddp", a.workload, a.replicas, rates, batch, model, steps,
                loss.item() / a.replicas, f"backend=gloo threads_per_process={a.threads}")
     dist.barrier()  # no rank tears gloo down while another still uses it
     # Leave without gloo's teardown: with 4 processes on 2 cores one rank has been seen

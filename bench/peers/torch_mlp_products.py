@@ -12,8 +12,9 @@ The products of one replica's step (rows b = 256 / R; W1 256x1024, W2 1024x1024)
 Prints, per replica count R:
   torch_mlp_products replicas=R rows=b steps_per_s=S gflops=G gflops_products=P
 where S counts whole steps of all R replicas per second (the median of 3 windows of
---window-s, the slowest replica's count in each), G = 6 x params x samples/s (the convention
-train_bench's gflops uses, params of the whole mlp) and P the flops of the products above.
+--window-s, the slowest replica's count in each), G = the step's FLOPs per sample as
+train_bench counts them (docs/BENCHMARKS.md "FLOPs": the whole mlp, the first layer without
+its input gradient) x samples/s, and P the flops of the products above.
 
   OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/peers/torch_mlp_products.py --replicas=2
 """
@@ -23,7 +24,9 @@ import statistics
 import time
 
 FEATURES, HIDDEN, GLOBAL_BATCH = 256, 1024, 256
-PARAMS = FEATURES * HIDDEN + HIDDEN + HIDDEN * HIDDEN + HIDDEN + HIDDEN + 1
+# The mlp step's FLOPs per sample (train_bench's StepFlopsPerSample): 2kn forward and 2kn
+# weight gradient per layer, 2kn input gradient for every layer but the first.
+STEP_FLOPS = 2 * (2 * FEATURES * HIDDEN + 3 * HIDDEN * HIDDEN + 3 * HIDDEN)
 
 
 def replica(rows, blas_threads, window_s, windows, start_barrier, window_barrier, results):
@@ -89,7 +92,7 @@ def main():
         steps_per_s = statistics.median(rates)
         product_flops = 2.0 * rows * (2 * FEATURES * HIDDEN + 3 * HIDDEN * HIDDEN) * r
         print(f"torch_mlp_products replicas={r} rows={rows} steps_per_s={steps_per_s:.2f} "
-              f"gflops={6.0 * PARAMS * GLOBAL_BATCH * steps_per_s / 1e9:.1f} "
+              f"gflops={STEP_FLOPS * GLOBAL_BATCH * steps_per_s / 1e9:.1f} "
               f"gflops_products={product_flops * steps_per_s / 1e9:.1f}", flush=True)
 
 

@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-from common import (WORKLOADS, blas_info, make_batches, make_model, params_of, report,
+from common import (WORKLOADS, blas_info, make_batches, make_model, report,
                     set_threads, timed_windows)
 
 
@@ -86,13 +86,13 @@ def main():
 
         rates, steps, loss_last = timed_windows(step, a.window_s, a.repeats, a.warmup_s, a.steps,
                                                 sync=sync)
-        report("torch_single", a.workload, 1, rates, batch, params_of(model), steps, loss_last,
+        report("torch_single", a.workload, 1, rates, batch, model, steps, loss_last,
                f"threads={threads} blas_threads={blas} device={a.device}"
                f"{' host_batches=1' if a.host_batches else ''}")
         if a.profile_steps:
             profile(step, a.profile_steps, device)
         if best is None or statistics.median(rates) > statistics.median(best[1]):
-            best = (f"threads={threads} blas_threads={blas}", rates, params_of(model), steps,
+            best = (f"threads={threads} blas_threads={blas}", rates, model, steps,
                     loss_last)
     if len(settings) > 1:
         report("torch_single_best", a.workload, 1, best[1], batch, best[2], best[3], best[4],
