@@ -1,6 +1,8 @@
 #include "model/replica_step_log.h"
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "model/distribution.h"
 #include "model/sequential.h"
@@ -15,6 +17,7 @@ Status ReplicaStepLog::OnBatchEnd(Sequential& model, int64_t step, const Logs&) 
   Distribution* dist = model.distribution();
   const int local = dist->num_local_replicas();
   const int in_sync = dist->num_replicas_in_sync();
+  const int batches = dist->batched_groups();
   // Each local replica's in-process sums of this step (the flight recorder numbers a
   // replica's sums per replica; the process's own collectives have replica -1).
   std::vector<int64_t> calls(local, 0), bytes(local, 0);
@@ -31,7 +34,6 @@ Status ReplicaStepLog::OnBatchEnd(Sequential& model, int64_t step, const Logs&) 
                        " (" + dist->replica_device(r)->full_name() + "), its shard rows " +
                        std::to_string(rows.first) + "-" + std::to_string(rows.end() - 1) +
                        " of " + std::to_string(global_batch_) + ": ";
-    const int batches = dist->batched_groups();
     if (in_sync == 1) {
       line += "the only replica, no all-reduce";
     } else if (batches > 0 && r >= batches) {
@@ -47,7 +49,6 @@ Status ReplicaStepLog::OnBatchEnd(Sequential& model, int64_t step, const Logs&) 
               " bytes";
     }
     TOWER_LOG(INFO) << line;
-    lines_.push_back(std::move(line));
   }
   return OkStatus();
 }

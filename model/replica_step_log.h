@@ -9,8 +9,6 @@
 #define TOWER_MODEL_REPLICA_STEP_LOG_H_
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 #include "model/callback.h"
 
@@ -23,13 +21,9 @@ class ReplicaStepLog : public Callback {
 
   Status OnBatchEnd(Sequential& model, int64_t step, const Logs& logs) override;
 
-  // The lines logged (tests).
-  const std::vector<std::string>& lines() const { return lines_; }
-
  private:
   int64_t global_batch_;
   bool logged_ = false;
-  std::vector<std::string> lines_;
 };
 
 }  // namespace tower
