@@ -219,7 +219,8 @@ for k in $(seq 1 "$ROUNDS"); do
     if [[ "$w" == mlp ]]; then
       # The 2-thread SGEMM roofline right after the mlp's replica counts: the mlp's fraction
       # of it then compares one state of the host (the figure above is minutes away).
-      run "gemm_rounds_tower_r$k.txt" "$BIN/gemm_roofline" --square_only
+      # With Tower's own products of the 2 replicas' step alone, as the step computes them.
+      run "gemm_rounds_tower_r$k.txt" "$BIN/gemm_roofline" --square_only --as_step_products
       run "gemm_rounds_torch_r$k.txt" env OPENBLAS_NUM_THREADS=2 "$PY" bench/peers/torch_gemm.py \
         --threads=2
       # And what the step's products alone reach in this state (OpenBLAS, the whole batch on

@@ -14,12 +14,15 @@
 //   the products of one mlp training step of R = 2, 4, 8 replicas on T threads (R/T replica
 //   turns per thread, every turn its own rows of the global batch of 256, the weights shared
 //   as Tower's logical CPU replicas share them), in steps/s and as a ratio to R = 2: the
-//   bound the products alone put on "R replicas keep the throughput of T". Twice: through
-//   Tower's MatMul op (Eigen, which packs the weights in every product), and with oneDNN
-//   on weights packed once per step for all replicas (its blocked layout).
+//   bound the products alone put on "R replicas keep the throughput of T". Three times:
+//   through Tower's MatMul op (Eigen, which packs the weights in every product); with oneDNN
+//   on weights packed once per step for all replicas (its blocked layout); and as Tower's
+//   step computes them (`tower_as_step`: weights packed once per step for every replica,
+//   the weight gradients of a thread's replicas folded into one sum).
 // Eigen is built with EIGEN_DONT_PARALLELIZE (Tower's threads are its replicas), so the
 // T-thread figures use T std::threads. Each figure is the median of --repeats windows.
-// --square_only stops after the square products: the roofline alone, in a few seconds.
+// --square_only stops after the square products: the roofline alone, in a few seconds
+// (with --as_step_products, then the 2 replicas' products as the step computes them).
 // (OpenBLAS's rate, through PyTorch, is printed by bench/peers/torch_gemm.py.)
 #include <Eigen/Core>
 #include <algorithm>
@@ -103,6 +106,28 @@ struct TowerTurn {
     TOWER_ASSIGN_OR_RETURN(tower::Tensor dw2, tower::ops::MatMul(h1, dh2, true, false));
     TOWER_ASSIGN_OR_RETURN(tower::Tensor dh1, tower::ops::MatMul(dh2, w2, false, true));
     TOWER_ASSIGN_OR_RETURN(tower::Tensor dw1, tower::ops::MatMul(x, dh1, true, false));
+    return tower::OkStatus();
+  }
+  // The same products as a training step computes them (model/dense.cc, ops/cpu/
+  // shared_packing.h, strategy/gradient_folding.h): the forward and input-gradient products
+  // read the weights packed once per step (`version`) for every replica; the weight gradients
+  // of the replicas that share a thread are folded: the thread's first replica writes them
+  // (`sums` empty), each later one adds its own into them.
+  tower::Status RunAsStep(uint64_t version, tower::Tensor sums[2]) const {
+    TOWER_ASSIGN_OR_RETURN(tower::Tensor h1, tower::ops::MatMulByWeight(x, w1, false, version));
+    TOWER_ASSIGN_OR_RETURN(tower::Tensor h2, tower::ops::MatMulByWeight(h1, w2, false, version));
+    const bool first = !sums[1].valid();
+    if (first) {
+      TOWER_ASSIGN_OR_RETURN(sums[1], tower::ops::MatMul(h1, dh2, true, false));
+    } else {
+      TOWER_RETURN_IF_ERROR(tower::ops::MatMulAddInto(h1, dh2, true, false, sums[1]));
+    }
+    TOWER_ASSIGN_OR_RETURN(tower::Tensor dh1, tower::ops::MatMulByWeight(dh2, w2, true, version));
+    if (first) {
+      TOWER_ASSIGN_OR_RETURN(sums[0], tower::ops::MatMul(x, dh1, true, false));
+    } else {
+      TOWER_RETURN_IF_ERROR(tower::ops::MatMulAddInto(x, dh1, true, false, sums[0]));
+    }
     return tower::OkStatus();
   }
   tower::Tensor x, dh2, w1, w2;
@@ -189,11 +214,29 @@ class SpinBarrier {
   std::atomic<int> phase_{0};
 };
 
+// How ReplicaProductsRate computes a replica's products.
+enum class ProductsKind {
+  kEigen,       // Tower's MatMul op: each product packs its weight
+  kOneDnn,      // oneDNN, the weights packed once per step (a barrier before the turns)
+  kAsTheStep,   // as the training step: weights packed once per step, gradients folded
+};
+const char* NameOf(ProductsKind kind) {
+  switch (kind) {
+    case ProductsKind::kEigen: return "eigen";
+    case ProductsKind::kOneDnn: return "onednn_packed_once";
+    case ProductsKind::kAsTheStep: return "tower_as_step";
+  }
+  return "?";
+}
+
 // Steps/s of the products of `replicas` replicas on `threads` threads (thread t runs
-// replicas t, t + threads, ...), median of `repeats` windows of `steps` steps. Packed: each
+// replicas t, t + threads, ...), median of `repeats` windows of `steps` steps. oneDNN: each
 // step first packs the three weights (spread over the threads), then a barrier, then the
-// turns; Eigen: the turns only (each product packs for itself).
-double ReplicaProductsRate(int replicas, int threads, bool packed, int64_t steps, int repeats) {
+// turns; Eigen: the turns only (each product packs for itself); as the step: the turns,
+// the first product of each weight in a step packing it with whoever multiplies by it then.
+double ReplicaProductsRate(int replicas, int threads, ProductsKind kind, int64_t steps,
+                           int repeats) {
+  const bool packed = kind == ProductsKind::kOneDnn;
   const int64_t rows = 256 / replicas;
   Matrix w1 = Matrix::Random(256, 1024), w2 = Matrix::Random(1024, 1024);
   std::vector<std::unique_ptr<ReplicaBuffers>> buffers;
@@ -204,12 +247,23 @@ double ReplicaProductsRate(int replicas, int threads, bool packed, int64_t steps
   const tower::Tensor w1_tensor = TowerTurn::Upload(cpu, w1), w2_tensor = TowerTurn::Upload(cpu, w2);
   std::vector<TowerTurn> tower_turns;
   for (const auto& b : buffers) tower_turns.emplace_back(cpu, *b, w1_tensor, w2_tensor);
+  // A new weight version per step, as a model's steps give, never one an earlier call used
+  // (its weights may have had the same addresses).
+  static uint64_t next_version = 1;
   auto run = [&](int64_t n) {
     SpinBarrier barrier(threads);
     auto body = [&](int t) {
       omp_set_num_threads(1);  // one thread per replica thread, as in Tower's half_matmul
       const tower::ScopedIntraOpThreads one_thread(1);
       for (int64_t step = 0; step < n; ++step) {
+        if (kind == ProductsKind::kAsTheStep) {
+          tower::Tensor sums[2];  // this thread's folded dW1, dW2
+          for (int r = t; r < replicas; r += threads) {
+            TOWER_CHECK_OK(tower_turns[r].RunAsStep(next_version + step, sums));
+          }
+          barrier.Wait();  // the all-reduce would wait for every thread's sums
+          continue;
+        }
         if (packed) {
           for (int which = t; which < PackedProducts::kWeights; which += threads) dnnl_products.Pack(which);
           barrier.Wait();
@@ -228,6 +282,7 @@ double ReplicaProductsRate(int replicas, int threads, bool packed, int64_t steps
     for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);
     body(0);
     for (std::thread& thread : pool) thread.join();
+    next_version += static_cast<uint64_t>(n);
   };
   run(2);  // warm-up: oneDNN compiles its kernels, the buffers are touched
   std::vector<double> rates;
@@ -245,6 +300,7 @@ int main(int argc, char** argv) {
   int64_t size = 1024, threads = 2, repeats = 3, iters = 20, batch = 128;
   bool replica_products = true;
   bool square_only = false;
+  bool as_step_products = false;
   tower::FlagParser parser("gemm_roofline");
   parser.AddInt("size", &size, "m = n = k of the square product");
   parser.AddInt("threads", &threads, "threads of the multi-thread figures");
@@ -256,6 +312,10 @@ int main(int argc, char** argv) {
   parser.AddBool("square_only", &square_only,
                  "time only the square products (1 and --threads threads): the roofline "
                  "alone, as compare.sh's rounds take it beside each training figure");
+  parser.AddBool("as_step_products", &as_step_products,
+                 "with --square_only: then one mlp step's products of 2 replicas on --threads "
+                 "threads as the step computes them (tower_as_step), what the rounds take "
+                 "beside the roofline");
   tower::Status status = parser.Parse(argc, argv, 1);
   if (!status.ok() || parser.help_requested()) {
     if (!status.ok()) std::fprintf(stderr, "error: %s\n", status.message().c_str());
@@ -295,7 +355,16 @@ int main(int argc, char** argv) {
               static_cast<long long>(size), T, many);
   std::printf("eigen_sgemm size=%lld threads=%d gflops=%.1f (one product split by columns)\n",
               static_cast<long long>(size), T, split_rate);
-  if (square_only) return 0;
+  if (square_only) {
+    if (as_step_products) {
+      const double rate = ReplicaProductsRate(2, T, ProductsKind::kAsTheStep,
+                                              std::max<int64_t>(iters * 4, 4), R);
+      std::printf("mlp_replica_products kind=%s replicas=2 threads=%d rows=128 "
+                  "steps_per_s=%.1f vs_2_replicas=1.000\n",
+                  NameOf(ProductsKind::kAsTheStep), T, rate);
+    }
+    return 0;
+  }
 
   // The mlp workload's products, per replica with `batch` rows: forward x·W, backward
   // xᵀ·dz (weight gradient) and dz·Wᵀ (input gradient), for the 1024×1024 layer.
@@ -342,14 +411,16 @@ int main(int argc, char** argv) {
   if (!replica_products) return 0;
   // The products of one mlp step of R replicas on T threads, R = 2, 4, 8; each kind's
   // figures interleaved in rounds so that the host's phases fall on all of them alike.
-  const int kinds = 2;
+  const ProductsKind kinds_of[] = {ProductsKind::kEigen, ProductsKind::kOneDnn,
+                                   ProductsKind::kAsTheStep};
+  const int kinds = 3;
   const int replica_counts[] = {2, 4, 8};
   std::vector<double> step_rates[kinds][3];
   for (int round = 0; round < R; ++round) {
     for (int kind = 0; kind < kinds; ++kind) {
       for (int i = 0; i < 3; ++i) {
         step_rates[kind][i].push_back(
-            ReplicaProductsRate(replica_counts[i], T, kind == 1, std::max<int64_t>(iters, 4), 1));
+            ReplicaProductsRate(replica_counts[i], T, kinds_of[kind], std::max<int64_t>(iters, 4), 1));
       }
     }
   }
@@ -359,7 +430,7 @@ int main(int argc, char** argv) {
       const double rate = Median(step_rates[kind][i]);
       std::printf("mlp_replica_products kind=%s replicas=%d threads=%d rows=%d steps_per_s=%.1f "
                   "vs_2_replicas=%.3f\n",
-                  kind == 0 ? "eigen" : "onednn_packed_once", replica_counts[i], T,
+                  NameOf(kinds_of[kind]), replica_counts[i], T,
                   256 / replica_counts[i], rate, rate / two);
     }
   }

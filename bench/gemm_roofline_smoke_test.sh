@@ -10,7 +10,7 @@ positive='(0\.[0-9]*[1-9][0-9]*|[1-9][0-9]*\.[0-9]+)'  # > 0 and finite: not 0.0
 [[ "$(grep -Ec "^eigen_sgemm size=128 threads=[12] gflops=$positive" <<<"$out")" == 3 ]]
 grep -Eq "^eigen_sgemm mlp_shapes batch=32 threads=1 forward=$positive weight_grad=$positive input_grad=$positive gflops$" <<<"$out"
 grep -Eq "^tower_products mlp_shapes batch=32 threads=1 weight_packed_per=8 forward=$positive weight_grad=$positive input_grad=$positive gflops$" <<<"$out"
-for kind in eigen onednn_packed_once; do
+for kind in eigen onednn_packed_once tower_as_step; do
   for replicas in 2 4 8; do
     grep -Eq "^mlp_replica_products kind=$kind replicas=$replicas threads=2 rows=$((256 / replicas)) steps_per_s=$positive vs_2_replicas=$positive$" <<<"$out"
   done
@@ -24,10 +24,15 @@ fi
 # The roofline alone (compare.sh's rounds): the three square figures and nothing else.
 out="$("$bench" --size=128 --repeats=1 --iters=1 --square_only)"
 [[ "$(grep -Ec "^eigen_sgemm size=128 threads=[12] gflops=$positive" <<<"$out")" == 3 ]]
-if grep -q mlp_shapes <<<"$out"; then
+if grep -q -e mlp_shapes -e mlp_replica_products <<<"$out"; then
   echo "FAIL: --square_only still timed the mlp's products" >&2
   exit 1
 fi
+# With --as_step_products: then the 2 replicas' products as the step computes them, only.
+out="$("$bench" --size=128 --repeats=1 --iters=1 --square_only --as_step_products)"
+[[ "$(grep -Ec "^eigen_sgemm size=128 threads=[12] gflops=$positive" <<<"$out")" == 3 ]]
+[[ "$(grep -c mlp_replica_products <<<"$out")" == 1 ]]
+grep -Eq "^mlp_replica_products kind=tower_as_step replicas=2 threads=2 rows=128 steps_per_s=$positive vs_2_replicas=1.000$" <<<"$out"
 # A count below 1 is refused with the flag's name and exit code 2, before any work.
 for flag in --size=0 --threads=0 --repeats=0 --iters=-1 --batch=0; do
   rc=0

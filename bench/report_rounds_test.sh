@@ -5,7 +5,8 @@
 # median over rounds; a NaN figure or a zero denominator in any round fails the target. And
 # the bounds of the same rounds: the step's products alone (the faster of OpenBLAS's two ways)
 # against the roofline and against PyTorch single, and the step against them; and 2 replicas
-# on one replica thread, an option measured beside the default. Not a timing.
+# on one replica thread, an option measured beside the default; Tower's own products alone, in
+# the rounds and, for 8 vs 2 replicas, in gemm_roofline's three designs. Not a timing.
 set -euo pipefail
 report="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-tower}/bench/report.py"
 [[ -f "$report" ]] || report="$(dirname "$0")/report.py"
@@ -87,6 +88,42 @@ for pair in "products alone (the faster:$(python3 -c 'print(f"{210 / 220:.6f}")'
   [[ "$got" == "${pair#*:} None" ]] || {
     echo "FAIL: '${pair%%:*}': got '$got', want '${pair#*:} None'" >&2; exit 1; }
 done
+# Tower's own products of the 2 replicas' step alone, as the step computes them, in the same
+# rounds: 110, 100 and 120 steps/s, GFLOP/s at 256 × 7,346,176 FLOPs a step; against the
+# roofline (220, 200, 250) and the step against them.
+own() {  # own ROUND STEPS_PER_S: gemm_roofline --as_step_products's line, after the square's
+  printf 'mlp_replica_products kind=tower_as_step replicas=2 threads=2 rows=128 steps_per_s=%s vs_2_replicas=1.000\n' \
+    "$2" >> "$dir/gemm_rounds_tower_r$1.txt"
+}
+own 1 110.0
+own 2 100.0
+own 3 120.0
+python3 "$report" "$dir" > "$dir/out.txt"
+flops=1.880621056  # GFLOP a step
+for pair in "Tower's mlp products alone, 2 replicas on 2 threads as the step computes them, vs the roofline, median:$(python3 -c "print(f'{110 * $flops / 220:.6f}')")" \
+            "2 replicas vs Tower's products alone, median:$(python3 -c "print(f'{200 / (110 * $flops):.6f}')")"; do
+  got="$(target "$dir" "${pair%%:*}")"
+  [[ "$got" == "${pair#*:} None" ]] || {
+    echo "FAIL: '${pair%%:*}': got '$got', want '${pair#*:} None'" >&2; exit 1; }
+done
+# The products alone of 8 vs 2 replicas in gemm_roofline's three designs (single window): as
+# the step 125 / 160; the fastest design at each count, oneDNN's 130 at 8 against the step's
+# 160 at 2.
+for kind_rates in eigen:150:120 onednn_packed_once:100:130 tower_as_step:160:125; do
+  IFS=: read -r kind two eight <<<"$kind_rates"
+  for n_rate in "2:$two" "8:$eight"; do
+    echo "mlp_replica_products kind=$kind replicas=${n_rate%%:*} threads=2 rows=1 steps_per_s=${n_rate#*:} vs_2_replicas=1.000" \
+      >> "$dir/gemm_tower.txt"
+  done
+done
+python3 "$report" "$dir" > "$dir/out.txt"
+for pair in "products alone of 8 vs 2 replicas on 2 threads, as the step computes them:0.781250" \
+            "products alone of 8 vs 2 replicas on 2 threads, the fastest:0.812500"; do
+  got="$(target "$dir" "${pair%%:*}")"
+  [[ "$got" == "${pair#*:} None" ]] || {
+    echo "FAIL: '${pair%%:*}': got '$got', want '${pair#*:} None'" >&2; exit 1; }
+done
+
 # One way of the products broken (0 GFLOP/s) in one round is no bound, even beside the other.
 products 1 0.0 210.0 180.0
 python3 "$report" "$dir" > /dev/null
