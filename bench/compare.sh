@@ -25,7 +25,9 @@
 # Installs python3-torch and libopenblas0-pthread with apt-get when PyTorch is missing (as
 # root; otherwise prints the command). The PyTorch peers get their best configuration: the
 # OpenBLAS core type that gives the fastest SGEMM here (the environment may force a slower
-# one), and for the single-process peer the fastest of PyTorch × OpenBLAS thread counts.
+# one), glibc's malloc keeping freed memory where that makes PyTorch's step faster (every
+# program then runs so), and for the single-process peer the fastest of PyTorch × OpenBLAS
+# thread counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -140,6 +142,33 @@ done
 if [[ "$best_core" == none ]]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE="$best_core"; fi
 echo "openblas_coretype=${best_core}" >> "$OUT/machine.txt"
 echo "openblas_l2_size=unset" >> "$OUT/machine.txt"
+
+# ---- The peer's allocator. PyTorch's CPU tensors come from glibc's malloc, which hands a
+# block above its mmap threshold back to the kernel when it is freed: every step's new
+# gradient of the mlp's 1024 x 1024 layer (4 MiB) then takes fresh pages and faults them in.
+# On the paravirtualised host of 2026-11-29 that made one product 10.8 ms instead of 3.1
+# (the same product into a kept output) and PyTorch's mlp step 2x slower. glibc's documented
+# tunables keep freed memory in the heap (the allocator advice of PyTorch's CPU tuning guide,
+# there with jemalloc or tcmalloc); both settings are tried on PyTorch's mlp step, two
+# alternating pairs, and every program (Tower's too) runs with the faster.
+KEEP_HEAP="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"
+torch_mlp_rate() {  # torch_mlp_rate ENV...: PyTorch's mlp steps/s (1 torch x 2 BLAS threads)
+  env "$@" "$PY" bench/peers/torch_train.py --workload=mlp --threads=1 --blas-threads=2 \
+    --window-s=1 --warmup-s=0.5 2>/dev/null | sed -n 's/^torch_single .*steps_per_s=\([0-9.]*\).*/\1/p' | head -1
+}
+plain_total=0; kept_total=0
+for pair in 1 2; do
+  plain=$(torch_mlp_rate -u GLIBC_TUNABLES); kept=$(torch_mlp_rate GLIBC_TUNABLES="$KEEP_HEAP")
+  echo "# malloc: glibc defaults ${plain:-?}, heap kept ${kept:-?} steps/s (PyTorch mlp)" >&2
+  plain_total=$("$PY" -c "print($plain_total + ${plain:-0})"); kept_total=$("$PY" -c "print($kept_total + ${kept:-0})")
+done
+if "$PY" -c "import sys; sys.exit(0 if $kept_total > $plain_total else 1)"; then
+  export GLIBC_TUNABLES="$KEEP_HEAP"
+  echo "malloc=heap kept (GLIBC_TUNABLES=$KEEP_HEAP)" >> "$OUT/machine.txt"
+else
+  unset GLIBC_TUNABLES
+  echo "malloc=glibc defaults" >> "$OUT/machine.txt"
+fi
 
 echo "== SGEMM rooflines" >&2
 run gemm_tower.txt "$BIN/gemm_roofline"

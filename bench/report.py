@@ -683,7 +683,8 @@ def main():
     out.append(f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; {m.get('date', '?')}; "
                f"PyTorch {m.get('torch', '?')}, OpenBLAS {m.get('openblas', '?')} "
                f"(OPENBLAS_CORETYPE={m.get('openblas_coretype') or 'auto'}, "
-               f"OPENBLAS_L2_SIZE {m.get('openblas_l2_size', 'as the environment set it')}); "
+               f"OPENBLAS_L2_SIZE {m.get('openblas_l2_size', 'as the environment set it')}; "
+               f"malloc {m.get('malloc', 'glibc defaults')}); "
                f"commit {m.get('commit', '?')}")
     out.append("")
     out.append("| figure | measured | target | ratio | verdict |")
