@@ -42,6 +42,7 @@ MPI = 'attr(tags, "\\bmpi\\b", tests(//...))'  # run Open MPI: its suppressions 
 NO_NATIVE = 'attr(tags, "\\bno_native_code\\b", tests(//...))'  # nothing to sanitize
 REDUCED = "rdeps(tests(//...), //tests/testing:reduced_round)"  # read TOWER_REDUCED_ROUND
 NEEDS_ROOT = 'attr(tags, "\\bneeds_root\\b", tests(//...))'  # skip as another user, saying why
+BENCH_ON_GPUS = "//bench:train_bench_smoke_test"  # a CPU test that also runs on the emulation's GPUs
 
 # Repeats of the shaken stage. Each CI run draws new delays, so runs add up across CI runs; 10
 # a run (3 for the two whole-program tests) took 198 s of a 40-minute CI (2026-11-29).
@@ -119,8 +120,12 @@ STAGES = [
                "runtime, cuBLAS and NCCL, then runs the device tests there; without a GPU, "
                "their GPU cases skip and the platform's answers are checked"),
     Stage("cudaemu", "cudaemu", ["--config=cudaemu", "--platform_suffix="],
-          [Run("GPU tests", GPU)],
-          note="every GPU test on the emulation of CUDA, cuBLAS and NCCL (cudaemu/README.md)"),
+          [Run("GPU tests", GPU),
+           # train_bench on the emulation's GPUs (the default device there): its GPU path,
+           # which the whole suite under --config=cudaemu exercised and CI did not.
+           Run("train_bench on emulated GPUs", BENCH_ON_GPUS, pattern=True)],
+          note="every GPU test on the emulation of CUDA, cuBLAS and NCCL (cudaemu/README.md), "
+               "and `train_bench`'s smoke test on its GPUs"),
     Stage("shaken", "shaken", ["--config=cudaemu", "--platform_suffix="],
           [Run("GPU tests with stream delays", GPU, shaken_flags())],
           note="the GPU tests %d times each (%s once), every stream item delayed a random "
@@ -207,7 +212,12 @@ def where(label, tags):
         cells["cuda"] = "built (no GPU)"
     else:
         cells["cuda"] = "—"
-    cells["cudaemu"] = "runs" if gpu else "—"
+    if gpu:
+        cells["cudaemu"] = "runs"
+    elif label == BENCH_ON_GPUS:
+        cells["cudaemu"] = "runs (on its GPUs)"
+    else:
+        cells["cudaemu"] = "—"
     whole = label.split(":")[-1] in WHOLE_PROGRAM
     cells["shaken"] = ("%d× with delays" % (SHAKEN_RUNS_WHOLE_PROGRAM if whole else SHAKEN_RUNS)
                        if gpu else "—")
