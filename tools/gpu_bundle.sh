@@ -38,6 +38,16 @@ mv "$stage/bin/tower" "$stage/runfiles/tower/tools/tower"
 chmod u+w "$stage"/bin/* "$stage/runfiles/tower/tools/tower"
 strip --strip-debug "$stage"/bin/* "$stage/runfiles/tower/tools/tower"
 
+# The CUDA libraries the programs were linked against (their sonames carry the major version)
+# and the toolkit's version: gpu_bundle_run.sh looks for exactly these on the GPU machine, and
+# says which when one is missing.
+for f in "$stage"/bin/* "$stage/runfiles/tower/tools/tower"; do readelf -d "$f"; done |
+  sed -n 's/.*(NEEDED).*\[\(lib\(cudart\|cublas\|cublasLt\|nccl\)\.so[^]]*\)\]/\1/p' |
+  sort -u > "$stage/cuda_sonames.txt"
+[[ -s "$stage/cuda_sonames.txt" ]] || { echo "gpu_bundle: no CUDA library among the programs' needs" >&2; exit 1; }
+cuda_version="$(sed -n 's/^#define CUDA_VERSION \([0-9]*\)$/\1/p' "${TOWER_CUDA_PATH:-/usr/local/cuda}/include/cuda.h")"
+echo "CUDA $((cuda_version / 1000)).$((cuda_version % 1000 / 10))" > "$stage/cuda_version.txt"
+
 # Libraries from this machine's system folders, except glibc's and the C++ runtime (the GPU
 # machine's are as new or newer) and CUDA's (from /usr/local/cuda: the GPU machine's own).
 runtime='/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so'

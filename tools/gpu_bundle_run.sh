@@ -45,19 +45,29 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xJf gpu_carry/bundle.tar.xz || exit 2
 
-# CUDA's libraries: the toolkit's, else those that Python's wheels brought (nvidia-*).
+# CUDA's libraries: those the bundle was linked against (cuda_sonames.txt, written by
+# tools/gpu_bundle.sh; the major version is in each soname), from this machine's toolkit or
+# Python's wheels (tools/cuda_libraries.sh says where it looks). One missing stops the run:
+# every GPU program would fail to load.
+# shellcheck source=cuda_libraries.sh
+source tools/cuda_libraries.sh
+sonames="libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2"  # bundles before the list
+[[ -f "$work/cuda_sonames.txt" ]] && sonames="$(tr '\n' ' ' <"$work/cuda_sonames.txt")"
+built_with="$(cat "$work/cuda_version.txt" 2>/dev/null || echo "CUDA 13")"
 libdirs="$work/lib"
-for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
-  path=""
-  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-    [[ -e "$dir/$lib" ]] && { path="$dir/$lib"; break; }
-  done
-  [[ -n "$path" ]] || path="$(find /usr /opt -name "$lib" 2>/dev/null | head -1)"
+for lib in $sonames; do
+  path="$(find_cuda_library "$lib")" || {
+    echo "gpu_bundle_run: $lib NOT FOUND: the bundle was built with $built_with and needs it;" \
+      "looked in $(cuda_library_dirs | tr '\n' ' ')and under ${CUDA_LIBRARY_FALLBACK_ROOTS:-/usr /opt}." \
+      "Install that CUDA major version's runtime (or set TOWER_CUDA_PATH to a toolkit that has it)," \
+      "or build the bundle against this machine's CUDA (12 or newer)" | tee -a "$log" >&2
+    exit 2
+  }
   version=""
-  [[ "$lib" == libnccl.so.2 && -n "$path" ]] &&
+  [[ "$lib" == libnccl.so.* ]] &&
     version=" ($(strings "$path" 2>/dev/null | grep -m1 -o 'NCCL version [0-9.+a-z]*'))"
-  echo "gpu_bundle_run: $lib: ${path:-NOT FOUND}$version" | tee -a "$log"
-  [[ -n "$path" ]] && libdirs="$libdirs:$(dirname "$path")"
+  echo "gpu_bundle_run: $lib: $path$version" | tee -a "$log"
+  libdirs="$libdirs:$(dirname "$path")"
 done
 # A library this machine has itself (the same soname) is used instead of the carried copy:
 # Open MPI's, above all, must match this machine's mpirun and its plugins.

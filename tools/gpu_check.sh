@@ -10,6 +10,10 @@
 # tools/gpu_bundle_run.sh runs them — every GPU test with TOWER_REQUIRE_GPU=1, the examples,
 # mpirun workers against one GPU, NCCL over the cards when there are several, timed workloads
 # against PyTorch where python3 has torch — and prints the table copied here.
+# The toolkit: /usr/local/cuda or $TOWER_CUDA_PATH, CUDA 12 or newer (an older or missing one
+# stops the build with one line saying so); on the GPU machine, the CUDA libraries the bundle
+# was linked against are looked for as tools/cuda_libraries.sh says, and one missing stops
+# the run naming it.
 # Exits non-zero if the build or any check failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
