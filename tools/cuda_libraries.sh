@@ -22,10 +22,11 @@ cuda_library_dirs() {
   while read -r root; do
     [[ -n "$root" ]] && roots+=("$root")
   done < <(ls -d /usr/local/cuda-* 2>/dev/null | sort -rV)
+  # Each folder once (the nvcc's toolkit is often /usr/local/cuda-X.Y itself).
   for root in "${roots[@]}"; do
     echo "$root/lib64"
     echo "$root/targets/x86_64-linux/lib"
-  done
+  done | awk '!seen[$0]++'
 }
 
 find_cuda_library() {
