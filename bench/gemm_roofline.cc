@@ -294,47 +294,8 @@ double ReplicaProductsRate(int replicas, int threads, ProductsKind kind, int64_t
   return Median(rates);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int64_t size = 1024, threads = 2, repeats = 3, iters = 20, batch = 128;
-  bool replica_products = true;
-  bool square_only = false;
-  bool as_step_products = false;
-  tower::FlagParser parser("gemm_roofline");
-  parser.AddInt("size", &size, "m = n = k of the square product");
-  parser.AddInt("threads", &threads, "threads of the multi-thread figures");
-  parser.AddInt("repeats", &repeats, "timed windows; the median is printed");
-  parser.AddInt("iters", &iters, "products per thread per window (square)");
-  parser.AddInt("batch", &batch, "rows of the mlp-shaped products");
-  parser.AddBool("replica_products", &replica_products,
-                 "also time one mlp step's products of 2, 4 and 8 replicas on --threads threads");
-  parser.AddBool("square_only", &square_only,
-                 "time only the square products (1 and --threads threads): the roofline "
-                 "alone, as compare.sh's rounds take it beside each training figure");
-  parser.AddBool("as_step_products", &as_step_products,
-                 "with --square_only: then one mlp step's products of 2 replicas on --threads "
-                 "threads as the step computes them (tower_as_step), what the rounds take "
-                 "beside the roofline");
-  tower::Status status = parser.Parse(argc, argv, 1);
-  if (!status.ok() || parser.help_requested()) {
-    if (!status.ok()) std::fprintf(stderr, "error: %s\n", status.message().c_str());
-    std::printf("%s", parser.Usage().c_str());
-    return status.ok() ? 0 : 2;
-  }
-  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"size", size},
-                                    {"threads", threads},
-                                    {"repeats", repeats},
-                                    {"iters", iters},
-                                    {"batch", batch}}) {
-    if (value < 1) {
-      std::fprintf(stderr, "error: --%s=%lld: must be at least 1\n", name,
-                   static_cast<long long>(value));
-      return 2;
-    }
-  }
-  const int T = static_cast<int>(threads);
-  const int R = static_cast<int>(repeats);
+// The square products: one thread, T threads each its own, T threads splitting one.
+void PrintSquareProducts(int64_t size, int T, int64_t iters, int R) {
   const double flops = 2.0 * size * size * size;
   std::vector<Matrix> a, b, c;
   for (int t = 0; t < T; ++t) {
@@ -355,17 +316,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(size), T, many);
   std::printf("eigen_sgemm size=%lld threads=%d gflops=%.1f (one product split by columns)\n",
               static_cast<long long>(size), T, split_rate);
-  if (square_only) {
-    if (as_step_products) {
-      const double rate = ReplicaProductsRate(2, T, ProductsKind::kAsTheStep,
-                                              std::max<int64_t>(iters * 4, 4), R);
-      std::printf("mlp_replica_products kind=%s replicas=2 threads=%d rows=128 "
-                  "steps_per_s=%.1f vs_2_replicas=1.000\n",
-                  NameOf(ProductsKind::kAsTheStep), T, rate);
-    }
-    return 0;
-  }
+}
 
+// The mlp's 1024×1024 products at `batch` rows, one thread: Eigen alone, and as the step
+// computes them.
+void PrintMlpShapes(int64_t batch, int64_t iters, int R) {
   // The mlp workload's products, per replica with `batch` rows: forward x·W, backward
   // xᵀ·dz (weight gradient) and dz·Wᵀ (input gradient), for the 1024×1024 layer.
   const int64_t m = batch, k = 1024, n = 1024;
@@ -408,7 +363,10 @@ int main(int argc, char** argv) {
                 tower_wgrad, shared_xgrad);
   }
 
-  if (!replica_products) return 0;
+}
+
+// One mlp step's products of 2, 4 and 8 replicas on T threads, in each ProductsKind.
+void PrintReplicaProducts(int T, int64_t iters, int R) {
   // The products of one mlp step of R replicas on T threads, R = 2, 4, 8; each kind's
   // figures interleaved in rounds so that the host's phases fall on all of them alike.
   const ProductsKind kinds_of[] = {ProductsKind::kEigen, ProductsKind::kOneDnn,
@@ -434,5 +392,63 @@ int main(int argc, char** argv) {
                   256 / replica_counts[i], rate, rate / two);
     }
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t size = 1024, threads = 2, repeats = 3, iters = 20, batch = 128;
+  bool replica_products = true;
+  bool square_only = false;
+  bool as_step_products = false;
+  tower::FlagParser parser("gemm_roofline");
+  parser.AddInt("size", &size, "m = n = k of the square product");
+  parser.AddInt("threads", &threads, "threads of the multi-thread figures");
+  parser.AddInt("repeats", &repeats, "timed windows; the median is printed");
+  parser.AddInt("iters", &iters, "products per thread per window (square)");
+  parser.AddInt("batch", &batch, "rows of the mlp-shaped products");
+  parser.AddBool("replica_products", &replica_products,
+                 "also time one mlp step's products of 2, 4 and 8 replicas on --threads threads");
+  parser.AddBool("square_only", &square_only,
+                 "time only the square products (1 and --threads threads): the roofline "
+                 "alone, as compare.sh's rounds take it beside each training figure");
+  parser.AddBool("as_step_products", &as_step_products,
+                 "with --square_only: then one mlp step's products of 2 replicas on --threads "
+                 "threads as the step computes them (tower_as_step), what the rounds take "
+                 "beside the roofline");
+  tower::Status status = parser.Parse(argc, argv, 1);
+  if (!status.ok() || parser.help_requested()) {
+    if (!status.ok()) std::fprintf(stderr, "error: %s\n", status.message().c_str());
+    std::printf("%s", parser.Usage().c_str());
+    return status.ok() ? 0 : 2;
+  }
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"size", size},
+                                    {"threads", threads},
+                                    {"repeats", repeats},
+                                    {"iters", iters},
+                                    {"batch", batch}}) {
+    if (value < 1) {
+      std::fprintf(stderr, "error: --%s=%lld: must be at least 1\n", name,
+                   static_cast<long long>(value));
+      return 2;
+    }
+  }
+  const int T = static_cast<int>(threads);
+  const int R = static_cast<int>(repeats);
+  PrintSquareProducts(size, T, iters, R);
+  if (square_only) {
+    if (as_step_products) {
+      const double rate = ReplicaProductsRate(2, T, ProductsKind::kAsTheStep,
+                                              std::max<int64_t>(iters * 4, 4), R);
+      std::printf("mlp_replica_products kind=%s replicas=2 threads=%d rows=128 "
+                  "steps_per_s=%.1f vs_2_replicas=1.000\n",
+                  NameOf(ProductsKind::kAsTheStep), T, rate);
+    }
+    return 0;
+  }
+
+  PrintMlpShapes(batch, iters, R);
+  if (!replica_products) return 0;
+  PrintReplicaProducts(T, iters, R);
   return 0;
 }
