@@ -365,6 +365,14 @@ void PrintMlpShapes(int64_t batch, int64_t iters, int R) {
 
 }
 
+// One figure of ReplicaProductsRate: `rate` steps/s of `replicas` replicas on T threads,
+// against `two`, the same kind's rate with 2 replicas.
+void PrintReplicaProductsLine(ProductsKind kind, int replicas, int T, double rate, double two) {
+  std::printf("mlp_replica_products kind=%s replicas=%d threads=%d rows=%d steps_per_s=%.1f "
+              "vs_2_replicas=%.3f\n",
+              NameOf(kind), replicas, T, 256 / replicas, rate, rate / two);
+}
+
 // One mlp step's products of 2, 4 and 8 replicas on T threads, in each ProductsKind.
 void PrintReplicaProducts(int T, int64_t iters, int R) {
   // The products of one mlp step of R replicas on T threads, R = 2, 4, 8; each kind's
@@ -386,10 +394,7 @@ void PrintReplicaProducts(int T, int64_t iters, int R) {
     const double two = Median(step_rates[kind][0]);
     for (int i = 0; i < 3; ++i) {
       const double rate = Median(step_rates[kind][i]);
-      std::printf("mlp_replica_products kind=%s replicas=%d threads=%d rows=%d steps_per_s=%.1f "
-                  "vs_2_replicas=%.3f\n",
-                  NameOf(kinds_of[kind]), replica_counts[i], T,
-                  256 / replica_counts[i], rate, rate / two);
+      PrintReplicaProductsLine(kinds_of[kind], replica_counts[i], T, rate, two);
     }
   }
 }
@@ -440,9 +445,7 @@ int main(int argc, char** argv) {
     if (as_step_products) {
       const double rate = ReplicaProductsRate(2, T, ProductsKind::kAsTheStep,
                                               std::max<int64_t>(iters * 4, 4), R);
-      std::printf("mlp_replica_products kind=%s replicas=2 threads=%d rows=128 "
-                  "steps_per_s=%.1f vs_2_replicas=1.000\n",
-                  NameOf(ProductsKind::kAsTheStep), T, rate);
+      PrintReplicaProductsLine(ProductsKind::kAsTheStep, 2, T, rate, rate);
     }
     return 0;
   }

@@ -80,9 +80,15 @@ REPLICA_PRODUCT_KINDS = (
     ("eigen", "Eigen packing the weight in every product"),
     ("onednn_packed_once", "oneDNN, weights packed once per step"),
 )
-# FLOPs of one mlp sample's step as train_bench counts them (bench/peers/common.py).
-MLP_STEP_FLOPS_PER_SAMPLE = 7_346_176
+# FLOPs of one mlp sample's step as train_bench counts them (docs/BENCHMARKS.md, "FLOPs":
+# 256 -> 1024 -> 1024 -> 1, no input gradient for the first layer): 7,346,176.
+MLP_STEP_FLOPS_PER_SAMPLE = 2 * (2 * 256 * 1024 + 3 * 1024 * 1024 + 3 * 1024)
 MLP_GLOBAL_BATCH = 256
+
+
+def mlp_products_gflops(steps_per_s):
+    """GFLOP/s of `steps_per_s` mlp steps in train_bench's convention; None for None."""
+    return steps_per_s * MLP_GLOBAL_BATCH * MLP_STEP_FLOPS_PER_SAMPLE / 1e9 if steps_per_s else None
 
 
 def median_of_rounds(values):
@@ -380,7 +386,7 @@ def main():
     # And Tower's own products alone, as its step computes them, 2 replicas on 2 threads (the
     # gradients' all-reduce, the update and the elementwise work left out).
     own = G.get("tower_as_step_replica_products_r2")
-    own_gflops = own * MLP_GLOBAL_BATCH * MLP_STEP_FLOPS_PER_SAMPLE / 1e9 if own else None
+    own_gflops = mlp_products_gflops(own)
     x = ratio(own_gflops, roof)
     rows.append(("bound: Tower's mlp products alone, 2 replicas on 2 threads, as the step "
                  "computes them, GFLOP/s (same convention) vs the roofline",
@@ -486,10 +492,10 @@ def main():
                                          "samples_per_s")(k) for k in sorted(R.get(("mlp", n), {})))
                   if v is not None]
         if bound and values:
-            x = median_of_rounds(values) / bound
+            reached = median_of_rounds(values)
             rows.append((f"`mlp` {n} vs 2 replicas (median of rounds) vs the same ratio of the "
                          "products alone as the step computes them",
-                         f"{median_of_rounds(values):.2f} · {bound:.2f}", "(reached)", x, None))
+                         f"{reached:.2f} · {bound:.2f}", "(reached)", reached / bound, None))
     # linreg 2 vs 1's ceiling in each round: a 2-replica step runs one replica's 32-row
     # share on each core (at best the slower core's 32-row rate) or both shares on one core
     # (at best half the faster one's), whatever it spends meeting; against that round's
@@ -567,8 +573,7 @@ def main():
     def own_products(k):
         # Tower's own products of the 2 replicas' step alone, as the step computes them,
         # GFLOP/s in train_bench's convention (None: not run).
-        rate = gemm_rounds[k].get("tower_as_step_replica_products_r2")
-        return rate * MLP_GLOBAL_BATCH * MLP_STEP_FLOPS_PER_SAMPLE / 1e9 if rate else None
+        return mlp_products_gflops(gemm_rounds[k].get("tower_as_step_replica_products_r2"))
 
     rounds_row("bound: Tower's mlp products alone, 2 replicas on 2 threads as the step computes "
                "them, vs the roofline, median of alternating rounds", "(limit)", percent,

@@ -61,7 +61,11 @@ assert len(rows) == 1, f"{len(rows)} targets contain {sys.argv[2]!r}"
 print(f"{rows[0]['ratio']:.6f} {rows[0]['met']}")
 PY
 }
+printf 'malloc=heap kept (GLIBC_TUNABLES=x)\nopenblas_l2_size=unset\n' > "$dir/machine.txt"
 python3 "$report" "$dir" > "$dir/out.txt"
+# The header names the peers' settings: the allocator's too (compare.sh picks it).
+head -1 "$dir/out.txt" | grep -q "OPENBLAS_L2_SIZE unset; malloc heap kept (GLIBC_TUNABLES=x))" || {
+  echo "FAIL: the header does not name the allocator's setting: $(head -1 "$dir/out.txt")" >&2; exit 1; }
 rounds="2 replicas, GFLOP/s vs 2-thread SGEMM roofline, median"
 got="$(target "$dir" "$rounds")"
 want="$(python3 -c 'print(f"{200 / 220:.6f} True")')"  # the median of 0.909, 0.95, 0.6
