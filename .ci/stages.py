@@ -43,6 +43,9 @@ NO_NATIVE = 'attr(tags, "\\bno_native_code\\b", tests(//...))'  # nothing to san
 REDUCED = "rdeps(tests(//...), //tests/testing:reduced_round)"  # read TOWER_REDUCED_ROUND
 NEEDS_ROOT = 'attr(tags, "\\bneeds_root\\b", tests(//...))'  # skip as another user, saying why
 BENCH_ON_GPUS = "//bench:train_bench_smoke_test"  # a CPU test that also runs on the emulation's GPUs
+# Tower's NCCL code across processes, with every non-blocking NCCL call returning ncclInProgress
+# (cudaemu/nccl/progress.h): the 2 x 2 mpirun test, the deterministic tree path among its cases.
+NCCL_IN_PROGRESS = "//tests/strategy/mpi/cuda:mpi_gpu_test + //tests/strategy/cuda:nccl_all_reduce_test"
 
 # Repeats of the shaken stage. Each CI run draws new delays, so runs add up across CI runs; 10
 # a run (3 for the two whole-program tests) took 198 s of a 40-minute CI (2026-11-29).
@@ -104,7 +107,8 @@ def sanitized_runs(extra, scope, mpi_flags):
 def shaken_flags():
     flags = ["--runs_per_test=%d" % SHAKEN_RUNS,
              "--runs_per_test=%s@%d" % (",".join(WHOLE_PROGRAM), SHAKEN_RUNS_WHOLE_PROGRAM)]
-    return flags + ["--test_env=CUDAEMU_STREAM_DELAY_US=200", "--test_env=CUDAEMU_SEED=random"]
+    return flags + ["--test_env=CUDAEMU_STREAM_DELAY_US=200", "--test_env=CUDAEMU_SEED=random",
+                    "--test_env=CUDAEMU_NCCL_IN_PROGRESS=random"]
 
 
 # --platform_suffix= (none) for the emulated build: the CPU build's output directory, whose
@@ -123,14 +127,18 @@ STAGES = [
           [Run("GPU tests", GPU),
            # train_bench on the emulation's GPUs (the default device there): its GPU path,
            # which the whole suite under --config=cudaemu exercised and CI did not.
-           Run("train_bench on emulated GPUs", BENCH_ON_GPUS, pattern=True)],
+           Run("train_bench on emulated GPUs", BENCH_ON_GPUS, pattern=True),
+           Run("NCCL across processes, every non-blocking call in progress", NCCL_IN_PROGRESS,
+               ["--test_env=CUDAEMU_NCCL_IN_PROGRESS=always"])],
           note="every GPU test on the emulation of CUDA, cuBLAS and NCCL (cudaemu/README.md), "
-               "and `train_bench`'s smoke test on its GPUs"),
+               "`train_bench`'s smoke test on its GPUs, and the NCCL tests across processes "
+               "again with every non-blocking NCCL call returning ncclInProgress"),
     Stage("shaken", "shaken", ["--config=cudaemu", "--platform_suffix="],
           [Run("GPU tests with stream delays", GPU, shaken_flags())],
           note="the GPU tests %d times each (%s once), every stream item delayed a random "
-               "0-200 µs from a seed each process draws and prints: missing "
-               "synchronisation shows up; each CI run draws new delays" %
+               "0-200 µs from a seed each process draws and prints, and half the non-blocking "
+               "NCCL calls returning ncclInProgress at random: missing synchronisation shows "
+               "up; each CI run draws new delays" %
                (SHAKEN_RUNS, " and ".join(WHOLE_PROGRAM))),
     Stage("asan_ubsan", "asan+ubsan", ["--config=cudaemu_asan_ubsan", "--build_tests_only"],
           sanitized_runs(["--test_env=TOWER_REDUCED_ROUND=1"], ALL, ["--test_env=" + LSAN_MPI]),

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cudaemu/nccl/comm.h"
+#include "cudaemu/nccl/progress.h"
 #include "cudaemu/nccl/reduce.h"
 #include "cudaemu/nccl_testing.h"
 
@@ -120,6 +121,7 @@ struct Group {
   std::vector<std::shared_ptr<Member>> blocking_inits;
   std::vector<std::shared_ptr<Member>> nonblocking_inits;
   std::vector<std::pair<Op, std::shared_ptr<internal::Stream>>> ops;
+  int blocking = -1;  // of the collectives' communicators: NCCL refuses a mix (-1: none yet)
 };
 
 Group& ThreadGroup() {
@@ -160,7 +162,7 @@ ncclResult_t InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int 
     return Error(ncclUnhandledCudaError,
                  std::string(function) + ": the current device: " + cudaGetErrorString(cuda));
   }
-  auto member = std::make_shared<Member>(rank, nranks, device, std::move(rendezvous));
+  auto member = std::make_shared<Member>(rank, nranks, device, std::move(rendezvous), blocking);
   StartJoin(member);
   Group& group = ThreadGroup();
   if (group.depth > 0 || !blocking) {
@@ -243,6 +245,30 @@ ncclResult_t ResolveStreamOf(const Member& member, cudaStream_t handle, const ch
   return ncclSuccess;
 }
 
+// Enqueues a group's collectives now, or (on non-blocking communicators, when the policy of
+// progress.h says so) hands them to the progress thread and returns ncclInProgress.
+ncclResult_t Issue(std::vector<std::pair<Op, std::shared_ptr<internal::Stream>>> ops) {
+  std::vector<std::shared_ptr<Member>> members;
+  for (const auto& [op, stream] : ops) {
+    bool seen = false;
+    for (const auto& member : members) seen = seen || member == op.member;
+    if (!seen) members.push_back(op.member);
+  }
+  const bool later = ReturnsInProgress(members, Operation::kCollectives);
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    for (const auto& member : members) member->connected = true;
+  }
+  if (!later) {
+    Enqueue(std::move(ops));
+    return ncclSuccess;
+  }
+  auto shared = std::make_shared<std::vector<std::pair<Op, std::shared_ptr<internal::Stream>>>>(
+      std::move(ops));
+  IssueLater(members, [shared] { Enqueue(std::move(*shared)); });
+  return ncclInProgress;
+}
+
 ncclResult_t CollectiveCall(const char* function, Collective collective, const void* send,
                             void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                             ncclComm_t comm, cudaStream_t stream_handle) {
@@ -274,6 +300,14 @@ ncclResult_t CollectiveCall(const char* function, Collective collective, const v
     std::lock_guard<std::mutex> lock(Mu());
     ncclResult_t error;
     std::string reason;
+    if (EnsureReadyLocked(*member, function, &reason) != ncclSuccess) {
+      return GroupError(Error(ncclInvalidArgument, reason));
+    }
+    if (member->finalized) {
+      return GroupError(Error(ncclInvalidArgument, std::string(function) +
+                                                       ": the communicator was finalized "
+                                                       "(ncclCommFinalize)"));
+    }
     const Phase phase = StateLocked(*member, &error, &reason);
     if (phase == Phase::kJoining) {
       return GroupError(
@@ -318,11 +352,18 @@ ncclResult_t CollectiveCall(const char* function, Collective collective, const v
   ops.emplace_back(std::move(pending), std::move(stream));
   Group& group = ThreadGroup();
   if (group.depth > 0) {
+    const int blocking = ops.front().first.member->blocking ? 1 : 0;
+    if (group.blocking >= 0 && group.blocking != blocking) {
+      return GroupError(Error(ncclInvalidArgument,
+                              std::string(function) +
+                                  ": blocking and non-blocking communicators are not allowed "
+                                  "in the same group"));
+    }
+    group.blocking = blocking;
     group.ops.push_back(std::move(ops.front()));
     return ncclSuccess;
   }
-  Enqueue(std::move(ops));
-  return ncclSuccess;
+  return Issue(std::move(ops));  // alone, a collective is a group of its own
 }
 
 }  // namespace
@@ -431,6 +472,28 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;  // the rank leaves once its enqueued collectives are done
 }
 
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  std::shared_ptr<Member> member;
+  if (ncclResult_t r = Find(comm, "ncclCommFinalize", &member); r != ncclSuccess) return r;
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    std::string reason;
+    if (EnsureReadyLocked(*member, "ncclCommFinalize", &reason) != ncclSuccess) {
+      return Error(ncclInvalidArgument, reason);
+    }
+    if (member->finalized) {
+      return Error(ncclInvalidArgument, "ncclCommFinalize: the communicator was already finalized");
+    }
+    member->finalized = true;
+  }
+  // Collectives already enqueued complete on their streams (flushed); nothing else is left.
+  if (ReturnsInProgress({member}, Operation::kFinalize)) {
+    IssueLater({member}, [] {});
+    return ncclInProgress;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   std::shared_ptr<Member> member;
   if (ncclResult_t r = Unregister(comm, "ncclCommAbort", /*abort=*/true, &member);
@@ -475,11 +538,15 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   ncclResult_t error;
   std::string reason;
   Phase phase;
+  bool issuing = false;
   {
     std::lock_guard<std::mutex> lock(Mu());
     phase = StateLocked(*member, &error, &reason);
+    issuing = member->issuing > 0;
   }
-  if (phase == Phase::kJoining) {
+  if (phase != Phase::kFailed && issuing) {
+    *asyncError = ncclInProgress;  // an operation NCCL's thread has not issued yet
+  } else if (phase == Phase::kJoining) {
     *asyncError = ncclInProgress;
   } else if (phase == Phase::kReady) {
     *asyncError = ncclSuccess;
@@ -583,14 +650,15 @@ ncclResult_t ncclGroupEnd(void) {
     }
   }
   if (failure != ncclSuccess) return Error(failure, "ncclGroupEnd: " + reason);
-  if (!group.ops.empty()) Enqueue(std::move(group.ops));
+  ncclResult_t issued = ncclSuccess;
+  if (!group.ops.empty()) issued = Issue(std::move(group.ops));
   std::lock_guard<std::mutex> lock(Mu());
   for (const auto& member : group.nonblocking_inits) {
     ncclResult_t error;
     std::string why;
     if (StateLocked(*member, &error, &why) == Phase::kJoining) return ncclInProgress;
   }
-  return ncclSuccess;
+  return issued;
 }
 
 }  // extern "C"
@@ -633,6 +701,9 @@ void SetFault(bool stall, int rank, const char* where) {
 
 void SetNcclStall(int rank, const char* where) { SetFault(/*stall=*/true, rank, where); }
 void SetNcclDie(int rank, const char* where) { SetFault(/*stall=*/false, rank, where); }
+
+bool SetNcclInProgress(const char* policy) { return OverrideInProgressPolicy(policy); }
+void HoldNcclProgress(bool held) { HoldProgress(held); }
 
 void ClearNcclFaults() {
   OverrideFault(/*stall=*/true, nullptr);

@@ -807,7 +807,7 @@ void JoinHub(std::shared_ptr<Member>& member) {
 
 // ---- members ------------------------------------------------------------------------------------
 
-Member::Member(int r, int n, int d, Rendezvous rv)
+Member::Member(int r, int n, int d, Rendezvous rv, bool b)
     : rank(r),
       nranks(n),
       device(d),
@@ -815,7 +815,8 @@ Member::Member(int r, int n, int d, Rendezvous rv)
       rendezvous(std::move(rv)),
       multi_rank_gpu(internal::EnvInt("NCCL_MULTI_RANK_GPU_ENABLE", 0) != 0),
       stall(CurrentFault(/*stall=*/true)),
-      die(CurrentFault(/*stall=*/false)) {}
+      die(CurrentFault(/*stall=*/false)),
+      blocking(b) {}
 
 Member::~Member() {
   std::shared_ptr<Link> closing;
@@ -852,6 +853,11 @@ Member::~Member() {
 Phase StateLocked(const Member& member, ncclResult_t* error, std::string* reason) {
   *error = ncclSuccess;
   reason->clear();
+  if (member.usage_error != ncclSuccess) {
+    *error = member.usage_error;
+    *reason = member.usage_reason;
+    return Phase::kFailed;
+  }
   if (member.init_error != ncclSuccess) {
     *error = member.init_error;
     *reason = member.init_reason;

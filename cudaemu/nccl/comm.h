@@ -82,7 +82,7 @@ class Link;
 // holds it too, so it outlives ncclCommDestroy until its collectives are done.
 class Member {
  public:
-  Member(int rank, int nranks, int device, Rendezvous rendezvous);
+  Member(int rank, int nranks, int device, Rendezvous rendezvous, bool blocking = true);
   ~Member();  // leaves the communicator (gracefully unless aborted or broken)
   Member(const Member&) = delete;
   Member& operator=(const Member&) = delete;
@@ -95,6 +95,16 @@ class Member {
   const bool multi_rank_gpu;  // NCCL_MULTI_RANK_GPU_ENABLE=1 when it was made
   const Fault stall;
   const Fault die;
+  const bool blocking;  // config.blocking; ncclCommInitAll's communicators are blocking
+
+  // Non-blocking operation state (progress.h). Guarded by Mu().
+  int64_t issuing = 0;     // operations that returned ncclInProgress, not yet issued
+  bool connected = false;  // its first collectives were issued (NCCL connects peers there)
+  bool finalized = false;  // ncclCommFinalize was called
+  // Misuse the library saw (a call while an operation was in progress): from then on the
+  // communicator's asynchronous error, as NCCL's ncclCommSetAsyncError makes it.
+  ncclResult_t usage_error = ncclSuccess;
+  std::string usage_reason;
 
   // Guarded by Mu().
   bool cancelled = false;  // destroyed or aborted: stop joining, end a stall

@@ -70,6 +70,9 @@ int DeviceOf(const void* ptr, size_t bytes);
 // ---- environment ---------------------------------------------------------------------------
 // Integer value of an environment variable, or `fallback` when unset or empty.
 int64_t EnvInt(const char* name, int64_t fallback);
+// The process's seed for every random choice of the emulation: CUDAEMU_SEED, or with
+// CUDAEMU_SEED=random one drawn once and printed.
+uint64_t EmulationSeed();
 
 }  // namespace cudaemu::internal
 

@@ -217,6 +217,8 @@ void StreamImpl::Enqueue(std::string what, std::function<cudaError_t()> work) {
 
 }  // namespace
 
+uint64_t EmulationSeed() { return ProcessSeed(); }
+
 cudaError_t ResolveStream(cudaStream_t handle, std::shared_ptr<Stream>* stream) {
   if (handle == nullptr) {
     int device = 0;

@@ -53,8 +53,13 @@ typedef enum {
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_UNDEF_FLOAT -1.0f
 
-// Communicator configuration (only `blocking` has an effect here: 0 makes ncclCommInitRankConfig
-// return at once with ncclInProgress, and ncclCommGetAsyncError says when every rank joined).
+// Communicator configuration (only `blocking` has an effect here). With blocking = 0,
+// ncclCommInitRankConfig returns at once with ncclInProgress (ncclCommGetAsyncError says when
+// every rank joined), and collectives, ncclGroupEnd and ncclCommFinalize may return
+// ncclInProgress while NCCL's thread issues their work: poll ncclCommGetAsyncError until it
+// is no longer ncclInProgress before any other call on the communicator (which NCCL refuses
+// meanwhile with ncclInvalidArgument) and before trusting the stream. When they do is
+// CUDAEMU_NCCL_IN_PROGRESS's choice (cudaemu/nccl_testing.h).
 typedef struct ncclConfig_v22800 {
   // attributes that users should never touch.
   size_t size;
@@ -148,6 +153,10 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 
 // Frees the communicator. Collectives already enqueued still complete.
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
+// Flushes the communicator's collectives and ends its use (every call on it but
+// ncclCommDestroy and ncclCommAbort is then refused). On a non-blocking communicator it may
+// return ncclInProgress: poll ncclCommGetAsyncError until it is no longer, then destroy it.
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
 // Frees the communicator and ends its collectives at once (their data is undefined); the
 // other ranks then see ncclRemoteError from ncclCommGetAsyncError.
 ncclResult_t ncclCommAbort(ncclComm_t comm);
@@ -156,8 +165,10 @@ const char* ncclGetErrorString(ncclResult_t result);
 // A human-readable message of the calling thread's last NCCL error.
 const char* ncclGetLastError(ncclComm_t comm);
 
-// ncclInProgress while the communicator is joining, the error of a failed initialisation or
-// of a lost peer (ncclRemoteError), else ncclSuccess.
+// ncclInProgress while the communicator is joining or a non-blocking operation that returned
+// ncclInProgress is not yet issued; the error of a failed initialisation, of a lost peer
+// (ncclRemoteError) or of misuse (a call while an operation was in progress:
+// ncclInvalidArgument); else ncclSuccess.
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);

@@ -7,6 +7,11 @@
 //       is collective:1, it never contributes). It stays so until the communicator is aborted
 //       (or destroyed).
 //   CUDAEMU_NCCL_DIE=rank[:where]    the process SIGKILLs itself when that rank reaches `where`.
+//   CUDAEMU_NCCL_IN_PROGRESS=setup|always|never|random[:P]  when an operation on a
+//       non-blocking communicator returns ncclInProgress while the emulation's progress thread
+//       issues its work later: setup (default) for a communicator's first collectives and
+//       every ncclCommFinalize, as NCCL connects peers then; always; never; or at random with
+//       probability P (default 0.5) from CUDAEMU_SEED. Read once per process.
 // "rank" is the rank in the communicator, so every communicator made with the variable set
 // has the fault.
 #ifndef CUDAEMU_NCCL_TESTING_H_
@@ -30,6 +35,13 @@ int64_t NcclCommunicatorsAborted();
 void SetNcclStall(int rank, const char* where = nullptr);
 void SetNcclDie(int rank, const char* where = nullptr);
 void ClearNcclFaults();
+
+// In place of CUDAEMU_NCCL_IN_PROGRESS from now on (its values); nullptr goes back to the
+// environment. False, and nothing changed, for a malformed policy.
+bool SetNcclInProgress(const char* policy);
+// While held, operations that returned ncclInProgress stay unissued (ncclCommGetAsyncError
+// keeps saying ncclInProgress): what a caller does in that window is seen without timing.
+void HoldNcclProgress(bool held);
 
 }  // namespace cudaemu::testing
 
