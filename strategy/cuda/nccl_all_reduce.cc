@@ -6,9 +6,16 @@
 // Nothing may wait forever:
 // - Before launching, the local replicas meet on the host (a barrier with a deadline that
 //   names a missing replica), so no NCCL kernel starts unless every local replica came.
-// - Across processes a peer can die at any time: setup is non-blocking and polled under the
-//   deadline, and every collective is waited for on the host under the deadline. On expiry,
-//   or on an asynchronous NCCL error, the communicators are aborted.
+// - Across processes a peer can die at any time: the communicators are non-blocking
+//   (config.blocking = 0), so setup, every collective and the final flush are polled under
+//   the deadline, and every collective is waited for on the host under the deadline. On
+//   expiry, or on an asynchronous NCCL error, the communicators are aborted.
+// - A non-blocking call may return ncclInProgress while NCCL's own thread still issues the
+//   work (it does for a communicator's first collectives, which connect the peers). Until
+//   ncclCommGetAsyncError stops saying ncclInProgress the stream may hold nothing of it (an
+//   idle stream is not a finished collective) and any other call on the communicator is
+//   refused (ncclInvalidArgument, which also fails the communicator): so every launch is
+//   polled to its issue before the `launched` event is recorded or the stream waited for.
 // - In one process, a replica can fail after the barrier without launching its part: the
 //   others' kernels would then wait on the GPU forever, and so would the next copy to the
 //   host. When the strategy aborts (a replica failed), a collective still in flight after
@@ -71,11 +78,12 @@ class NcclAllReduce : public CrossDeviceOps {
         published_roots_(devices_.size()) {}
 
   ~NcclAllReduce() override {
+    const auto deadline = Clock::now() + timeout_;
     for (size_t r = 0; r < ranks_.size(); ++r) {
       Rank& rank = ranks_[r];
       ScopedCudaDevice device(devices_[r]->physical().index);
       std::lock_guard<std::mutex> lock(rank.mu);
-      if (rank.comm != nullptr) ncclCommDestroy(rank.comm);  // never an aborted one
+      if (rank.comm != nullptr) Close(rank.comm, deadline);  // never an aborted one
       if (rank.launched != nullptr) IgnoreCudaError(cudaEventDestroy(rank.launched));
     }
   }
@@ -236,6 +244,7 @@ class NcclAllReduce : public CrossDeviceOps {
         offset += roots[t]->num_elements();
       }
     }
+    bool in_progress = false;
     {
       Rank& rank = ranks_[replica];
       std::lock_guard<std::mutex> lock(rank.mu);
@@ -244,13 +253,14 @@ class NcclAllReduce : public CrossDeviceOps {
         const ncclResult_t gathered_result =
             ncclAllGather(send.raw_data(), gathered.raw_data(), static_cast<size_t>(slice),
                           ncclFloat, rank.comm, stream);
-        if (gathered_result != ncclSuccess) {
+        in_progress = gathered_result == ncclInProgress;
+        if (gathered_result != ncclSuccess && !in_progress) {
           return NameWorkers(NcclError(gathered_result, "ncclAllGather", __FILE__, __LINE__,
                                        where, rank.comm));
         }
       }
-      TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(rank.launched, stream), where);
     }
+    TOWER_RETURN_IF_ERROR(Issued(replica, in_progress, stream));
     // Every GPU evaluates the same tree from the same gathered subtrees. The plan's input
     // slots are every rank's subtrees, rank after rank; the roots are read from `gathered`
     // only, so a root may be one of this replica's own subtrees.
@@ -470,13 +480,17 @@ class NcclAllReduce : public CrossDeviceOps {
     TOWER_RETURN_IF_ERROR(device.status());
     const cudaStream_t stream =
         static_cast<cudaStream_t>(devices_[replica]->stream().native_handle());
-    TOWER_RETURN_IF_ERROR(NameWorkers(Launch(replica, tensors, broadcast, stream)));
+    bool in_progress = false;
+    TOWER_RETURN_IF_ERROR(NameWorkers(Launch(replica, tensors, broadcast, stream, &in_progress)));
+    TOWER_RETURN_IF_ERROR(Issued(replica, in_progress, stream));
     if (across_processes_) return WaitWithDeadline(replica, stream, broadcast);
     return OkStatus();
   }
 
-  // One group per call: NCCL fuses the tensors' collectives. Then the `launched` event.
-  Status Launch(int replica, Span<Tensor* const> tensors, bool broadcast, cudaStream_t stream) {
+  // One group per call: NCCL fuses the tensors' collectives. `*in_progress`: the group
+  // returned ncclInProgress (a non-blocking communicator; see Issued).
+  Status Launch(int replica, Span<Tensor* const> tensors, bool broadcast, cudaStream_t stream,
+                bool* in_progress) {
     Rank& rank = ranks_[replica];
     const std::string& where = names_[replica];
     std::lock_guard<std::mutex> lock(rank.mu);
@@ -498,16 +512,69 @@ class NcclAllReduce : public CrossDeviceOps {
       }
     }
     const ncclResult_t closed = ncclGroupEnd();  // always closes the group
-    if (failure.ok() && closed != ncclSuccess) {
+    *in_progress = closed == ncclInProgress;
+    if (failure.ok() && closed != ncclSuccess && closed != ncclInProgress) {
       failure = NcclError(closed, "ncclGroupEnd", __FILE__, __LINE__, where, rank.comm);
     }
-    if (failure.ok()) {
-      const cudaError_t recorded = cudaEventRecord(rank.launched, stream);
-      if (recorded != cudaSuccess) {
-        failure = CudaError(recorded, "cudaEventRecord(launched)", __FILE__, __LINE__, where);
-      }
-    }
     return failure;
+  }
+
+  // After a launch: when it returned ncclInProgress, polls ncclCommGetAsyncError until NCCL
+  // has issued the work (under the deadline; the lock is taken per poll, so that another
+  // replica's failure can abort meanwhile); then records the `launched` event behind it.
+  Status Issued(int replica, bool in_progress, cudaStream_t stream) {
+    Rank& rank = ranks_[replica];
+    const std::string& where = names_[replica];
+    const auto deadline = Clock::now() + timeout_;
+    while (in_progress) {
+      ncclResult_t state = ncclInProgress;
+      {
+        std::lock_guard<std::mutex> lock(rank.mu);
+        if (rank.comm == nullptr) return Aborted().WithContext(where);
+        TOWER_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(rank.comm, &state), where);
+      }
+      if (state == ncclSuccess) break;
+      if (state != ncclInProgress) {
+        const Status aborted = Aborted();
+        const Status failed =
+            !aborted.ok() ? aborted
+                          : NameWorkers(NcclError(state, "an NCCL launch in progress", __FILE__,
+                                                  __LINE__, where, rank.comm));
+        AbortCommunicators(failed);
+        return failed;
+      }
+      if (Clock::now() > deadline) {
+        const Status expired = DeadlineExceededError(
+            where + ": NCCL did not issue a collective within " +
+            std::to_string(timeout_.count()) + " ms of its launch (ncclInProgress): a worker "
+            "died or stalled while the peers connected (see the other workers' errors); the "
+            "communicators were aborted");
+        AbortCommunicators(expired);
+        return expired;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    std::lock_guard<std::mutex> lock(rank.mu);
+    if (rank.comm == nullptr) return Aborted().WithContext(where);
+    TOWER_CUDA_RETURN_IF_ERROR(cudaEventRecord(rank.launched, stream), where);
+    return OkStatus();
+  }
+
+  // Ends the use of a communicator that was never aborted. A non-blocking one is finalized
+  // first (NCCL flushes its collectives, possibly returning ncclInProgress), polled until
+  // `deadline`, then destroyed; one whose flush fails or does not end is aborted instead, so
+  // that no peer's failure can hold the destructor.
+  static void Close(ncclComm_t comm, Clock::time_point deadline) {
+    ncclResult_t state = ncclCommFinalize(comm);
+    while (state == ncclInProgress && Clock::now() <= deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+    }
+    if (state == ncclSuccess) {
+      ncclCommDestroy(comm);
+    } else {
+      ncclCommAbort(comm);
+    }
   }
 
   // Polls the collective's completion and NCCL's asynchronous error state until the
