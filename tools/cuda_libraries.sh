@@ -5,6 +5,10 @@
 #   find_cuda_library SONAME   the first SONAME (e.g. libcudart.so.13) in them, else the first
 #                              under $CUDA_LIBRARY_FALLBACK_ROOTS (default "/usr /opt", where
 #                              Python's nvidia-* wheels put theirs); status 1 when none
+#   find_cuda_soname NAME [DIR...]
+#                              the first libNAME.so.<major> (libcudart.so.12, .so.13: any
+#                              major) in DIRs (default: cuda_library_dirs); status 1 when none.
+#                              tools/cuda_toolkit.sh checks a toolkit with it before a build.
 #
 # The order: the toolkit at $TOWER_CUDA_PATH (as the build takes it), the toolkit of the
 # nvcc on PATH, /usr/local/cuda, then every /usr/local/cuda-X.Y, newest first; in each its
@@ -41,4 +45,26 @@ find_cuda_library() {
   found="$(find ${CUDA_LIBRARY_FALLBACK_ROOTS:-/usr /opt} -name "$soname" 2>/dev/null | head -1)"
   [[ -n "$found" ]] || return 1
   echo "$found"
+}
+
+find_cuda_soname() {
+  local name="$1" dir path found major
+  shift
+  local dirs=("$@")
+  ((${#dirs[@]})) || mapfile -t dirs < <(cuda_library_dirs)
+  for dir in "${dirs[@]}"; do
+    # The soname (libcudart.so.12), not the file it links to (libcudart.so.12.4.127); where a
+    # folder has two majors, the newest.
+    found="" major=-1
+    for path in "$dir/lib$name.so."*; do
+      if [[ "$path" =~ /lib$name\.so\.([0-9]+)$ ]] && ((BASH_REMATCH[1] > major)); then
+        found="$path" major="${BASH_REMATCH[1]}"
+      fi
+    done
+    if [[ -n "$found" ]]; then
+      echo "$found"
+      return 0
+    fi
+  done
+  return 1
 }

@@ -7,12 +7,21 @@
 # used). The result is gpu_carry/bundle.tar.xz (ignored by git); tools/gpu_bundle_run.sh runs
 # it there.
 #
-#   tools/gpu_bundle.sh          # here, where /usr/local/cuda is (BUILDING in README.md)
+#   tools/gpu_bundle.sh          # here, where a CUDA toolkit is (BUILDING in README.md)
 #   tools/gpu_bundle_run.sh      # there, in a copy of the repository that holds gpu_carry/
 #
+# The toolkit is found and checked before anything is built, as tools/gpu_check.sh does (one
+# owner: tools/cuda_toolkit.sh): $TOWER_CUDA_PATH, $CUDA_HOME, $CUDA_PATH, the nvcc on PATH or
+# /usr/local/cuda, with bin/nvcc, CUDA 12 or newer, NCCL 2.14 or newer and its libraries; one
+# missing or old stops it (exit 2) with one line saying which. The build gets it as
+# TOWER_CUDA_PATH, and the bundle records its version (cuda_version.txt).
 # Where the GPU machine has Bazel and the toolkit, tools/gpu_check.sh does the same in place.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# shellcheck source=cuda_toolkit.sh
+source tools/cuda_toolkit.sh
+cuda_toolkit_select gpu_bundle || exit 2
 
 # Its own output directory: the default build's outputs stay.
 config=(--config=cuda --config=portable --dynamic_mode=off --platform_suffix=-cudaport)
@@ -45,14 +54,15 @@ for f in "$stage"/bin/* "$stage/runfiles/tower/tools/tower"; do readelf -d "$f";
   sed -n 's/.*(NEEDED).*\[\(lib\(cudart\|cublas\|cublasLt\|nccl\)\.so[^]]*\)\]/\1/p' |
   sort -u > "$stage/cuda_sonames.txt"
 [[ -s "$stage/cuda_sonames.txt" ]] || { echo "gpu_bundle: no CUDA library among the programs' needs" >&2; exit 1; }
-cuda_version="$(sed -n 's/^#define CUDA_VERSION \([0-9]*\)$/\1/p' "${TOWER_CUDA_PATH:-/usr/local/cuda}/include/cuda.h")"
-echo "CUDA $((cuda_version / 1000)).$((cuda_version % 1000 / 10))" > "$stage/cuda_version.txt"
+echo "CUDA $CUDA_TOOLKIT_VERSION" > "$stage/cuda_version.txt"
 
 # Libraries from this machine's system folders, except glibc's and the C++ runtime (the GPU
-# machine's are as new or newer) and CUDA's (from /usr/local/cuda: the GPU machine's own).
+# machine's are as new or newer) and CUDA's (the toolkit's, or a system NCCL: the GPU
+# machine's own).
 runtime='/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so'
+cuda='/lib(cuda|cudart|cublas|cublasLt|nccl)\.so'
 for f in "$stage"/bin/* "$stage/runfiles/tower/tools/tower"; do ldd "$f"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
-  sort -u | grep -v '^/usr/local/cuda' | grep -Ev "$runtime" |
+  sort -u | grep -v "^$TOWER_CUDA_PATH/" | grep -Ev "$runtime|$cuda" |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 
 mkdir -p gpu_carry
