@@ -35,8 +35,10 @@ TABLE = os.path.join(ROOT, "docs", "CI_TESTS.md")
 
 # Target sets, as Bazel query expressions.
 ALL = "tests(//...)"
-GPU = 'attr(tags, "\\bgpu\\b", tests(//...))'  # gpu_test and cudaemu_test (tests/gpu_test.bzl)
-EMULATION_ONLY = 'attr(tags, "\\bcudaemu\\b", tests(//...))'  # cudaemu_test: not with real CUDA
+GPU = 'attr(tags, "\\bgpu\\b", tests(//...))'  # gpu_test (tests/gpu_test.bzl)
+# Tagged `cudaemu`: built only under the emulation, not with real CUDA (none at present: the
+# cases that need the emulation skip on a card instead, tests/testing/emulation.h).
+EMULATION_ONLY = 'attr(tags, "\\bcudaemu\\b", tests(//...))'
 EMULATION_OWN = "tests(//tests/cudaemu/...)"  # the emulation's own tests, with their own GPUs
 MPI = 'attr(tags, "\\bmpi\\b", tests(//...))'  # run Open MPI: its suppressions under sanitizers
 NO_NATIVE = 'attr(tags, "\\bno_native_code\\b", tests(//...))'  # nothing to sanitize

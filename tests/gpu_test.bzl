@@ -6,8 +6,12 @@ otherwise, and tagged `gpu`, so a GPU machine can run exactly these:
     bazel test --config=cuda --test_tag_filters=gpu //tests/...
 Without a GPU its cases skip, unless TOWER_REQUIRE_GPU=1 (tests/testing/gpu.h).
 
-cudaemu_test: a test that also looks through the emulation (cudaemu/testing.h: contexts
-created, communicators, handles) or injects its faults; built only with --config=cudaemu.
+emulation_deps: what a test adds under --config=cudaemu only: the emulation's testing headers
+(cudaemu/testing.h: contexts created, copies through the host, kernel launches held;
+cudaemu/nccl_testing.h, cudaemu/cublas_testing.h: communicators, handles, injected faults),
+which the real toolkit has no counterpart of. The cases that use them are compiled only
+under the emulation and skip on a real card, naming what they need
+(tests/testing/emulation.h).
 
 CPU_TEST_ENV: the env of a CPU test whose binary links the emulation under --config=cudaemu.
 """
@@ -20,7 +24,7 @@ load("//:copts.bzl", "TOWER_COPTS")
 # overrides a target's env, so it would also take the GPU tests' GPUs away.
 CPU_TEST_ENV = {"CUDAEMU_GPUS": "0"}
 
-def gpu_test(name, srcs, deps, size = "medium", env = {}, tags = [], **kwargs):
+def gpu_test(name, srcs, deps, emulation_deps = [], size = "medium", env = {}, tags = [], **kwargs):
     native.cc_test(
         name = name,
         size = size,
@@ -32,27 +36,11 @@ def gpu_test(name, srcs, deps, size = "medium", env = {}, tags = [], **kwargs):
             "//:cuda": [],
             "//conditions:default": ["//:incompatible"],
         }),
-        deps = deps + [
+        deps = deps + select({
+            "//:cudaemu": emulation_deps,
+            "//conditions:default": [],
+        }) + [
             "//tests/testing:gpu",
-            "@gtest//:gtest_main",
-        ],
-        **kwargs
-    )
-
-def cudaemu_test(name, srcs, deps, size = "medium", env = {}, tags = [], **kwargs):
-    native.cc_test(
-        name = name,
-        size = size,
-        srcs = srcs,
-        copts = TOWER_COPTS,
-        env = env,
-        tags = ["gpu", "cudaemu"] + tags,
-        target_compatible_with = select({
-            "//:cudaemu": [],
-            "//conditions:default": ["//:incompatible"],
-        }),
-        deps = deps + [
-            "//cudaemu/runtime:core",
             "@gtest//:gtest_main",
         ],
         **kwargs

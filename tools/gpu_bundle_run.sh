@@ -2,11 +2,15 @@
 # On a GPU machine without Bazel or a network: unpacks gpu_carry/bundle.tar.xz (made by
 # tools/gpu_bundle.sh) and validates Tower's CUDA code on the GPU, in this order:
 #   1. every GPU test with TOWER_REQUIRE_GPU=1 (a test that would skip for want of a GPU fails
-#      instead; cases that need more cards than the machine has still skip, and say so);
+#      instead; cases that need more cards than the machine has still skip, and say so, as do
+#      those that need the CUDA emulation's fault injection or counters: each row names its
+#      skipped cases with their reasons);
 #   2. the virtual-GPU and linear-regression examples;
 #   3. 2 workers under mpirun sharing the card (MPI between them, then one NCCL communicator
-#      with NCCL_MULTI_RANK_GPU_ENABLE=1) against one GPU, and with several cards `tower
-#      train` with one replica per card (NCCL);
+#      with NCCL_MULTI_RANK_GPU_ENABLE=1) against one GPU; with 2 or 3 cards, 2 workers on a
+#      card each, and with 4 or more, 2 workers on 2 cards each (NCCL across processes), with
+#      and without --deterministic, against one GPU; and with several cards `tower train`
+#      with one replica per card (NCCL);
 #   4. timed workloads: train_bench on one GPU and on 4 virtual GPUs of it, and the PyTorch
 #      peer (bench/peers/torch_train.py --device=cuda) where python3 has torch;
 #   5. where the large mlp step's time goes: Tower's kernel trace and PyTorch's profiler.
@@ -19,7 +23,7 @@
 #                                            # the card, and copied from pinned host memory
 #                                            # each step) over mlp widths and batch sizes
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 budget_s=300
 sweep=0
@@ -49,7 +53,7 @@ tar -C "$work" -xJf gpu_carry/bundle.tar.xz || exit 2
 # tools/gpu_bundle.sh; the major version is in each soname), from this machine's toolkit or
 # Python's wheels (tools/cuda_libraries.sh says where it looks). One missing stops the run:
 # every GPU program would fail to load.
-# shellcheck source=cuda_libraries.sh
+# shellcheck source=tools/cuda_libraries.sh
 source tools/cuda_libraries.sh
 sonames="libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2"  # bundles before the list
 [[ -f "$work/cuda_sonames.txt" ]] && sonames="$(tr '\n' ' ' <"$work/cuda_sonames.txt")"
@@ -76,7 +80,8 @@ system_libs="$(ldconfig -p)"
 for lib in "$work"/lib/*; do
   if grep -q "^[[:space:]]*$(basename "$lib") " <<<"$system_libs"; then rm "$lib"; fi
 done
-echo "gpu_bundle_run: carried libraries used: $(cd "$work/lib" && ls | tr '\n' ' ')" | tee -a "$log"
+echo "gpu_bundle_run: carried libraries used: $(find "$work/lib" -mindepth 1 -printf '%f ')" |
+  tee -a "$log"
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
        head -1)"
@@ -94,9 +99,10 @@ if ((sweep)); then
   steps_per_s() { sed -n 's/.* steps_per_s=\([0-9.]*\).*/\1/p'; }
   echo "| hidden | batch | Tower steps/s | PyTorch, batches on the card | ratio | PyTorch, batches copied from pinned host memory | ratio |"
   echo "|---|---|---|---|---|---|---|"
+  # shellcheck disable=SC2094  # the log: appended to, never read
   for hidden in 1024 2048 4096; do
     for batch in 1024 4096; do
-      shape=(--workload=mlp --hidden=$hidden --global-batch=$batch)
+      shape=(--workload=mlp "--hidden=$hidden" "--global-batch=$batch")
       tower_sps="$("$work/bin/train_bench" "${shape[@]}" --replicas=1 "${quick[@]}" 2>>"$log" |
                    tee -a "$log" | steps_per_s)"
       torch_sps="$(python3 bench/peers/torch_train.py "${shape[@]}" --device=cuda --threads=1 \
@@ -115,8 +121,26 @@ fi
 rows=()
 failed=0
 start_all=$SECONDS
+# The cases gtest skipped in a test's output, each with the first line of its reason
+# ("needs cudaemu's fault injection ...", "needs 4 cards; this machine has 1"), as
+# "N skipped: Suite.Case (reason); ...", or nothing.
+skipped_cases() {
+  awk '
+    /^\[ RUN      \] / { want = 0; reason = "" }
+    / Skipped$/ { want = 1; next }
+    want { reason = $0; want = 0; sub(/; runs under --config=cudaemu$/, "", reason) }
+    /^\[  SKIPPED \] [^ ]+ \([0-9]+ ms\)$/ {
+      if (length(reason) > 110) reason = substr(reason, 1, 110) "..."
+      list = list sep $4 " (" (reason == "" ? "no reason given" : reason) ")"
+      sep = "; "
+      n++
+    }
+    END { if (n) printf "%d skipped: %s", n, list }' "$1"
+}
+
 # check <name> <deadline_s> <command...>: runs it with a deadline, appends its output to the
-# log, and records a row: pass/FAIL, seconds, and gtest's counts or the output's last line.
+# log, and records a row: pass/FAIL, seconds, and gtest's counts (with the skipped cases and
+# why) or the output's last line.
 check() {
   local name="$1" deadline="$2"
   shift 2
@@ -129,6 +153,9 @@ check() {
   summary="$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test' "$part" | sed 's/, listed below://' |
              tr -s ' ' | tr '\n' ' ')"
   [[ -n "$summary" ]] || summary="$(grep -v '^\s*$' "$part" | tail -1 | cut -c1-150)"
+  local skipped
+  skipped="$(skipped_cases "$part")"
+  [[ -n "$skipped" ]] && summary="$summary; $skipped"
   [[ $rc -eq 124 || $rc -eq 137 ]] && summary="deadline of ${deadline} s passed; $summary"
   if [[ $rc -eq 0 ]]; then
     rows+=("| $name | pass | $((SECONDS - start)) s | ${summary//|//} |")
@@ -160,30 +187,76 @@ done
 unset TOWER_REQUIRE_GPU
 
 # The rest times and compares on the card: without one it means nothing.
-if [[ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -eq 0 ]]; then
+cards="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
+if ((cards == 0)); then
   rows+=("| examples, mpirun, timings, profiles | not run | 0 s | nvidia-smi lists no GPU |")
   failed=1
 else
   check "example virtual_gpus --memory-limit=1024" 60 "$work/bin/virtual_gpus" --memory-limit=1024
   check "example linear_regression --replicas=2" 60 "$work/bin/linear_regression" --replicas=2
 
-  # Several processes on the one card under mpirun (as tests/strategy/mpi/cuda/mpi_gpu_test on
-  # emulated cards): 2 workers, each with 2 virtual GPUs of the card, reduce on the card inside
-  # each worker and over MPI between them. With --deterministic they must save one GPU's bytes;
-  # without it, the same weights to float32 rounding.
+  # Several processes under mpirun (as tests/strategy/mpi/cuda/mpi_gpu_test on emulated
+  # cards): 2 workers, each with 2 virtual GPUs of the one card, reduce on the card inside each
+  # worker and over MPI between them; on a machine with several cards, each worker on cards of
+  # its own, one NCCL communicator across both. With --deterministic they must save one GPU's
+  # bytes; without it, the same weights to float32 rounding.
   export tower="$work/runfiles/tower/tools/tower" work
   export train="train --data=synthetic:mlp:rows=600 --layers=32:tanh,16:relu,1 --steps=20
                 --global-batch=32 --verbose=1"
+  # own_cards.sh N PROGRAM...: runs PROGRAM seeing only the N cards of its local rank under
+  # mpirun (rank r: cards r*N .. r*N+N-1 of those this machine shows it).
+  cat >"$work/own_cards.sh" <<'SH'
+#!/usr/bin/env bash
+set -euo pipefail
+per="$1"
+shift
+rank="${OMPI_COMM_WORLD_LOCAL_RANK:?own_cards.sh: not started by Open MPI mpirun}"
+if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+  IFS=, read -r -a cards <<<"$CUDA_VISIBLE_DEVICES"
+else
+  mapfile -t cards < <(seq 0 $((rank * per + per - 1)))
+fi
+(( ${#cards[@]} >= rank * per + per )) || {
+  echo "own_cards.sh: rank $rank needs cards $((rank * per))..$((rank * per + per - 1)); ${#cards[@]} visible" >&2
+  exit 1
+}
+mine="${cards[*]:rank * per:per}"
+export CUDA_VISIBLE_DEVICES="${mine// /,}"
+exec "$@"
+SH
+  chmod +x "$work/own_cards.sh"
   # (check runs commands under `timeout`, which runs programs, not functions: hence bash -c.)
-  mpi_vs_one_gpu() {  # mpi_vs_one_gpu <extra flags...>: both runs, then the comparison
-    local tag="$*"
-    tag="${tag//[^a-z]/}"
+  # mpi_vs_one_gpu <layout> <extra flags...>: one GPU, then 2 workers under mpirun laid out as
+  # `virtual` (2 virtual GPUs of the one card each, both workers on it), `cards1` (a card of its
+  # own each) or `cards2` (2 cards of its own each), then the comparison.
+  # shellcheck disable=SC2317  # called through bash -c
+  mpi_vs_one_gpu() {
+    local layout="$1"
+    shift
+    local tag="$layout$*" per_worker=(--replicas=2 --virtual-gpus=2) wrap=() expect="" rc
+    tag="${tag//[^a-z0-9]/}"
+    case "$layout" in
+      virtual) ;;
+      cards1) per_worker=(--replicas=1) wrap=("$work/own_cards.sh" 1)
+              expect="one NCCL communicator over 2 GPUs" ;;
+      cards2) per_worker=(--replicas=2) wrap=("$work/own_cards.sh" 2)
+              expect="one NCCL communicator over 4 GPUs" ;;
+      *) echo "mpi_vs_one_gpu: unknown layout $layout" >&2; return 2 ;;
+    esac
     # shellcheck disable=SC2086  # $train: words
-    "$tower" $train "$@" --replicas=1 --save="$work/one$tag.safetensors" &&
-      timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-        ${NCCL_MULTI_RANK_GPU_ENABLE:+-x NCCL_MULTI_RANK_GPU_ENABLE} -np 2 "$tower" \
-        $train "$@" --replicas=2 --virtual-gpus=2 --save="$work/mpi$tag.safetensors" &&
-      python3 - "$work/one$tag.safetensors" "$work/mpi$tag.safetensors" "$*" <<'PY'
+    "$tower" $train "$@" --replicas=1 --save="$work/one$tag.safetensors" || return 1
+    # shellcheck disable=SC2086
+    timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+      ${NCCL_MULTI_RANK_GPU_ENABLE:+-x NCCL_MULTI_RANK_GPU_ENABLE} -np 2 "${wrap[@]}" "$tower" \
+      $train "$@" "${per_worker[@]}" --save="$work/mpi$tag.safetensors" >"$work/mpi$tag.log" 2>&1
+    rc=$?
+    cat "$work/mpi$tag.log"
+    ((rc == 0)) || return "$rc"
+    if [[ -n "$expect" ]] && ! grep -q "Across processes: $expect" "$work/mpi$tag.log"; then
+      echo "mpi_vs_one_gpu: the workers did not log 'Across processes: $expect'"
+      return 1
+    fi
+    python3 - "$work/one$tag.safetensors" "$work/mpi$tag.safetensors" "$*" <<'PY'
 import sys
 import numpy as np
 from safetensors.numpy import load_file
@@ -203,13 +276,27 @@ PY
   if command -v mpirun >/dev/null && python3 -c 'import safetensors, numpy' 2>/dev/null; then
     export -f mpi_vs_one_gpu
     check "mpirun 2 workers x 2 virtual GPUs on one card = 1 GPU" 120 \
-      bash -c 'mpi_vs_one_gpu "$@"' _
+      bash -c 'mpi_vs_one_gpu "$@"' _ virtual
     check "... with --deterministic: one GPU's bytes" 120 \
-      bash -c 'mpi_vs_one_gpu "$@"' _ --deterministic
+      bash -c 'mpi_vs_one_gpu "$@"' _ virtual --deterministic
     # NCCL's own code on one card: its switch lets ranks share a GPU, so one communicator
     # spans the 4 virtual GPUs of both workers (the NCCL release must honour the switch).
     check "mpirun 2 workers x 2 virtual GPUs, one NCCL communicator on one card = 1 GPU" 120 \
-      env NCCL_MULTI_RANK_GPU_ENABLE=1 bash -c 'mpi_vs_one_gpu "$@"' _ --cross-device-ops=nccl
+      env NCCL_MULTI_RANK_GPU_ENABLE=1 bash -c 'mpi_vs_one_gpu "$@"' _ virtual \
+      --cross-device-ops=nccl
+    # 2 processes on cards of their own: NCCL across processes between cards (mpi_gpu_test's
+    # 2 processes x 2 GPUs, on the real thing).
+    if ((cards >= 4)); then
+      check "mpirun 2 processes x 2 cards, one NCCL communicator over 4 = 1 GPU" 150 \
+        bash -c 'mpi_vs_one_gpu "$@"' _ cards2 --cross-device-ops=nccl
+      check "... with --deterministic: one GPU's bytes" 150 \
+        bash -c 'mpi_vs_one_gpu "$@"' _ cards2 --cross-device-ops=nccl --deterministic
+    elif ((cards >= 2)); then
+      check "mpirun 2 processes x 1 card, one NCCL communicator over 2 = 1 GPU" 150 \
+        bash -c 'mpi_vs_one_gpu "$@"' _ cards1 --cross-device-ops=nccl
+      check "... with --deterministic: one GPU's bytes" 150 \
+        bash -c 'mpi_vs_one_gpu "$@"' _ cards1 --cross-device-ops=nccl --deterministic
+    fi
   fi
 
   # Timed: Tower on the GPU alone, on virtual GPUs of it, and the PyTorch peer on the same card.
@@ -233,20 +320,21 @@ PY
   fi
 
   # Several cards: one replica per card, NCCL between them (the tests above check the sums).
-  if [[ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]]; then
+  if ((cards >= 2)); then
     check "tower train mlp, one replica per card over NCCL" 120 "$tower" train \
       --data=synthetic:mlp --steps=500 --replicas=2 --verbose=1
   fi
 
   # `tower train`'s input pipeline read ahead (the default on GPUs) against inline
   # (--prefetch=0), alternating, on the large mlp: seconds for the same steps.
+  # shellcheck disable=SC2317  # called through bash -c
   prefetch_ab() {
     local round p start
     for round in 1 2; do
       for p in 0 -1; do
         start=$EPOCHREALTIME
         "$tower" train --data=synthetic:mlp --layers=4096:relu,4096:relu,1 --global-batch=4096 \
-          --steps=150 --optimizer=sgd --lr=0.01 --verbose=0 --prefetch=$p || return 1
+          --steps=150 --optimizer=sgd --lr=0.01 --verbose=0 --prefetch="$p" || return 1
         echo "round $round --prefetch=$p: $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}') s for 150 steps"
       done
     done
@@ -257,6 +345,7 @@ PY
 
   # Where the large step's time goes: Tower's trace of its kernels (bench/trace_kernels.py) and
   # PyTorch's profiler, same model and batch. In the log only; the table gets their last lines.
+  # shellcheck disable=SC2016  # $0 and $1: bash -c's own arguments
   check "Tower's kernels, mlp 4096x4096, batch 4096 (trace)" 90 bash -c '
     "$0" train --data=synthetic:mlp:rows=49152 --layers=4096:relu,4096:relu,1 --global-batch=4096 \
       --steps=12 --optimizer=sgd --lr=0.01 --verbose=0 --trace="$1" --trace-steps=6:10 &&

@@ -23,6 +23,17 @@ std::string TempPath(const std::string& name) {
 
 ProgramOutput Tower(const std::string& args) { return RunProgram("tools/tower", args); }
 
+int CountCards(const std::string& args) {
+  const ProgramOutput devices = Tower("devices " + args);
+  const std::string line_start = "\n  /physical_device:GPU:";
+  int count = 0;
+  for (size_t at = devices.text.find(line_start); at != std::string::npos;
+       at = devices.text.find(line_start, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 std::vector<float> SavedTensor(const std::string& path, const std::string& name) {
   StatusOr<checkpoint::File> file = checkpoint::Load(path);
   TOWER_CHECK_OK(file.status());

@@ -18,6 +18,10 @@ namespace tower::testing {
 std::string TempPath(const std::string& name);
 // Runs tools/tower (a data dependency of the test) with `args`.
 ProgramOutput Tower(const std::string& args);
+// The cards (physical GPUs) `tower devices ARGS` lists: the lines of its "Physical devices"
+// section (each logical device's line names its card too, so a mere search for the name
+// counts those as well).
+int CountCards(const std::string& args = "");
 // The F32 tensor `name` of a safetensors file; the test dies if it is not there.
 std::vector<float> SavedTensor(const std::string& path, const std::string& name);
 // ‖a − b‖ / ‖b‖ over the model weights (the tensors named layers.*) of two saved files, taken

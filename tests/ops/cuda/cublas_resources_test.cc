@@ -1,24 +1,32 @@
 // Each logical GPU owns its cuBLAS handle and workspace: made on the first MatMul, the
 // workspace taken from the device's own allocator (so it counts against the logical device's
-// memory limit, not behind its back), and both released when the device goes away. Checked
-// through the emulation's counts of live handles and of cuBLAS-internal workspace.
+// memory limit, not behind its back), and both released when the device goes away. The
+// workspace's place is seen on a card too (real cuBLAS); the handles' lifetime and cuBLAS's
+// internal workspace through the emulation's counts, so that case runs only under it.
 #include <gtest/gtest.h>
 
-#include "cudaemu/cublas_testing.h"
 #include "device/context.h"
 #include "device/cpu_platform.h"
 #include "device/gpu_platform.h"
 #include "ops/math_ops.h"
+#include "tests/testing/emulation.h"
+#include "tests/testing/gpu.h"
+
+#ifdef CUDAEMU
+#include <cudaemu/cublas_testing.h>
+#endif
 
 namespace tower {
 namespace {
 
+// nullptr without a GPU.
 std::unique_ptr<Context> TwoVirtualGpus() {
   std::vector<std::unique_ptr<Platform>> platforms;
   platforms.push_back(CreateCpuPlatform());
   platforms.push_back(CreateGpuPlatform());
   auto context = std::make_unique<Context>(std::move(platforms));
   const std::vector<PhysicalDevice> gpus = context->ListPhysicalDevices("GPU");
+  if (gpus.empty()) return nullptr;
   TOWER_CHECK_OK(context->SetLogicalDeviceConfiguration(
       gpus[0], {LogicalDeviceConfiguration{256}, LogicalDeviceConfiguration{256}}));
   TOWER_CHECK_OK(context->EnsureInitialized());
@@ -35,10 +43,26 @@ void MatMulOn(Device* gpu) {
   EXPECT_EQ(*values, (std::vector<float>{7, 10, 15, 22}));
 }
 
+TEST(CublasResourcesTest, EachDeviceTakesItsWorkspaceFromItsOwnAllocator) {
+  std::unique_ptr<Context> context = TwoVirtualGpus();
+  if (context == nullptr) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
+  for (const char* name : {"/GPU:0", "/GPU:1"}) {
+    Device* gpu = *context->FindDevice(name);
+    const uint64_t in_use_before = gpu->allocator().GetStats().bytes_in_use;
+    MatMulOn(gpu);
+    // The operands are freed again; what stays is the workspace: cuBLAS's default size, 4 MiB
+    // (32 MiB from Hopper on).
+    EXPECT_GE(gpu->allocator().GetStats().bytes_in_use - in_use_before, uint64_t{4} << 20)
+        << name;
+  }
+}
+
 TEST(CublasResourcesTest, EachDeviceOwnsItsHandleAndWorkspace) {
+#ifdef CUDAEMU
   const int64_t handles_before = cudaemu::testing::CublasLiveHandles();
   {
     std::unique_ptr<Context> context = TwoVirtualGpus();
+    ASSERT_NE(context, nullptr);
     Device* v0 = *context->FindDevice("/GPU:0");
     Device* v1 = *context->FindDevice("/GPU:1");
     const uint64_t in_use_before = v0->allocator().GetStats().bytes_in_use;
@@ -51,6 +75,11 @@ TEST(CublasResourcesTest, EachDeviceOwnsItsHandleAndWorkspace) {
   }
   EXPECT_EQ(cudaemu::testing::CublasLiveHandles(), handles_before)
       << "cuBLAS handles outlived their devices";
+#else
+  TOWER_SKIP_NEEDS_EMULATION("counts of live cuBLAS handles and of cuBLAS-internal "
+                             "workspace (cudaemu::testing::CublasLiveHandles, "
+                             "CublasInternalWorkspaceBytes)");
+#endif
 }
 
 }  // namespace

@@ -6,21 +6,28 @@
 // (cudaemu::testing::HoldLaunch) until the test releases it, after the step has returned. A
 // step that returned early leaves that launch queued, whatever the machine's load; a step that
 // waited for all its work would wait for the held launch (its hold ends after a limit, so the
-// test fails instead of hanging). Sequential::WaitForDevices leaves no work queued.
+// test fails instead of hanging). Sequential::WaitForDevices leaves no work queued. On a card
+// the launches cannot be held, so that case runs only under the emulation; the bits of an early
+// step against a waiting one, and several replicas waiting, are checked on a card too.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdint>
 #include <thread>
 
-#include <cudaemu/testing.h>
 #include <gtest/gtest.h>
 
 #include "device/context.h"
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
+#include "tests/testing/emulation.h"
+#include "tests/testing/gpu.h"
 #include "tests/testing/gpu_contexts.h"
+
+#ifdef CUDAEMU
+#include <cudaemu/testing.h>
+#endif
 
 namespace tower {
 namespace {
@@ -30,17 +37,20 @@ using testing::RealGpuContext;
 struct Trained {
   std::vector<double> losses;
   std::vector<std::vector<float>> weights;
-  std::vector<int64_t> launches;  // kernel launches of each step
+  std::vector<int64_t> launches;  // kernel launches of each step (counted under the emulation)
   int steps_left_running = 0;     // steps whose stream still had work when they returned
 };
 
+#ifdef CUDAEMU
 // How long a held launch waits for the test before it runs anyway: far beyond a step's time,
 // so it only ends a test whose step waited for its own held launch (a failure, not a hang).
 constexpr std::chrono::seconds kHoldLimit(20);
+#endif
 
 // `steps` steps of a small MLP on `replicas` virtual GPUs (0: one GPU, no strategy). With
-// `hold_last_launch` (one GPU), step s holds its launch number hold_last_launch[s] (counted
-// from the step's start) until the step has returned and its stream was queried.
+// `hold_last_launch` (one GPU, under the emulation), step s holds its launch number
+// hold_last_launch[s] (counted from the step's start) until the step has returned and its
+// stream was queried.
 Trained Train(int replicas, bool wait, int steps,
               const std::vector<int64_t>& hold_last_launch = {}) {
   auto context = RealGpuContext(std::max(replicas, 1));
@@ -69,10 +79,14 @@ Trained Train(int replicas, bool wait, int steps,
   for (int s = 0; s < steps; ++s) {
     std::optional<data::Batch> batch = *iterator->Next();
     const bool hold = static_cast<size_t>(s) < hold_last_launch.size();
+#ifdef CUDAEMU
     if (hold) cudaemu::testing::HoldLaunch(hold_last_launch[s], kHoldLimit);
     const int64_t launches_before = cudaemu::testing::KernelLaunches();
+#endif
     StatusOr<double> loss = model.TrainStep(*batch);
+#ifdef CUDAEMU
     run.launches.push_back(cudaemu::testing::KernelLaunches() - launches_before);
+#endif
     // Right after the step returns: is any of its work still queued on a replica's stream?
     bool running = false;
     for (int r = 0; r < std::max(replicas, 1); ++r) {
@@ -81,6 +95,7 @@ Trained Train(int replicas, bool wait, int steps,
       EXPECT_TRUE(state == cudaSuccess || state == cudaErrorNotReady) << cudaGetErrorString(state);
       if (state == cudaErrorNotReady) running = true;
     }
+#ifdef CUDAEMU
     if (hold) {
       // The held launch is the step's own last one, and its stream reaches it: the step
       // returned with the launch still queued, not after a limit that let it run.
@@ -94,6 +109,9 @@ Trained Train(int replicas, bool wait, int steps,
       EXPECT_TRUE(cudaemu::testing::ReleaseHeldLaunch())
           << "step " << s << " waited for its own last kernel (held until the limit)";
     }
+#else
+    EXPECT_FALSE(hold) << "launches are held only under the emulation";
+#endif
     TOWER_CHECK_OK(loss.status());
     run.losses.push_back(*loss);
     if (running) ++run.steps_left_running;
@@ -109,7 +127,21 @@ Trained Train(int replicas, bool wait, int steps,
   return run;
 }
 
+bool HaveGpu() { return RealGpuContext() != nullptr; }
+
+// Without holding launches (so on a card too): reading the loss early changes no bit.
+TEST(EarlyLossReadTest, OneGpuStepThatReadsItsLossEarlyGivesTheSameBits) {
+  if (!HaveGpu()) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
+  const int steps = 6;
+  const Trained waited = Train(0, /*wait=*/true, steps);
+  EXPECT_EQ(waited.steps_left_running, 0) << "a step that waits left work on its stream";
+  const Trained early = Train(0, /*wait=*/false, steps);
+  EXPECT_EQ(early.losses, waited.losses);
+  EXPECT_EQ(early.weights, waited.weights);
+}
+
 TEST(EarlyLossReadTest, OneGpuStepReturnsBeforeBackwardWithTheSameBits) {
+#ifdef CUDAEMU
   const int steps = 6;
   const Trained waited = Train(0, /*wait=*/true, steps);
   EXPECT_EQ(waited.steps_left_running, 0) << "a step that waits left work on its stream";
@@ -119,9 +151,15 @@ TEST(EarlyLossReadTest, OneGpuStepReturnsBeforeBackwardWithTheSameBits) {
   EXPECT_EQ(early.steps_left_running, steps) << "the loss was not read before backward ended";
   EXPECT_EQ(early.losses, waited.losses);
   EXPECT_EQ(early.weights, waited.weights);
+#else
+  TOWER_SKIP_NEEDS_EMULATION("kernel launches held on the device and their count "
+                             "(cudaemu::testing::HoldLaunch, KernelLaunches): on a card, "
+                             "whether a step left work queued is a matter of timing");
+#endif
 }
 
 TEST(EarlyLossReadTest, SeveralReplicasStillWaitForTheirStep) {
+  if (!HaveGpu()) TOWER_SKIP_WITHOUT_GPU("no GPU on this machine");
   // Their loss is summed in the last gradient bucket, after backward.
   const Trained run = Train(2, /*wait=*/false, 3);
   EXPECT_EQ(run.steps_left_running, 0);

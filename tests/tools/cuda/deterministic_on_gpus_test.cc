@@ -21,6 +21,7 @@ namespace tower {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::CountCards;
 using testing::ProgramOutput;
 using testing::ReadBytes;
 using testing::TempPath;
@@ -29,20 +30,6 @@ using testing::Tower;
 const char kTrain[] =
     "train --data=synthetic:mlp:rows=1000:seed=3 --layers=64:relu,32:tanh,1 --epochs=2 "
     "--global-batch=96 --shuffle --seed=7 --optimizer=adam --lr=0.001 --verbose=1";
-
-// The physical GPUs `tower devices ARGS` lists: the lines of its "Physical devices" section
-// (each logical device's line names its card too, so a mere search for the name counts
-// those as well).
-int CountGpus(const std::string& args = "") {
-  const ProgramOutput devices = Tower("devices " + args);
-  const std::string line_start = "\n  /physical_device:GPU:";
-  int count = 0;
-  for (size_t at = devices.text.find(line_start); at != std::string::npos;
-       at = devices.text.find(line_start, at + 1)) {
-    ++count;
-  }
-  return count;
-}
 
 struct Topology {
   std::string name;
@@ -80,7 +67,7 @@ std::string Train(const Topology& topology, const std::string& extra, const std:
 class DeterministicOnGpusTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    gpus_ = CountGpus();
+    gpus_ = CountCards();
     if (gpus_ == 0) TOWER_SKIP_WITHOUT_GPU(Tower("devices").text);
   }
   int gpus_ = 0;
@@ -117,8 +104,8 @@ void ExpectEveryTopologySavesTheBytesOfOneGpu(int gpus, const std::string& shard
 // not change it. (On a real one-card machine the count once included the logical GPU's line,
 // so the test ran the 2-card topologies on one card and failed.)
 TEST_F(DeterministicOnGpusTest, CountsCardsNotLogicalGpus) {
-  EXPECT_EQ(CountGpus("--virtual-gpus=2"), gpus_);
-  EXPECT_EQ(CountGpus("--virtual-gpus=3"), gpus_);
+  EXPECT_EQ(CountCards("--virtual-gpus=2"), gpus_);
+  EXPECT_EQ(CountCards("--virtual-gpus=3"), gpus_);
 }
 
 TEST_F(DeterministicOnGpusTest, EveryGpuTopologySavesTheBytesOfOneGpu) {

@@ -1,18 +1,27 @@
-// Two processes × two GPUs under mpirun, on emulated GPUs: each worker sees two GPUs of its
-// own (CUDA_VISIBLE_DEVICES per process, as one would give them on a 4-GPU machine), so the
-// strategy makes one NCCL communicator over all four, across processes. It must train like
-// one GPU on the global batch; a worker killed during setup or during a collective must be
-// named by the survivors, who end the job within the deadline. With --deterministic, every
-// GPU topology — 1 GPU, NCCL over 2–4 GPUs in one process, 2 processes × 2 GPUs over NCCL or
-// sharing cards over MPI — saves the same bytes.
+// Two processes × two GPUs under mpirun: each worker sees two GPUs of its own
+// (CUDA_VISIBLE_DEVICES per process, as on a 4-GPU machine), so the strategy makes one NCCL
+// communicator over all four, across processes. It must train like one GPU on the global
+// batch; a worker killed during setup or during a collective must be named by the survivors,
+// who end the job within the deadline. With --deterministic, every GPU topology — 1 GPU, NCCL
+// over 2–4 GPUs in one process, 2 processes × 2 GPUs over NCCL or sharing cards over MPI —
+// saves the same bytes.
+//
+// Under the emulation on 4 emulated cards (CUDAEMU_GPUS, passed to every worker); on a real
+// machine on its own cards: a case (or a topology) needing more cards than it has skips,
+// saying so, and the killed workers' cases, which need the emulation's fault injection
+// (CUDAEMU_NCCL_DIE), skip.
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/emulation.h"
+#include "tests/testing/gpu.h"
 #include "tests/testing/reduced_round.h"
 #include "tests/testing/run_program.h"
 #include "tests/testing/tower_cli.h"
@@ -32,24 +41,71 @@ const std::string kTrain =
     " train --data=synthetic:mlp:rows=600 --layers=32:tanh,16:relu,1 --steps=20 "
     "--global-batch=30 --verbose=0";
 
+// `timeout S mpirun` with the flags every launch here shares; under the emulation every
+// worker gets its emulated cards (CUDAEMU_GPUS).
+std::string Mpirun(int timeout_s) {
+  return "timeout " + std::to_string(timeout_s) +
+         " mpirun --allow-run-as-root --oversubscribe --bind-to none" +
+         (testing::kEmulatedGpus ? " -x CUDAEMU_GPUS" : "");
+}
+
+// CUDA_VISIBLE_DEVICES for cards [first, first + count) of those this process sees (the
+// machine's, or those its own CUDA_VISIBLE_DEVICES names).
+std::string Cards(int first, int count) {
+  std::vector<std::string> visible;
+  if (const char* own = std::getenv("CUDA_VISIBLE_DEVICES"); own != nullptr && *own != '\0') {
+    std::stringstream list(own);
+    for (std::string card; std::getline(list, card, ',');) visible.push_back(card);
+  }
+  std::string cards;
+  for (int c = first; c < first + count; ++c) {
+    if (!cards.empty()) cards += ",";
+    cards += static_cast<size_t>(c) < visible.size() ? visible[c] : std::to_string(c);
+  }
+  return cards;
+}
+
+// The cards the workers can use: each case needs some, and skips (saying how many it needs)
+// where the machine has fewer; without any, the test skips for want of a GPU
+// (TOWER_REQUIRE_GPU=1 makes that a failure).
+class MpiGpuTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cards_ = testing::CountCards(); }
+  void SetUp() override {
+    if (cards_ == 0) {
+      TOWER_SKIP_WITHOUT_GPU("no GPU on this machine; tower devices says:\n"
+                             << testing::Tower("devices").text);
+    }
+  }
+  static int cards_;
+};
+int MpiGpuTest::cards_ = 0;
+
+#define TOWER_SKIP_WITHOUT_CARDS(needed)                                                \
+  do {                                                                                  \
+    if (cards_ < (needed)) {                                                            \
+      GTEST_SKIP() << "needs " << (needed) << " cards; this machine has " << cards_;    \
+    }                                                                                   \
+  } while (0)
+
 // Worker 0 on GPUs 0 and 1, worker 1 on GPUs 2 and 3; `env` is passed to both. With
 // `survivors_report`, mpirun does not end the job when a worker dies, so the survivors must
 // end it themselves, with their own report.
 ProgramOutput TwoWorkers(const std::string& args, const std::string& env = "",
                          bool survivors_report = false, int timeout_s = 5) {
   const std::string tower = testing::Runfile("tools/tower");
-  std::string command = env + " timeout 120 mpirun --allow-run-as-root --oversubscribe "
-                        "--bind-to none -x CUDAEMU_GPUS";
+  std::string command = env + " " + Mpirun(120);
   if (survivors_report) command += " --mca orte_abort_on_non_zero_status 0";
   if (!env.empty()) command += " -x " + env.substr(0, env.find('='));
   const std::string flags =
       kTrain + " --replicas=2 --collective-timeout=" + std::to_string(timeout_s) + args;
-  command += " -np 1 -x CUDA_VISIBLE_DEVICES=0,1 " + tower + flags +
-             " : -np 1 -x CUDA_VISIBLE_DEVICES=2,3 " + tower + flags;
+  command += " -np 1 -x CUDA_VISIBLE_DEVICES=" + Cards(0, 2) + " " + tower + flags +
+             " : -np 1 -x CUDA_VISIBLE_DEVICES=" + Cards(2, 2) + " " + tower + flags;
   return testing::RunCommand(command);
 }
 
-TEST(MpiGpuTest, TwoProcessesTimesTwoGpusOverNcclTrainLikeOneGpu) {
+TEST_F(MpiGpuTest, TwoProcessesTimesTwoGpusOverNcclTrainLikeOneGpu) {
+  TOWER_SKIP_WITHOUT_CARDS(4);
   const std::string multi = Dir() + "/multi.safetensors";
   const std::string single = Dir() + "/single.safetensors";
   ProgramOutput out = TwoWorkers(" --save=" + multi);
@@ -64,13 +120,13 @@ TEST(MpiGpuTest, TwoProcessesTimesTwoGpusOverNcclTrainLikeOneGpu) {
 
 // Both workers on the same two cards (no CUDA_VISIBLE_DEVICES): NCCL cannot span them, so
 // each worker reduces on its cards with NCCL and the workers sum over MPI on the host.
-TEST(MpiGpuTest, TwoProcessesSharingTwoCardsReduceOverMpiAndTrainLikeOneGpu) {
+TEST_F(MpiGpuTest, TwoProcessesSharingTwoCardsReduceOverMpiAndTrainLikeOneGpu) {
+  TOWER_SKIP_WITHOUT_CARDS(2);
   const std::string shared = Dir() + "/shared_cards.safetensors";
   const std::string single = Dir() + "/single_for_shared.safetensors";
   const std::string tower = testing::Runfile("tools/tower");
-  ProgramOutput out = testing::RunCommand(
-      "timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDAEMU_GPUS "
-      "-np 2 " + tower + kTrain + " --replicas=2 --save=" + shared);
+  ProgramOutput out = testing::RunCommand(Mpirun(60) + " -np 2 " + tower + kTrain +
+                                          " --replicas=2 --save=" + shared);
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_THAT(out.text, HasSubstr("Across processes: MPI on the host (not NCCL: card"));
   EXPECT_THAT(out.text, HasSubstr("4 replicas in sync"));
@@ -83,10 +139,10 @@ TEST(MpiGpuTest, TwoProcessesSharingTwoCardsReduceOverMpiAndTrainLikeOneGpu) {
 // two ranks on one GPU, unless every worker sets it; then one NCCL communicator spans the 4
 // replicas on 2 cards, and trains like one GPU. (On a machine with one card, the only way to
 // run NCCL across processes.)
-TEST(MpiGpuTest, TwoProcessesSharingCardsUseNcclWhereEveryWorkerLetsRanksShareAGpu) {
+TEST_F(MpiGpuTest, TwoProcessesSharingCardsUseNcclWhereEveryWorkerLetsRanksShareAGpu) {
+  TOWER_SKIP_WITHOUT_CARDS(2);
   const std::string tower = testing::Runfile("tools/tower");
-  const std::string launch = "timeout 60 mpirun --allow-run-as-root --oversubscribe "
-                             "--bind-to none -x CUDAEMU_GPUS ";
+  const std::string launch = Mpirun(60) + " ";
   const std::string flags = kTrain + " --replicas=2 --cross-device-ops=nccl";
   ProgramOutput refused = testing::RunCommand(
       "env -u NCCL_MULTI_RANK_GPU_ENABLE " + launch + "-np 2 " + tower + flags);
@@ -116,7 +172,8 @@ std::string Bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-TEST(MpiGpuTest, DeterministicModeGivesTheBytesOfOneGpuOnEveryGpuTopology) {
+TEST_F(MpiGpuTest, DeterministicModeGivesTheBytesOfOneGpuOnEveryGpuTopology) {
+  TOWER_SKIP_WITHOUT_CARDS(2);  // one GPU alone compares nothing
   // 4 virtual shards: 2 steps of 96 rows per epoch plus a last batch of 20.
   const std::string det =
       " train --data=synthetic:mlp:rows=500:seed=3 --layers=32:relu,16:tanh,1 --epochs=2 "
@@ -130,23 +187,26 @@ TEST(MpiGpuTest, DeterministicModeGivesTheBytesOfOneGpuOnEveryGpuTopology) {
   ASSERT_FALSE(expected.empty());
   struct Run {
     std::string name, command, log;
+    int cards;
   };
   const std::string np1 = " -np 1 -x CUDA_VISIBLE_DEVICES=";
   const std::vector<Run> runs = {
-      {"NCCL over 2 GPUs", tower + det + " --replicas=2", "nccl"},
-      {"NCCL over 3 GPUs", tower + det + " --replicas=3", "nccl"},
-      {"NCCL over 4 GPUs", tower + det + " --replicas=4", "nccl"},
+      {"NCCL over 2 GPUs", tower + det + " --replicas=2", "nccl", 2},
+      {"NCCL over 3 GPUs", tower + det + " --replicas=3", "nccl", 3},
+      {"NCCL over 4 GPUs", tower + det + " --replicas=4", "nccl", 4},
       {"2 processes x 2 GPUs over NCCL",
-       "timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDAEMU_GPUS" +
-           np1 + "0,1 " + tower + det + " --replicas=2 SAVE :" + np1 + "2,3 " + tower + det +
-           " --replicas=2",
-       "one NCCL communicator over 4 GPUs"},
+       Mpirun(60) + np1 + Cards(0, 2) + " " + tower + det + " --replicas=2 SAVE :" + np1 +
+           Cards(2, 2) + " " + tower + det + " --replicas=2",
+       "one NCCL communicator over 4 GPUs", 4},
       {"2 processes sharing 2 cards, MPI between them",
-       "timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -x CUDAEMU_GPUS "
-       "-np 2 " + tower + det + " --replicas=2",
-       "MPI on the host"},
+       Mpirun(60) + " -np 2 " + tower + det + " --replicas=2", "MPI on the host", 2},
   };
   for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].cards > cards_) {  // a real machine with fewer cards
+      std::printf("left out: %s (needs %d cards; this machine has %d)\n", runs[i].name.c_str(),
+                  runs[i].cards, cards_);
+      continue;
+    }
     // A reduced round (TOWER_REDUCED_ROUND=1: CI's sanitizer stages) keeps NCCL over 3 GPUs
     // of the three in-process NCCL runs, and both runs across processes.
     if (testing::ReducedRound() && (runs[i].name == "NCCL over 2 GPUs" ||
@@ -165,7 +225,11 @@ TEST(MpiGpuTest, DeterministicModeGivesTheBytesOfOneGpuOnEveryGpuTopology) {
   }
 }
 
-TEST(MpiGpuTest, AWorkerKilledMidCollectiveIsNamedByTheSurvivors) {
+TEST_F(MpiGpuTest, AWorkerKilledMidCollectiveIsNamedByTheSurvivors) {
+  if (!testing::kEmulatedGpus) {
+    TOWER_SKIP_NEEDS_EMULATION("fault injection (CUDAEMU_NCCL_DIE: an NCCL rank that dies "
+                               "in its third collective)");
+  }
   const auto start = std::chrono::steady_clock::now();
   // NCCL rank 2 (worker 1's first GPU) dies in its third collective.
   ProgramOutput out = TwoWorkers("", "CUDAEMU_NCCL_DIE=2:collective:3");
@@ -179,7 +243,11 @@ TEST(MpiGpuTest, AWorkerKilledMidCollectiveIsNamedByTheSurvivors) {
   EXPECT_THAT(out.text, HasSubstr("NCCL rank k is worker k / 2"));
 }
 
-TEST(MpiGpuTest, AWorkerKilledDuringSetupIsNamedByTheSurvivor) {
+TEST_F(MpiGpuTest, AWorkerKilledDuringSetupIsNamedByTheSurvivor) {
+  if (!testing::kEmulatedGpus) {
+    TOWER_SKIP_NEEDS_EMULATION("fault injection (CUDAEMU_NCCL_DIE: an NCCL rank that dies "
+                               "before joining setup)");
+  }
   const auto start = std::chrono::steady_clock::now();
   // NCCL rank 2 (worker 1) dies after the NCCL id was shared, before joining.
   ProgramOutput out =
