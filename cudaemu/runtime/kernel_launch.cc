@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "util/fiber.h"
+#include "cudaemu/runtime/core.h"
 #include "cudaemu/runtime/internal.h"
 
 #define CUDAEMU_COORDINATE __thread __attribute__((tls_model("initial-exec")))
@@ -642,7 +643,8 @@ int64_t EnvFailLaunch() {
 }  // namespace
 
 void LaunchGrid(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-                cudaStream_t stream, std::function<void()> body) {
+                cudaStream_t stream, std::vector<const void*> pointers,
+                std::function<void()> body) {
   const int64_t number = launches.fetch_add(1) + 1;
   if (!ValidConfiguration(grid, block, shared_bytes)) {
     Record(cudaErrorInvalidConfiguration);
@@ -668,8 +670,28 @@ void LaunchGrid(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
     }
   }
   std::string kernel = name != nullptr ? name : "kernel";
-  target->Enqueue(kernel, [kernel, grid, block, body = std::move(body), inject, held, limit]() {
+  // Each device owns its memory: a kernel reaches another device's only through peer access
+  // (a GPU's memory system faults otherwise; here every device shares one address space).
+  std::string illegal;
+  const int device = target->device();
+  for (size_t i = 0; i < pointers.size() && illegal.empty(); ++i) {
+    const int owner = pointers[i] == nullptr ? -1 : DeviceOf(pointers[i], 1);
+    if (owner >= 0 && owner != device && !PeerAccessEnabled(device, owner)) {
+      illegal = "its pointer argument " + std::to_string(i + 1) + " of " +
+                std::to_string(pointers.size()) + " is memory of CUDA device " +
+                std::to_string(owner) + ", which device " + std::to_string(device) +
+                " has no peer access to (cudaDeviceEnablePeerAccess(" + std::to_string(owner) +
+                ", 0) with device " + std::to_string(device) + " current)";
+    }
+  }
+  target->Enqueue(kernel, [kernel, grid, block, body = std::move(body), inject, held, limit,
+                           illegal]() {
     if (held != 0) WaitAtHold(kernel, held, limit);
+    if (!illegal.empty()) {
+      std::fprintf(stderr, "cudaemu: kernel %s faulted (cudaErrorIllegalAddress): %s\n",
+                   kernel.c_str(), illegal.c_str());
+      return cudaErrorIllegalAddress;
+    }
     if (inject) {
       std::fprintf(stderr,
                    "cudaemu: kernel %s faulted (cudaErrorLaunchFailure): injected launch "

@@ -18,15 +18,28 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace cudaemu {
 namespace internal {
 
 // Checks the configuration and the stream, counts the launch and enqueues `body` (one kernel
 // thread: the kernel called with its copied arguments) to run for every thread of the grid on
-// the stream's worker. Errors are recorded as the calling thread's last error.
+// the stream's worker. Errors are recorded as the calling thread's last error. `pointers`:
+// the kernel's pointer arguments; one into another device's memory, without peer access
+// enabled from the launching device, makes the kernel fault (cudaErrorIllegalAddress), as the
+// GPU's memory system would when the kernel touched it.
 void LaunchGrid(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-                cudaStream_t stream, std::function<void()> body);
+                cudaStream_t stream, std::vector<const void*> pointers,
+                std::function<void()> body);
+
+// Adds `value` to `pointers` when it is a pointer to data.
+template <typename T>
+void AddIfDataPointer(const T& value, std::vector<const void*>* pointers) {
+  if constexpr (std::is_pointer_v<T> && std::is_object_v<std::remove_pointer_t<T>>) {
+    pointers->push_back(const_cast<const void*>(static_cast<const volatile void*>(value)));
+  }
+}
 
 }  // namespace internal
 
@@ -44,10 +57,12 @@ void LaunchKernel(void (*kernel)(Params...), const char* name, dim3 grid, dim3 b
   using Copies = std::tuple<std::decay_t<Params>...>;
   static_assert(std::is_constructible_v<Copies, Args&&...>,
                 "a kernel argument does not convert to its parameter's type");
-  internal::LaunchGrid(name, grid, block, shared_bytes, stream,
-                       [kernel, copies = Copies(std::forward<Args>(args)...)]() {
-                         std::apply(kernel, copies);
-                       });
+  Copies copies(std::forward<Args>(args)...);
+  std::vector<const void*> pointers;
+  std::apply([&](const auto&... value) { (internal::AddIfDataPointer(value, &pointers), ...); },
+             copies);
+  internal::LaunchGrid(name, grid, block, shared_bytes, stream, std::move(pointers),
+                       [kernel, copies = std::move(copies)]() { std::apply(kernel, copies); });
 }
 
 }  // namespace cudaemu
