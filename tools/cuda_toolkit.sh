@@ -28,10 +28,11 @@
 
 # NCCL 2.14 or newer: strategy/cuda/nccl_all_reduce.cc makes its cross-process communicators
 # with ncclCommInitRankConfig and an ncclConfig_t with `blocking = 0` (non-blocking
-# communicators, so that setup has a deadline and can be aborted), both new in NCCL 2.14; the
-# rest it calls is older (ncclGetLastError 2.13; ncclCommGetAsyncError, ncclCommAbort 2.4;
-# ncclCommInitAll, ncclAllGather, ncclAllReduce, ncclBroadcast, group calls). It sets no other
-# ncclConfig_t field and calls neither ncclCommFinalize nor ncclCommSplit.
+# communicators, so that setup has a deadline and can be aborted), and ends them with
+# ncclCommFinalize, all new in NCCL 2.14; the rest it calls is older (ncclGetLastError 2.13;
+# ncclCommGetAsyncError, ncclCommAbort 2.4; ncclCommInitAll, ncclAllGather, ncclAllReduce,
+# ncclBroadcast, group calls). It sets no other ncclConfig_t field and does not call
+# ncclCommSplit.
 # (NCCL_MULTI_RANK_GPU_ENABLE, read by newer releases, is a runtime switch that only one-card
 # NCCL checks use; without it they are refused, naming it: not a build requirement.)
 NCCL_MIN_MAJOR=2
