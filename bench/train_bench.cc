@@ -34,7 +34,7 @@
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
-#include "strategy/replica_devices.h"
+#include "strategy/strategy_flags.h"
 #include "util/flags.h"
 #include "util/strings.h"
 #include "util/trace.h"
@@ -44,7 +44,6 @@ namespace {
 
 struct Options {
   std::string workload = "linreg";
-  int64_t replicas = 1;
   int64_t steps = 0;    // 0: as many as fill window_s
   double window_s = 2;  // length of each timed window, seconds
   double warmup_s = 1;  // untimed steps first, this long
@@ -54,20 +53,14 @@ struct Options {
   int64_t hidden = 0;        // mlp: width of the two hidden layers (0: 1024)
   int64_t depth = 0;         // mlp: hidden layers (0: 2)
   double lr = 0;             // 0: the workload's (0.2 / 0.01)
-  std::string cross_device_ops = "auto";
-  double bucket_mb = 25;
-  bool deterministic = false;
+  StrategyFlags strategy;  // --replicas, --cross-device-ops, --deterministic, ...
   bool ab_deterministic = false;
   bool share_variables = true;      // MirroredStrategyOptions::share_variables
   bool ab_share_variables = false;  // a copy per replica and shared, side by side
-  bool fold_gradients = true;       // MirroredStrategyOptions::fold_replica_gradients
   bool ab_fold_gradients = false;   // unfolded and folded, side by side
   bool share_packing = true;        // Sequential::set_share_weight_packing
-  bool batch_replica_rows = false;  // MirroredStrategyOptions::batch_replica_rows
-  int64_t batch_threads = 0;        // MirroredStrategyOptions::batch_threads (0: one batch)
   bool ab_batch_replica_rows = false;  // each replica computing its shard, and batched, side by side
   bool ab_share_packing = false;    // each replica packing its weights, and shared, side by side
-  int64_t virtual_shards = 8;
   std::string precision = "float32";  // model/precision.h
   bool ab_precision = false;          // float32 and --precision side by side
   bool ab_trace = false;              // windows with the trace off and on, alternating
@@ -108,28 +101,24 @@ struct Variant {
   PrecisionPolicy precision = PrecisionPolicy::kFloat32;
 };
 
+// `flagged`: the strategy the flags ask for (strategy/strategy_flags.h); the variant's choices
+// replace its own.
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, const Variant& variant,
-                                               std::vector<std::string> devices,
-                                               CrossDeviceOpsKind kind,
+                                               MirroredStrategyOptions flagged,
                                                const data::Dataset& dataset) {
   auto trainer = std::make_unique<Trainer>();
   Context& context = Context::Global();
-  const int virtual_shards = variant.virtual_shards;
-  if (virtual_shards > 0 && devices.empty()) {
+  if (variant.virtual_shards > 0 && flagged.devices.empty()) {
     // One device still runs the virtual shards one by one, under a strategy (as tower train).
     TOWER_ASSIGN_OR_RETURN(Device * device, context.DefaultDevice());
-    devices = {device->full_name()};
+    flagged.devices = {device->full_name()};
   }
-  if (!devices.empty()) {
-    MirroredStrategyOptions mirrored;
-    mirrored.devices = devices;
-    mirrored.cross_device_ops = kind;
-    mirrored.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
-    mirrored.virtual_shards = virtual_shards;
+  if (!flagged.devices.empty()) {
+    MirroredStrategyOptions mirrored = std::move(flagged);
+    mirrored.virtual_shards = variant.virtual_shards;
     mirrored.share_variables = variant.share_variables;
     mirrored.fold_replica_gradients = variant.fold;
     mirrored.batch_replica_rows = variant.batch;
-    mirrored.batch_threads = static_cast<int>(options.batch_threads);
     TOWER_ASSIGN_OR_RETURN(trainer->strategy, MirroredStrategy::Create(mirrored));
   }
   std::vector<std::shared_ptr<Layer>> layers;
@@ -304,7 +293,7 @@ Status TraceOverhead(const Options& options, Trainer& trainer,
   return OkStatus();
 }
 
-Status Run(Options options) {
+Status Run(Options options, const FlagParser& parser) {
   const bool mlp = options.workload == "mlp";
   if (!mlp && options.workload != "linreg") {
     return InvalidArgumentError("--workload must be linreg or mlp, not '" + options.workload + "'");
@@ -319,10 +308,9 @@ Status Run(Options options) {
   if (options.repeats < 1 || options.batches < 1) {
     return InvalidArgumentError("--repeats and --batches must be at least 1");
   }
-  if (!(options.bucket_mb * (1 << 20) >= 1 && options.bucket_mb <= 1 << 20)) {
-    return InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB)");
-  }
-  if (options.ab_deterministic && options.deterministic) {
+  TOWER_RETURN_IF_ERROR(CheckStrategyFlags(options.strategy, parser,
+                                           /*virtual_shards_used=*/options.ab_deterministic));
+  if (options.ab_deterministic && options.strategy.deterministic) {
     return InvalidArgumentError("give --deterministic or --ab-deterministic, not both");
   }
   if (static_cast<int>(options.ab_deterministic) + static_cast<int>(options.ab_share_variables) +
@@ -340,9 +328,8 @@ Status Run(Options options) {
   // ---- Devices (as `tower train` configures them).
   Context& context = Context::Global();
   TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
-  TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
-                         ConfigureReplicaDevices(options.replicas, options.device, context));
-  TOWER_ASSIGN_OR_RETURN(CrossDeviceOpsKind kind, ParseCrossDeviceOps(options.cross_device_ops));
+  TOWER_ASSIGN_OR_RETURN(const MirroredStrategyOptions flagged,
+                         ApplyStrategyFlags(options.strategy, options.device, context));
 
   // ---- The data: BENCHMARKS.md's generator, materialised once.
   data::SyntheticOptions synthetic;
@@ -362,10 +349,10 @@ Status Run(Options options) {
   // timed windows alternate so that the machine's noise falls on both alike.
   std::vector<std::unique_ptr<Trainer>> trainers;
   Variant chosen;
-  chosen.virtual_shards = options.deterministic ? static_cast<int>(options.virtual_shards) : 0;
+  chosen.virtual_shards = flagged.virtual_shards;
   chosen.share_variables = options.share_variables;
-  chosen.fold = options.fold_gradients;
-  chosen.batch = options.batch_replica_rows;
+  chosen.fold = flagged.fold_replica_gradients;
+  chosen.batch = flagged.batch_replica_rows;
   chosen.share_packing = options.share_packing;
   chosen.precision = precision;
   // An A/B's two sides: what differs from the chosen variant, first side first.
@@ -373,7 +360,7 @@ Status Run(Options options) {
   for (int side = 0; side < 2; ++side) {
     Variant variant = chosen;
     if (options.ab_deterministic) {
-      variant.virtual_shards = side == 0 ? 0 : static_cast<int>(options.virtual_shards);
+      variant.virtual_shards = side == 0 ? 0 : static_cast<int>(options.strategy.virtual_shards);
     } else if (options.ab_share_variables) {
       variant.share_variables = side == 1;
     } else if (options.ab_precision) {
@@ -391,7 +378,7 @@ Status Run(Options options) {
   }
   for (const Variant& variant : sides) {
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
-                           MakeTrainer(options, variant, devices, kind, dataset));
+                           MakeTrainer(options, variant, flagged, dataset));
   }
   int64_t params = 0;
   for (const Variable* v : trainers[0]->model->trainable_variables()) {
@@ -440,7 +427,6 @@ int main(int argc, char** argv) {
   tower::Options options;
   tower::FlagParser parser("train_bench");
   parser.AddString("workload", &options.workload, "linreg or mlp (docs/BENCHMARKS.md)");
-  parser.AddInt("replicas", &options.replicas, "data-parallel replicas (logical CPUs)");
   parser.AddDouble("window-s", &options.window_s, "seconds per timed window (the peers' too)");
   parser.AddInt("steps", &options.steps, "timed steps per window instead (0: fill --window-s)");
   parser.AddDouble("warmup-s", &options.warmup_s, "untimed steps first, seconds");
@@ -450,11 +436,6 @@ int main(int argc, char** argv) {
   parser.AddInt("hidden", &options.hidden, "mlp hidden width (0: 1024), for sweeps");
   parser.AddInt("depth", &options.depth, "mlp hidden layers (0: 2), for sweeps");
   parser.AddDouble("lr", &options.lr, "SGD learning rate (0: 0.2 linreg, 0.01 mlp)");
-  parser.AddString("cross-device-ops", &options.cross_device_ops,
-                   "auto, in-process, nccl, same-card or to-cpu");
-  parser.AddDouble("bucket-mb", &options.bucket_mb, "gradient bucket size, MB");
-  parser.AddBool("deterministic", &options.deterministic,
-                 "topology-invariant mode (MirroredStrategyOptions::virtual_shards)");
   parser.AddBool("ab-deterministic", &options.ab_deterministic,
                  "today's path and deterministic mode side by side, timed windows alternating "
                  "(one line each)");
@@ -471,8 +452,6 @@ int main(int argc, char** argv) {
   parser.AddBool("ab-share-variables", &options.ab_share_variables,
                  "a copy per replica and one shared copy side by side, timed windows "
                  "alternating (one line each)");
-  parser.AddBool("fold-gradients", &options.fold_gradients,
-                 "replicas that share a thread fold their gradients into one sum (default on)");
   parser.AddBool("ab-fold-gradients", &options.ab_fold_gradients,
                  "unfolded and folded gradients side by side, timed windows alternating (one "
                  "line each, folded=0|1)");
@@ -482,22 +461,14 @@ int main(int argc, char** argv) {
   parser.AddBool("ab-share-packing", &options.ab_share_packing,
                  "each replica packing its weights and one packing per thread side by side, "
                  "timed windows alternating (one line each, shared_packing=0|1)");
-  parser.AddBool("batch-replica-rows", &options.batch_replica_rows,
-                 "faster, does not simulate devices: replicas that share their variables "
-                 "compute their steps' rows in batches (one by default, see --batch-threads) on "
-                 "each batch's first replica (default off: each replica its own shard)");
-  parser.AddInt("batch-threads", &options.batch_threads,
-                 "batched replicas: how many batches (replica threads) compute a step, each with "
-                 "cores / N intra-op threads (0: one batch)");
   parser.AddBool("ab-batch-replica-rows", &options.ab_batch_replica_rows,
                  "each replica computing its own shard and batched replicas side by side, "
                  "timed windows alternating (one line each, batched=0|1)");
-  parser.AddInt("virtual-shards", &options.virtual_shards,
-                "with --deterministic or --ab-deterministic (default 8)");
   parser.AddBool("check-loss", &options.check_loss, "fail unless the loss fell (smoke test)");
   parser.AddBool("round-trip", &options.round_trip,
                  "print round_trip_ns=BEFORE,AFTER: the cores' cache-line round trip around the "
                  "timed windows");
+  tower::AddStrategyFlags(&parser, &options.strategy);
   tower::AddDeviceFlags(&parser, &options.device);
-  return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options); });
+  return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options, parser); });
 }

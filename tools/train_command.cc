@@ -27,6 +27,7 @@
 #include "strategy/mirrored_strategy.h"
 #include "strategy/mpi/worker_report.h"
 #include "strategy/replica_devices.h"
+#include "strategy/strategy_flags.h"
 #include "strategy/strategy_from_environment.h"
 #include "util/file.h"
 #include "util/flags.h"
@@ -52,7 +53,6 @@ struct TrainFlags {
   double clip_norm = 0;
   int64_t accumulate = 1;
   std::string precision = "float32";
-  std::string all_reduce_dtype = "float32";
   int64_t global_batch = 32;
   int64_t epochs = 0;
   int64_t steps = 0;
@@ -80,17 +80,7 @@ struct TrainFlags {
   bool normalize_target = false;
   std::string save_best;
   // Distribution.
-  int64_t replicas = 1;
-  std::string devices;
-  std::string cross_device_ops = "auto";
-  double bucket_mb = 25;
-  bool deterministic = false;
-  bool fold_gradients = true;
-  bool batch_replica_rows = false;
-  int64_t batch_threads = 0;
-  int64_t virtual_shards = 8;
-  double collective_timeout_s = 300;
-  double max_clock_skew_s = 0;
+  StrategyFlags strategy;  // --replicas, --devices, --cross-device-ops, ... (strategy/strategy_flags.h)
   bool log_device_placement = false;
   DeviceFlags device;
   // Seeing inside a run.
@@ -335,7 +325,7 @@ std::string RunSignature(const TrainFlags& flags, const std::string& layers, dou
                   "clip-norm=" + std::to_string(flags.clip_norm),
                   "accumulate=" + std::to_string(flags.accumulate),
                   "precision=" + flags.precision,
-                  "all-reduce-dtype=" + flags.all_reduce_dtype,
+                  "all-reduce-dtype=" + flags.strategy.all_reduce_dtype,
                   "global-batch=" + std::to_string(flags.global_batch),
                   "shuffle=" + std::to_string(flags.shuffle),
                   "drop-remainder=" + std::to_string(flags.drop_remainder),
@@ -368,7 +358,6 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddDouble("clip-value", &flags.clip_value, "clip each summed gradient element into [-V, V] (Keras clipvalue)");
   parser.AddDouble("clip-norm", &flags.clip_norm, "scale the summed gradients so that their global norm is at most N (Keras global_clipnorm)");
   parser.AddString("precision", &flags.precision, "float32, mixed_bfloat16 (bfloat16 products and activations on AVX512-BF16 CPUs) or mixed_float16 (emulated on CPUs; with dynamic loss scaling)");
-  parser.AddString("all-reduce-dtype", &flags.all_reduce_dtype, "under mpirun: what the all-reduce across workers sends, float32, bfloat16 or float16 (16 bits: half the bytes, summed in float32)");
   parser.AddInt("accumulate", &flags.accumulate, "gradient accumulation: run each replica's shard of a --global-batch as K micro-batches, one all-reduce per step (K times less activation memory)");
   parser.AddInt("global-batch", &flags.global_batch, "rows per step, split across replicas");
   parser.AddInt("epochs", &flags.epochs, "passes over the data");
@@ -394,18 +383,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   parser.AddString("validation-data", &flags.validation_data, "validate each epoch on this file (the training data's columns)");
   parser.AddInt("early-stopping", &flags.early_stopping, "stop after N epochs without improving val_loss (loss without validation data)");
   parser.AddString("save-best", &flags.save_best, "write the weights of the epoch with the best val_loss (loss without validation data) here");
-  parser.AddInt("replicas", &flags.replicas, "data-parallel replicas (logical CPUs or virtual GPUs as needed)");
-  parser.AddString("devices", &flags.devices, "replica devices, e.g. /GPU:0,/GPU:1 (instead of --replicas)");
-  parser.AddString("cross-device-ops", &flags.cross_device_ops, "auto, in-process, nccl, same-card or to-cpu");
-  parser.AddDouble("bucket-mb", &flags.bucket_mb, "gradient bucket size of the all-reduce, MB");
-  parser.AddBool("deterministic", &flags.deterministic, "the same weights, bit for bit, on 1 device or any number of replicas and workers (up to --virtual-shards), any bucket size and cross-device path; resumable on another topology");
-  parser.AddBool("fold-gradients", &flags.fold_gradients, "replicas that share a CPU thread (more replicas than --inter-op-threads) add their gradients into one sum per thread: less memory and work per step; the bits then follow the thread count (off: a thread per replica's bits)");
-  parser.AddBool("batch-replica-rows", &flags.batch_replica_rows, "faster, does not simulate devices: CPU replicas that share their variables compute each step's rows as one batch (replica 0 runs the layers over every replica's shard, its kernels on every core, and no all-reduce crosses the replicas); off (the default): each replica its own shard, forward, backward and reducer on its own thread or fiber, and an all-reduce among them, as on as many GPUs. On, 2 replicas on 2 cores ran 1.08-1.11x (mlp) and 1.13-1.40x (linreg) faster, and 8 cost about what 2 do; the bits differ from off's; needs --fold-gradients");
-  parser.AddInt("batch-threads", &flags.batch_threads, "with --batch-replica-rows: how many batches (replica threads) compute each step, batch b the replicas b, b + N, ..., each with cores / N intra-op threads; 0: one batch");
-  parser.AddInt("virtual-shards", &flags.virtual_shards, "with --deterministic: fixed shards each global batch is cut into (keep it the same across the runs you compare; at least the replicas in sync)");
-  parser.AddDouble("collective-timeout", &flags.collective_timeout_s,
-                   "seconds a collective waits for every replica and worker before failing");
-  parser.AddDouble("max-clock-skew", &flags.max_clock_skew_s, "under mpirun: refuse to start when the workers' wall clocks differ by more than this many seconds (0: only a warning, from 2 s on; training never depends on the clocks)");
+  AddStrategyFlags(&parser, &flags.strategy);
   parser.AddBool("log-device-placement", &flags.log_device_placement, "print where every op runs");
   parser.AddString("trace", &flags.trace, "write a trace of --trace-steps to this JSON file (Chrome's Trace Event Format: open it in Perfetto or chrome://tracing): every replica's layers, all-reduces, waits and updates, every worker's in one file");
   parser.AddString("trace-steps", &flags.trace_steps, "with --trace: the first and last step traced, A:B");
@@ -427,11 +405,8 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     return Usage(err, InvalidArgumentError("give --epochs=E or --steps=S (positive)"));
   }
   if (flags.global_batch <= 0) return Usage(err, InvalidArgumentError("--global-batch must be positive"));
-  if (flags.batch_threads != 0 && !flags.batch_replica_rows) {
-    return Usage(err, InvalidArgumentError(
-                          "--batch-threads needs --batch-replica-rows (each replica computes its "
-                          "own shard unless the replicas' rows are batched)"));
-  }
+  status = CheckStrategyFlags(flags.strategy, parser);
+  if (!status.ok()) return Usage(err, status);
   // The pipeline holds up to that many batches in host memory: a bound keeps a typo from
   // filling it.
   constexpr int64_t kMaxPrefetch = 64;
@@ -442,12 +417,6 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
                           std::to_string(kMaxPrefetch) + ", or -1 for the default"));
   }
   if (flags.verbose < 0 || flags.verbose > 2) return Usage(err, InvalidArgumentError("--verbose is 0, 1 or 2"));
-  // Negated comparisons so NaN is rejected too; the upper bounds keep the conversions to
-  // integer bytes and milliseconds in range.
-  if (!(flags.bucket_mb * (1 << 20) >= 1 && flags.bucket_mb <= 1 << 20)) {
-    return Usage(err, InvalidArgumentError("--bucket-mb must be between 1e-6 and 1048576 (MB), "
-                                           "got " + std::to_string(flags.bucket_mb)));
-  }
   std::pair<int64_t, int64_t> trace_steps{0, 0};
   if (!flags.trace.empty() || parser.WasSet("trace-steps")) {
     if (flags.trace.empty()) return Usage(err, InvalidArgumentError("--trace-steps needs --trace=FILE"));
@@ -462,23 +431,6 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     }
   }
   FlightRecorder::Get().SetDumpDirectory(flags.flight_recorder);
-  if (parser.WasSet("virtual-shards") && !flags.deterministic) {
-    return Usage(err, InvalidArgumentError("--virtual-shards needs --deterministic"));
-  }
-  if (flags.virtual_shards < 1 || flags.virtual_shards > 65536) {
-    return Usage(err, InvalidArgumentError("--virtual-shards must be between 1 and 65536, got " +
-                                           std::to_string(flags.virtual_shards)));
-  }
-  if (!(flags.collective_timeout_s >= 0.001 && flags.collective_timeout_s <= 7 * 86400)) {
-    return Usage(err, InvalidArgumentError("--collective-timeout must be between 0.001 and "
-                                           "604800 seconds, got " +
-                                           std::to_string(flags.collective_timeout_s)));
-  }
-  if (!(flags.max_clock_skew_s >= 0 && flags.max_clock_skew_s <= 365.0 * 86400)) {
-    return Usage(err, InvalidArgumentError("--max-clock-skew must be between 0 and 31536000 "
-                                           "seconds, got " +
-                                           std::to_string(flags.max_clock_skew_s)));
-  }
   if (flags.backup_every <= 0) {
     return Usage(err, InvalidArgumentError("--backup-every must be a positive number of steps"));
   }
@@ -506,11 +458,6 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     status = CheckWritable(flag, path);
     if (!status.ok()) return Usage(err, status);
   }
-  if (!flags.devices.empty() && parser.WasSet("replicas")) {
-    return Usage(err, InvalidArgumentError("give --replicas or --devices, not both"));
-  }
-  StatusOr<CrossDeviceOpsKind> cross_device_ops = ParseCrossDeviceOps(flags.cross_device_ops);
-  if (!cross_device_ops.ok()) return Usage(err, cross_device_ops.status());
   StatusOr<std::unique_ptr<Loss>> loss = LossFromName(flags.loss);
   if (!loss.ok()) return Usage(err, loss.status());
   std::vector<std::string> metrics;
@@ -574,43 +521,9 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   Context& context = Context::Global();
   status = ApplyDeviceFlags(flags.device, context);
   if (!status.ok()) return Usage(err, status);
-  MirroredStrategyOptions strategy_options;
-  strategy_options.cross_device_ops = *cross_device_ops;
-  strategy_options.bucket_bytes = static_cast<int64_t>(flags.bucket_mb * (1 << 20));
-  strategy_options.virtual_shards = flags.deterministic ? static_cast<int>(flags.virtual_shards) : 0;
-  strategy_options.fold_replica_gradients = flags.fold_gradients;
-  strategy_options.batch_replica_rows = flags.batch_replica_rows;
-  strategy_options.batch_threads = static_cast<int>(flags.batch_threads);
-  bool wire_known = false;
-  for (DType wire : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
-    if (flags.all_reduce_dtype == DTypeName(wire)) {
-      strategy_options.cross_process_dtype = wire;
-      wire_known = true;
-    }
-  }
-  if (!wire_known) {
-    return Usage(err, InvalidArgumentError("--all-reduce-dtype='" + flags.all_reduce_dtype +
-                                           "': use float32, bfloat16 or float16"));
-  }
-  strategy_options.collective_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout_s * 1000));
-  strategy_options.max_clock_skew =
-      std::chrono::milliseconds(static_cast<int64_t>(flags.max_clock_skew_s * 1000));
-  if (!flags.devices.empty()) {
-    strategy_options.devices = Split(flags.devices, ',');
-  } else {
-    StatusOr<std::vector<std::string>> devices =
-        ConfigureReplicaDevices(flags.replicas, flags.device, context);
-    if (!devices.ok()) return Usage(err, devices.status());
-    strategy_options.devices = *devices;
-  }
-  if (flags.deterministic && strategy_options.devices.empty()) {
-    // One device still computes the virtual shards one by one: a strategy over it, the
-    // default device named as ConfigureReplicaDevices names replicas. Not by its full name:
-    // that would initialize the context, and under mpirun the strategy first names the
-    // devices for this worker (/job:worker/task:<rank>).
-    strategy_options.devices = {context.GetVisibleDevices("GPU").empty() ? "/CPU:0" : "/GPU:0"};
-  }
+  StatusOr<MirroredStrategyOptions> applied = ApplyStrategyFlags(flags.strategy, flags.device, context);
+  if (!applied.ok()) return Usage(err, applied.status());
+  MirroredStrategyOptions strategy_options = *std::move(applied);
   config::SetLogDevicePlacement(flags.log_device_placement);
   // Under mpirun this process is one worker of a MultiWorkerMirroredStrategy, and --replicas
   // counts its local replicas.
@@ -800,7 +713,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     // What this worker's all-reduces sent to the others (each worker prints its own).
     out << "Worker " << strategy->world().rank() << " sent "
         << strategy->cross_device_ops().bytes_sent_to_other_workers()
-        << " bytes to other workers in all-reduces (" << flags.all_reduce_dtype << ")\n"
+        << " bytes to other workers in all-reduces (" << flags.strategy.all_reduce_dtype << ")\n"
         << std::flush;
   }
   if (strategy != nullptr && std::getenv(kWorkerReportEnv) != nullptr) {
