@@ -339,139 +339,158 @@ int Usage(std::ostream& err, const Status& status) {
   return 2;
 }
 
-}  // namespace
+// What the flags and the data decide, checked before any device is touched (validate), and
+// what the model is built from (build).
+struct TrainPlan {
+  std::pair<int64_t, int64_t> trace_steps{0, 0};  // --trace-steps, once checked
+  int64_t tensorboard_every_steps = 0;            // --tensorboard-update-freq, in steps
+  Prepared prepared;                              // the data as loaded
+  std::string layer_spec;  // the layers as the saved model describes them ("normalize,..." too)
+  bool normalized = false;  // a Normalization layer leads, adapted to the training rows
+  std::vector<std::shared_ptr<Layer>> layers;
+  std::unique_ptr<Loss> loss;
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<std::string> metrics;
+  double lr = 0;
+  data::Dataset training_data;                // without the rows held out for validation
+  int64_t rows = 0;                           // of training_data; < 0: endless (synthetic)
+  std::optional<data::Dataset> validation;    // --validation-split or --validation-data
+  std::pair<std::vector<float>, std::vector<float>> target_stats;  // mean, std (empty: off)
+};
 
-int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  TrainFlags flags;
-  FlagParser parser("tower train");
-  parser.AddString("data", &flags.data, "a CSV file with a header row, or synthetic:linreg / synthetic:mlp");
-  parser.AddString("target", &flags.target, "CSV column(s) to predict, comma-separated");
-  parser.AddString("layers", &flags.layers, "dense layers UNITS[:ACTIVATION],... (e.g. 64:relu,64:relu,1)");
-  parser.AddString("loss", &flags.loss, "mse or sparse_categorical_crossentropy");
-  parser.AddString("optimizer", &flags.optimizer, "sgd, adam or adamw");
-  parser.AddDouble("lr", &flags.lr, "learning rate (default: the workload's, else 0.01)");
-  parser.AddDouble("momentum", &flags.momentum, "SGD momentum");
-  parser.AddBool("nesterov", &flags.nesterov, "Nesterov momentum");
-  parser.AddDouble("weight-decay", &flags.weight_decay, "adamw: decoupled weight decay (each step var -= lr * W * var; default 0.004)");
-  parser.AddString("lr-schedule", &flags.lr_schedule, "constant, exponential:decay_steps=N,decay_rate=R[,staircase], step:boundaries=B1/B2,values=V0/V1/V2 or cosine:decay_steps=N[,alpha=A]; --lr is the initial rate");
-  parser.AddInt("warmup-steps", &flags.warmup_steps, "raise the rate linearly from 0 over N steps, then follow --lr-schedule");
-  parser.AddDouble("clip-value", &flags.clip_value, "clip each summed gradient element into [-V, V] (Keras clipvalue)");
-  parser.AddDouble("clip-norm", &flags.clip_norm, "scale the summed gradients so that their global norm is at most N (Keras global_clipnorm)");
-  parser.AddString("precision", &flags.precision, "float32, mixed_bfloat16 (bfloat16 products and activations on AVX512-BF16 CPUs) or mixed_float16 (emulated on CPUs; with dynamic loss scaling)");
-  parser.AddInt("accumulate", &flags.accumulate, "gradient accumulation: run each replica's shard of a --global-batch as K micro-batches, one all-reduce per step (K times less activation memory)");
-  parser.AddInt("global-batch", &flags.global_batch, "rows per step, split across replicas");
-  parser.AddInt("epochs", &flags.epochs, "passes over the data");
-  parser.AddInt("steps", &flags.steps, "steps to train (instead of, or as a cap on, epochs)");
-  parser.AddBool("shuffle", &flags.shuffle, "shuffle rows each epoch (default: file order)");
-  parser.AddInt("prefetch", &flags.prefetch, "batches the input pipeline reads ahead on a thread of its own while the replicas compute (tf.data's prefetch); -1: 2 when the replicas are GPUs (the host's cores are free), 0 (inline) when they are CPUs (every core computes)");
-  parser.AddBool("drop-remainder", &flags.drop_remainder, "drop a final partial batch");
-  parser.AddInt("seed", &flags.seed, "seed of the initial weights and the shuffle");
-  parser.AddString("init", &flags.init, "initial weights (and optimizer state) from a safetensors file");
-  parser.AddString("save", &flags.save, "write weights and optimizer state here when done");
-  parser.AddString("metrics-out", &flags.metrics_out, "per-epoch metrics: .csv, else JSON lines (with per-step lines)");
-  parser.AddString("metrics", &flags.metrics, "extra metrics: mae, mse, accuracy");
-  parser.AddString("tensorboard", &flags.tensorboard, "write TensorBoard scalars under this directory (created if needed): DIR/train (loss, metrics; per step also learning rate, gradient norm, loss scale, step and all-reduce times) and DIR/validation; `tensorboard --logdir=DIR` shows them");
-  parser.AddString("tensorboard-update-freq", &flags.tensorboard_update_freq, "with --tensorboard: epoch (epoch scalars only), batch (every step too) or N (every N-th step too)");
-  parser.AddInt("verbose", &flags.verbose, "0 quiet, 1 progress bar, 2 one line per epoch, and what each replica did in the first step");
-  parser.AddString("backup", &flags.backup, "write weights, optimizer state and the data position here (atomically) every --backup-every steps and at the end");
-  parser.AddInt("backup-every", &flags.backup_every, "steps between backups");
-  parser.AddBool("resume", &flags.resume, "continue from the --backup file if there is one (a killed run then ends with the same weights, bitwise)");
-  parser.AddBool("check-numerics", &flags.check_numerics, "stop at the first NaN or Inf in a loss or gradient, naming it");
-  parser.AddBool("normalize", &flags.normalize, "scale every feature to mean 0, std 1 with the training data's statistics (a Normalization layer, saved with the model)");
-  parser.AddBool("normalize-target", &flags.normalize_target, "regression: train on targets scaled to mean 0, std 1 (the training data's statistics, saved with the model); predictions and metrics stay in the original units");
-  parser.AddDouble("validation-split", &flags.validation_split, "hold out the last fraction F of the rows (before shuffling) for validation each epoch");
-  parser.AddString("validation-data", &flags.validation_data, "validate each epoch on this file (the training data's columns)");
-  parser.AddInt("early-stopping", &flags.early_stopping, "stop after N epochs without improving val_loss (loss without validation data)");
-  parser.AddString("save-best", &flags.save_best, "write the weights of the epoch with the best val_loss (loss without validation data) here");
-  AddStrategyFlags(&parser, &flags.strategy);
-  parser.AddBool("log-device-placement", &flags.log_device_placement, "print where every op runs");
-  parser.AddString("trace", &flags.trace, "write a trace of --trace-steps to this JSON file (Chrome's Trace Event Format: open it in Perfetto or chrome://tracing): every replica's layers, all-reduces, waits and updates, every worker's in one file");
-  parser.AddString("trace-steps", &flags.trace_steps, "with --trace: the first and last step traced, A:B");
-  parser.AddString("flight-recorder", &flags.flight_recorder, "on a collective's deadline, a divergence between workers, an abort or SIGUSR1, every worker writes its last collectives here (flight_recorder.rank<R>.json; default $TOWER_FLIGHT_RECORDER_DIR); `tower doctor DIR` reads them");
-  AddDeviceFlags(&parser, &flags.device);
-  Status status = parser.Parse(args);
-  if (!status.ok()) return Usage(err, status);
-  if (parser.help_requested()) {
-    out << "Trains a dense network.\n" << parser.Usage();
-    return 0;
-  }
+void AddTrainFlags(FlagParser* parser, TrainFlags* flags) {
+  parser->AddString("data", &flags->data, "a CSV file with a header row, or synthetic:linreg / synthetic:mlp");
+  parser->AddString("target", &flags->target, "CSV column(s) to predict, comma-separated");
+  parser->AddString("layers", &flags->layers, "dense layers UNITS[:ACTIVATION],... (e.g. 64:relu,64:relu,1)");
+  parser->AddString("loss", &flags->loss, "mse or sparse_categorical_crossentropy");
+  parser->AddString("optimizer", &flags->optimizer, "sgd, adam or adamw");
+  parser->AddDouble("lr", &flags->lr, "learning rate (default: the workload's, else 0.01)");
+  parser->AddDouble("momentum", &flags->momentum, "SGD momentum");
+  parser->AddBool("nesterov", &flags->nesterov, "Nesterov momentum");
+  parser->AddDouble("weight-decay", &flags->weight_decay, "adamw: decoupled weight decay (each step var -= lr * W * var; default 0.004)");
+  parser->AddString("lr-schedule", &flags->lr_schedule, "constant, exponential:decay_steps=N,decay_rate=R[,staircase], step:boundaries=B1/B2,values=V0/V1/V2 or cosine:decay_steps=N[,alpha=A]; --lr is the initial rate");
+  parser->AddInt("warmup-steps", &flags->warmup_steps, "raise the rate linearly from 0 over N steps, then follow --lr-schedule");
+  parser->AddDouble("clip-value", &flags->clip_value, "clip each summed gradient element into [-V, V] (Keras clipvalue)");
+  parser->AddDouble("clip-norm", &flags->clip_norm, "scale the summed gradients so that their global norm is at most N (Keras global_clipnorm)");
+  parser->AddString("precision", &flags->precision, "float32, mixed_bfloat16 (bfloat16 products and activations on AVX512-BF16 CPUs) or mixed_float16 (emulated on CPUs; with dynamic loss scaling)");
+  parser->AddInt("accumulate", &flags->accumulate, "gradient accumulation: run each replica's shard of a --global-batch as K micro-batches, one all-reduce per step (K times less activation memory)");
+  parser->AddInt("global-batch", &flags->global_batch, "rows per step, split across replicas");
+  parser->AddInt("epochs", &flags->epochs, "passes over the data");
+  parser->AddInt("steps", &flags->steps, "steps to train (instead of, or as a cap on, epochs)");
+  parser->AddBool("shuffle", &flags->shuffle, "shuffle rows each epoch (default: file order)");
+  parser->AddInt("prefetch", &flags->prefetch, "batches the input pipeline reads ahead on a thread of its own while the replicas compute (tf.data's prefetch); -1: 2 when the replicas are GPUs (the host's cores are free), 0 (inline) when they are CPUs (every core computes)");
+  parser->AddBool("drop-remainder", &flags->drop_remainder, "drop a final partial batch");
+  parser->AddInt("seed", &flags->seed, "seed of the initial weights and the shuffle");
+  parser->AddString("init", &flags->init, "initial weights (and optimizer state) from a safetensors file");
+  parser->AddString("save", &flags->save, "write weights and optimizer state here when done");
+  parser->AddString("metrics-out", &flags->metrics_out, "per-epoch metrics: .csv, else JSON lines (with per-step lines)");
+  parser->AddString("metrics", &flags->metrics, "extra metrics: mae, mse, accuracy");
+  parser->AddString("tensorboard", &flags->tensorboard, "write TensorBoard scalars under this directory (created if needed): DIR/train (loss, metrics; per step also learning rate, gradient norm, loss scale, step and all-reduce times) and DIR/validation; `tensorboard --logdir=DIR` shows them");
+  parser->AddString("tensorboard-update-freq", &flags->tensorboard_update_freq, "with --tensorboard: epoch (epoch scalars only), batch (every step too) or N (every N-th step too)");
+  parser->AddInt("verbose", &flags->verbose, "0 quiet, 1 progress bar, 2 one line per epoch, and what each replica did in the first step");
+  parser->AddString("backup", &flags->backup, "write weights, optimizer state and the data position here (atomically) every --backup-every steps and at the end");
+  parser->AddInt("backup-every", &flags->backup_every, "steps between backups");
+  parser->AddBool("resume", &flags->resume, "continue from the --backup file if there is one (a killed run then ends with the same weights, bitwise)");
+  parser->AddBool("check-numerics", &flags->check_numerics, "stop at the first NaN or Inf in a loss or gradient, naming it");
+  parser->AddBool("normalize", &flags->normalize, "scale every feature to mean 0, std 1 with the training data's statistics (a Normalization layer, saved with the model)");
+  parser->AddBool("normalize-target", &flags->normalize_target, "regression: train on targets scaled to mean 0, std 1 (the training data's statistics, saved with the model); predictions and metrics stay in the original units");
+  parser->AddDouble("validation-split", &flags->validation_split, "hold out the last fraction F of the rows (before shuffling) for validation each epoch");
+  parser->AddString("validation-data", &flags->validation_data, "validate each epoch on this file (the training data's columns)");
+  parser->AddInt("early-stopping", &flags->early_stopping, "stop after N epochs without improving val_loss (loss without validation data)");
+  parser->AddString("save-best", &flags->save_best, "write the weights of the epoch with the best val_loss (loss without validation data) here");
+  AddStrategyFlags(parser, &flags->strategy);
+  parser->AddBool("log-device-placement", &flags->log_device_placement, "print where every op runs");
+  parser->AddString("trace", &flags->trace, "write a trace of --trace-steps to this JSON file (Chrome's Trace Event Format: open it in Perfetto or chrome://tracing): every replica's layers, all-reduces, waits and updates, every worker's in one file");
+  parser->AddString("trace-steps", &flags->trace_steps, "with --trace: the first and last step traced, A:B");
+  parser->AddString("flight-recorder", &flags->flight_recorder, "on a collective's deadline, a divergence between workers, an abort or SIGUSR1, every worker writes its last collectives here (flight_recorder.rank<R>.json; default $TOWER_FLIGHT_RECORDER_DIR); `tower doctor DIR` reads them");
+  AddDeviceFlags(parser, &flags->device);
+}
 
-  // ---- Everything that can be checked before training is checked here.
+// Everything that can be checked before the data is read.
+Status CheckTrainFlags(const TrainFlags& flags, const FlagParser& parser, TrainPlan* plan) {
+  Status status;
   if (flags.data.empty()) {
-    return Usage(err, InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or "
-                                           "synthetic:mlp (see --help)"));
+    return InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or "
+                                           "synthetic:mlp (see --help)");
   }
   if (flags.epochs < 0 || flags.steps < 0 || (flags.epochs == 0 && flags.steps == 0)) {
-    return Usage(err, InvalidArgumentError("give --epochs=E or --steps=S (positive)"));
+    return InvalidArgumentError("give --epochs=E or --steps=S (positive)");
   }
-  if (flags.global_batch <= 0) return Usage(err, InvalidArgumentError("--global-batch must be positive"));
-  status = CheckStrategyFlags(flags.strategy, parser);
-  if (!status.ok()) return Usage(err, status);
+  if (flags.global_batch <= 0) return InvalidArgumentError("--global-batch must be positive");
+  TOWER_RETURN_IF_ERROR(CheckStrategyFlags(flags.strategy, parser));
   // The pipeline holds up to that many batches in host memory: a bound keeps a typo from
   // filling it.
   constexpr int64_t kMaxPrefetch = 64;
   if (flags.prefetch < -1 || flags.prefetch > kMaxPrefetch) {
-    return Usage(err, InvalidArgumentError(
+    return InvalidArgumentError(
                           "--prefetch=" + std::to_string(flags.prefetch) +
                           ": give the batches to read ahead, 0 (none) to " +
-                          std::to_string(kMaxPrefetch) + ", or -1 for the default"));
+                          std::to_string(kMaxPrefetch) + ", or -1 for the default");
   }
-  if (flags.verbose < 0 || flags.verbose > 2) return Usage(err, InvalidArgumentError("--verbose is 0, 1 or 2"));
+  if (flags.verbose < 0 || flags.verbose > 2) return InvalidArgumentError("--verbose is 0, 1 or 2");
   std::pair<int64_t, int64_t> trace_steps{0, 0};
   if (!flags.trace.empty() || parser.WasSet("trace-steps")) {
-    if (flags.trace.empty()) return Usage(err, InvalidArgumentError("--trace-steps needs --trace=FILE"));
+    if (flags.trace.empty()) return InvalidArgumentError("--trace-steps needs --trace=FILE");
     StatusOr<std::pair<int64_t, int64_t>> parsed = ParseTraceSteps(flags.trace_steps);
-    if (!parsed.ok()) return Usage(err, parsed.status());
+    if (!parsed.ok()) return parsed.status();
     trace_steps = *parsed;
   }
   if (!flags.flight_recorder.empty()) {
     // Made now (each host its own), so that a dump in trouble does not fail for want of it.
     if (Status made = MakeDirectories(flags.flight_recorder); !made.ok()) {
-      return Usage(err, made.WithContext("--flight-recorder"));
+      return made.WithContext("--flight-recorder");
     }
   }
   FlightRecorder::Get().SetDumpDirectory(flags.flight_recorder);
   if (flags.backup_every <= 0) {
-    return Usage(err, InvalidArgumentError("--backup-every must be a positive number of steps"));
+    return InvalidArgumentError("--backup-every must be a positive number of steps");
   }
   if (flags.resume && flags.backup.empty()) {
-    return Usage(err, InvalidArgumentError("--resume needs --backup=PATH (the file to resume from)"));
+    return InvalidArgumentError("--resume needs --backup=PATH (the file to resume from)");
   }
   int64_t tensorboard_every_steps = 0;
   if (!flags.tensorboard.empty() || parser.WasSet("tensorboard-update-freq")) {
     if (flags.tensorboard.empty()) {
-      return Usage(err, InvalidArgumentError("--tensorboard-update-freq needs --tensorboard=DIR"));
+      return InvalidArgumentError("--tensorboard-update-freq needs --tensorboard=DIR");
     }
     StatusOr<int64_t> every = TensorBoard::ParseUpdateFreq(flags.tensorboard_update_freq);
-    if (!every.ok()) return Usage(err, every.status().WithContext("--tensorboard-update-freq"));
+    if (!every.ok()) return every.status().WithContext("--tensorboard-update-freq");
     tensorboard_every_steps = *every;
     status = CheckCreatableDirectory("tensorboard", flags.tensorboard);
-    if (!status.ok()) return Usage(err, status);
+    if (!status.ok()) return status;
   }
   if (flags.early_stopping < -1) {
-    return Usage(err, InvalidArgumentError("--early-stopping is a number of epochs (0 or more)"));
+    return InvalidArgumentError("--early-stopping is a number of epochs (0 or more)");
   }
   for (const auto& [flag, path] : {std::pair<std::string, std::string>{"save", flags.save},
                                     {"backup", flags.backup},
                                     {"metrics-out", flags.metrics_out},
                                     {"save-best", flags.save_best}}) {
     status = CheckWritable(flag, path);
-    if (!status.ok()) return Usage(err, status);
+    if (!status.ok()) return status;
   }
+  plan->trace_steps = trace_steps;
+  plan->tensorboard_every_steps = tensorboard_every_steps;
+  return OkStatus();
+}
+
+// Reads the data and checks the model against it: loss, metrics, layers, optimizer, classes,
+// the validation rows.
+Status PlanModelAndData(const TrainFlags& flags, const FlagParser& parser, TrainPlan* plan) {
   StatusOr<std::unique_ptr<Loss>> loss = LossFromName(flags.loss);
-  if (!loss.ok()) return Usage(err, loss.status());
+  if (!loss.ok()) return loss.status();
   std::vector<std::string> metrics;
   if (!flags.metrics.empty()) metrics = Split(flags.metrics, ',');
   for (const std::string& name : metrics) {
-    if (!MetricFromName(name).ok()) return Usage(err, MetricFromName(name).status());
+    if (!MetricFromName(name).ok()) return MetricFromName(name).status();
   }
   const bool classifier = flags.loss != "mse" && flags.loss != "mean_squared_error";
   if (classifier && flags.normalize_target) {
-    return Usage(err, InvalidArgumentError("--normalize-target is for regression (--loss=mse): "
-                                           "class ids are not scaled"));
+    return InvalidArgumentError("--normalize-target is for regression (--loss=mse): "
+                                           "class ids are not scaled");
   }
   StatusOr<Prepared> prepared = LoadData(flags.data, flags.target, classifier);
-  if (!prepared.ok()) return Usage(err, prepared.status());
+  if (!prepared.ok()) return prepared.status();
   const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
   // The model's layers as the file will describe them: a leading "normalize" with --normalize.
   const std::string dense_spec = flags.layers.empty() ? defaults.layers : flags.layers;
@@ -480,46 +499,55 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   // --layers=normalize,... is the same as --normalize.
   const bool normalized = layer_spec == "normalize" || StartsWith(layer_spec, "normalize,");
   StatusOr<std::vector<std::shared_ptr<Layer>>> layers = ParseLayers(layer_spec);
-  if (!layers.ok()) return Usage(err, layers.status());
+  if (!layers.ok()) return layers.status();
   const double lr = flags.lr > 0 || parser.WasSet("lr") ? flags.lr : defaults.lr;
   StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(flags, lr);
-  if (!optimizer.ok()) return Usage(err, optimizer.status());
-  status = ConfigureTraining(flags, lr, **optimizer);
-  if (!status.ok()) return Usage(err, status);
+  if (!optimizer.ok()) return optimizer.status();
+  TOWER_RETURN_IF_ERROR(ConfigureTraining(flags, lr, **optimizer));
   if (flags.accumulate < 1 || flags.accumulate > flags.global_batch) {
-    return Usage(err, InvalidArgumentError("--accumulate=" + std::to_string(flags.accumulate) +
+    return InvalidArgumentError("--accumulate=" + std::to_string(flags.accumulate) +
                                            " must be between 1 and --global-batch (" +
-                                           std::to_string(flags.global_batch) + ")"));
+                                           std::to_string(flags.global_batch) + ")");
   }
   const int64_t outputs = (*layers).back()->output_dim();
-  Status shapes = (*loss)->CheckShapes(outputs, prepared->dataset.target_dim());
-  if (!shapes.ok()) return Usage(err, shapes);
+  TOWER_RETURN_IF_ERROR((*loss)->CheckShapes(outputs, prepared->dataset.target_dim()));
   std::optional<int64_t> classes;
   const std::vector<std::string>& class_names = prepared->dataset.schema().class_names;
   if (static_cast<int64_t>(class_names.size()) > outputs) {
-    return Usage(err, InvalidArgumentError(
+    return InvalidArgumentError(
                           "the data has " + std::to_string(class_names.size()) + " classes (" +
                           Join(class_names, ", ") + "), the last layer " +
-                          std::to_string(outputs) + " units: give it one per class"));
+                          std::to_string(outputs) + " units: give it one per class");
   }
   if (classifier && prepared->synthetic.empty()) {
     classes = outputs;
-    Status labels = CheckClassIds(prepared->dataset, outputs);
-    if (!labels.ok()) return Usage(err, labels);
+    TOWER_RETURN_IF_ERROR(CheckClassIds(prepared->dataset, outputs));
   }
   if (prepared->dataset.num_rows() < 0 && flags.steps == 0) {
-    return Usage(err, InvalidArgumentError("synthetic data without rows= is endless: give --steps"));
+    return InvalidArgumentError("synthetic data without rows= is endless: give --steps");
   }
-  data::Dataset training_data;
-  int64_t rows = 0;
-  std::optional<data::Dataset> validation;
-  status = PrepareValidation(flags, *prepared, prepared->dataset.num_rows(), classes,
-                             &training_data, &rows, &validation);
-  if (!status.ok()) return Usage(err, status);
+  TOWER_RETURN_IF_ERROR(PrepareValidation(flags, *prepared, prepared->dataset.num_rows(),
+                                          classes, &plan->training_data, &plan->rows,
+                                          &plan->validation));
+  plan->prepared = *std::move(prepared);
+  plan->layer_spec = layer_spec;
+  plan->normalized = normalized;
+  plan->layers = *std::move(layers);
+  plan->loss = *std::move(loss);
+  plan->optimizer = *std::move(optimizer);
+  plan->metrics = std::move(metrics);
+  plan->lr = lr;
+  return OkStatus();
 
-  // ---- Devices and strategy.
+}
+
+// The devices and, for several replicas or under mpirun, the strategy (in *strategy_out). 0,
+// or the exit code after the error was printed (and, as one worker of several, the job
+// ended).
+int CreateStrategy(const TrainFlags& flags, const Prepared& prepared, std::ostream& out,
+                   std::ostream& err, std::unique_ptr<MirroredStrategy>* strategy_out) {
   Context& context = Context::Global();
-  status = ApplyDeviceFlags(flags.device, context);
+  Status status = ApplyDeviceFlags(flags.device, context);
   if (!status.ok()) return Usage(err, status);
   StatusOr<MirroredStrategyOptions> applied = ApplyStrategyFlags(flags.strategy, flags.device, context);
   if (!applied.ok()) return Usage(err, applied.status());
@@ -527,7 +555,6 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   config::SetLogDevicePlacement(flags.log_device_placement);
   // Under mpirun this process is one worker of a MultiWorkerMirroredStrategy, and --replicas
   // counts its local replicas.
-  std::unique_ptr<MirroredStrategy> strategy;
   if (LaunchedByMpirun() || !strategy_options.devices.empty()) {
     StatusOr<std::unique_ptr<MirroredStrategy>> created =
         CreateStrategyFromEnvironment(strategy_options);
@@ -538,17 +565,18 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
       AbortOtherWorkers(code);
       return code;
     }
-    strategy = std::move(*created);
+    *strategy_out = std::move(*created);
     if (std::getenv(kWorkerReportEnv) != nullptr) {
       // For a supervisor (tower launch): this worker joined the job.
-      out << StartedLine(strategy->world().rank(), strategy->world().size()) << "\n"
-          << std::flush;
+      const World& world = (*strategy_out)->world();
+      out << StartedLine(world.rank(), world.size()) << "\n" << std::flush;
     }
   }
+  MirroredStrategy* strategy = strategy_out->get();
   if (strategy != nullptr && LaunchedByMpirun()) {
     // Workers on several hosts each read their own copy of the data: a stale or other file
     // on one host is refused here, before the first step, naming both sides.
-    StatusOr<std::string> content = data::DescribeContent(*prepared->dataset.source());
+    StatusOr<std::string> content = data::DescribeContent(*prepared.dataset.source());
     status = content.ok() ? strategy->CheckConsistent("data " + *content) : content.status();
     if (!status.ok()) {
       const int code = Usage(err, status.WithContext("--data=" + flags.data));
@@ -557,61 +585,71 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     }
   }
 
-  // ---- The model.
-  Sequential model(std::move(*layers), static_cast<uint64_t>(flags.seed));
+  return 0;
+}
+
+// The model of the plan, compiled under the strategy (if any), built, normalised, initialised
+// and described for the files it saves.
+StatusOr<std::unique_ptr<Sequential>> BuildModel(const TrainFlags& flags, TrainPlan& plan,
+                                                 MirroredStrategy* strategy) {
+  auto model = std::make_unique<Sequential>(std::move(plan.layers), static_cast<uint64_t>(flags.seed));
+  Status status;
   {
     std::unique_ptr<DistributionScope> scope;
     if (strategy != nullptr) scope = strategy->Scope();
-    status = model.Compile(std::move(*loss), std::move(*optimizer), metrics);
+    status = model->Compile(std::move(plan.loss), std::move(plan.optimizer), plan.metrics);
   }
-  if (!status.ok()) return Usage(err, status);
-  status = model.Build(prepared->dataset.feature_dim());
-  if (!status.ok()) return Usage(err, status);
-  std::pair<std::vector<float>, std::vector<float>> target_stats;  // mean, std (empty: off)
+  if (!status.ok()) return status;
+  status = model->Build(plan.prepared.dataset.feature_dim());
+  if (!status.ok()) return status;
   if (flags.normalize_target) {
-    StatusOr<std::pair<std::vector<float>, std::vector<float>>> stats = TargetStatistics(training_data);
-    if (!stats.ok()) return Usage(err, stats.status().WithContext("--normalize-target"));
-    target_stats = *stats;
-    status = model.SetTargetNormalization(target_stats.first, target_stats.second);
-    if (!status.ok()) return Usage(err, status.WithContext("--normalize-target"));
+    StatusOr<std::pair<std::vector<float>, std::vector<float>>> stats = TargetStatistics(plan.training_data);
+    if (!stats.ok()) return stats.status().WithContext("--normalize-target");
+    plan.target_stats = *stats;
+    status = model->SetTargetNormalization(plan.target_stats.first, plan.target_stats.second);
+    if (!status.ok()) return status.WithContext("--normalize-target");
   }
-  if (normalized) {
+  if (plan.normalized) {
     // The statistics of the training rows only (never the validation rows), before --init or
     // --resume, which bring their own.
-    status = static_cast<NormalizationLayer&>(*model.layers().front()).Adapt(training_data);
-    if (!status.ok()) return Usage(err, status.WithContext("--normalize"));
+    status = static_cast<NormalizationLayer&>(*model->layers().front()).Adapt(plan.training_data);
+    if (!status.ok()) return status.WithContext("--normalize");
   }
   if (!flags.init.empty()) {
-    status = model.LoadWeights(flags.init);
-    if (!status.ok()) return Usage(err, status.WithContext("--init"));
+    status = model->LoadWeights(flags.init);
+    if (!status.ok()) return status.WithContext("--init");
   }
-  model.set_check_numerics(flags.check_numerics);
-  status = model.SetGradientAccumulation(static_cast<int>(flags.accumulate));
-  if (!status.ok()) return Usage(err, status);
+  model->set_check_numerics(flags.check_numerics);
+  status = model->SetGradientAccumulation(static_cast<int>(flags.accumulate));
+  if (!status.ok()) return status;
   {
     StatusOr<PrecisionPolicy> policy = ParsePrecisionPolicy(flags.precision);
-    status = policy.ok() ? model.SetPrecisionPolicy(*policy) : policy.status();
-    if (!status.ok()) return Usage(err, status.WithContext("--precision"));
+    status = policy.ok() ? model->SetPrecisionPolicy(*policy) : policy.status();
+    if (!status.ok()) return status.WithContext("--precision");
   }
   // The saved files rebuild the model (tower evaluate / predict need nothing else).
   {
     ModelDescription description;
-    description.layers = layer_spec;
-    description.loss = model.loss()->name();
-    description.feature_names = prepared->dataset.schema().feature_names;
-    description.target_names = prepared->dataset.schema().target_names;
-    description.class_names = prepared->dataset.schema().class_names;
-    description.target_mean = target_stats.first;
-    description.target_std = target_stats.second;
-    model.set_description(std::move(description));
+    description.layers = plan.layer_spec;
+    description.loss = model->loss()->name();
+    description.feature_names = plan.prepared.dataset.schema().feature_names;
+    description.target_names = plan.prepared.dataset.schema().target_names;
+    description.class_names = plan.prepared.dataset.schema().class_names;
+    description.target_mean = plan.target_stats.first;
+    description.target_std = plan.target_stats.second;
+    model->set_description(std::move(description));
   }
-  const bool chief = strategy == nullptr || strategy->is_chief();
-  const std::string signature =
-      RunSignature(flags, layer_spec, lr);
+  return model;
+}
+
+// --resume: where the backup left off, if there is one (said on `out` by the chief).
+StatusOr<std::optional<FitPosition>> ResumePosition(const TrainFlags& flags, Sequential& model,
+                                                    const std::string& signature, bool chief,
+                                                    std::ostream& out) {
   std::optional<FitPosition> resume;
   if (flags.resume && std::ifstream(flags.backup).good()) {
     StatusOr<FitPosition> position = model.RestoreBackup(flags.backup, signature);
-    if (!position.ok()) return Usage(err, position.status().WithContext("--resume"));
+    if (!position.ok()) return position.status().WithContext("--resume");
     resume = *position;
     if (flags.verbose > 0 && chief) {
       out << "Resuming from " << flags.backup << ": epoch " << resume->epoch + 1 << ", "
@@ -622,10 +660,15 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     out << "No backup at " << flags.backup << " yet: starting from the beginning\n";
   }
 
-  // ---- The pipeline and the loop.
-  data::Dataset dataset = training_data;
+  return resume;
+}
+
+// The input pipeline of the training rows: shuffled, batched, read ahead for GPU replicas.
+data::Dataset InputPipeline(const TrainFlags& flags, const TrainPlan& plan,
+                            const Sequential& model, bool chief, std::ostream& out) {
+  data::Dataset dataset = plan.training_data;
   if (flags.shuffle) {
-    const int64_t buffer = rows > 0 ? rows : 10 * flags.global_batch;
+    const int64_t buffer = plan.rows > 0 ? plan.rows : 10 * flags.global_batch;
     dataset = dataset.Shuffle(buffer, static_cast<uint64_t>(flags.seed));
   }
   dataset = dataset.Batch(flags.global_batch, flags.drop_remainder);
@@ -642,55 +685,76 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
           << " read ahead on a thread of its own\n";
     }
   }
-  FitOptions fit;
-  fit.verbose = static_cast<int>(flags.verbose);
-  fit.out = &out;
-  if (rows < 0) {
-    fit.epochs = 1;
-    fit.steps_per_epoch = flags.steps;
+  return dataset;
+}
+
+// Fit's options: epochs and steps, validation, backups and the callbacks the flags ask for.
+// `validation_batches` holds the batched validation rows Fit reads.
+Status MakeFitOptions(const TrainFlags& flags, const TrainPlan& plan, const data::Dataset& dataset,
+                      data::Dataset* validation_batches, FitOptions* fit) {
+  fit->verbose = static_cast<int>(flags.verbose);
+  if (plan.rows < 0) {
+    fit->epochs = 1;
+    fit->steps_per_epoch = flags.steps;
   } else {
     const int64_t per_epoch = dataset.num_batches();
     if (per_epoch <= 0) {
-      return Usage(err, InvalidArgumentError("--global-batch=" + std::to_string(flags.global_batch) +
+      return InvalidArgumentError("--global-batch=" + std::to_string(flags.global_batch) +
                                              " with --drop-remainder leaves no batch of the " +
-                                             std::to_string(rows) + " rows"));
+                                             std::to_string(plan.rows) + " rows");
     }
-    fit.epochs = static_cast<int>(flags.epochs > 0 ? flags.epochs
+    fit->epochs = static_cast<int>(flags.epochs > 0 ? flags.epochs
                                                    : (flags.steps + per_epoch - 1) / per_epoch);
-    if (flags.steps > 0) fit.max_steps = flags.steps;
+    if (flags.steps > 0) fit->max_steps = flags.steps;
   }
-  data::Dataset validation_batches;
-  if (validation.has_value()) {
-    validation_batches = validation->Batch(flags.global_batch);
-    fit.validation = &validation_batches;
+  if (plan.validation.has_value()) {
+    *validation_batches = plan.validation->Batch(flags.global_batch);
+    fit->validation = validation_batches;
   }
-  const std::string monitor = validation.has_value() ? "val_loss" : "loss";
+  const std::string monitor = plan.validation.has_value() ? "val_loss" : "loss";
   if (flags.early_stopping >= 0) {
-    fit.callbacks.push_back(std::make_shared<EarlyStopping>(monitor, flags.early_stopping));
+    fit->callbacks.push_back(std::make_shared<EarlyStopping>(monitor, flags.early_stopping));
   }
   if (!flags.save_best.empty()) {
-    fit.callbacks.push_back(std::make_shared<BestCheckpoint>(flags.save_best, monitor));
+    fit->callbacks.push_back(std::make_shared<BestCheckpoint>(flags.save_best, monitor));
   }
-  fit.backup_path = flags.backup;
-  fit.backup_every_steps = flags.backup.empty() ? 0 : flags.backup_every;
-  fit.signature = signature;
-  fit.resume = resume;
+  fit->backup_path = flags.backup;
+  fit->backup_every_steps = flags.backup.empty() ? 0 : flags.backup_every;
   if (!flags.tensorboard.empty()) {
     // Written by the chief only; other workers' callbacks do nothing.
-    fit.callbacks.push_back(std::make_shared<TensorBoard>(flags.tensorboard, tensorboard_every_steps));
+    fit->callbacks.push_back(std::make_shared<TensorBoard>(flags.tensorboard, plan.tensorboard_every_steps));
   }
   if (!flags.metrics_out.empty()) {
     if (EndsWith(flags.metrics_out, ".csv")) {
-      fit.callbacks.push_back(std::make_shared<CsvLogger>(flags.metrics_out));
+      fit->callbacks.push_back(std::make_shared<CsvLogger>(flags.metrics_out));
     } else {
-      fit.callbacks.push_back(std::make_shared<JsonLinesLogger>(flags.metrics_out, true));
+      fit->callbacks.push_back(std::make_shared<JsonLinesLogger>(flags.metrics_out, true));
     }
   }
-  if (flags.verbose >= 2) fit.callbacks.push_back(std::make_shared<ReplicaStepLog>(flags.global_batch));
+  if (flags.verbose >= 2) fit->callbacks.push_back(std::make_shared<ReplicaStepLog>(flags.global_batch));
   if (!flags.trace.empty()) {
-    fit.callbacks.push_back(
-        std::make_shared<StepTrace>(flags.trace, trace_steps.first, trace_steps.second));
+    fit->callbacks.push_back(
+        std::make_shared<StepTrace>(flags.trace, plan.trace_steps.first, plan.trace_steps.second));
   }
+  return OkStatus();
+}
+
+// Trains (resuming a backup when asked), saves and reports: the exit code.
+int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* strategy,
+          Sequential& model, std::ostream& out, std::ostream& err) {
+  const bool chief = strategy == nullptr || strategy->is_chief();
+  const std::string signature = RunSignature(flags, plan.layer_spec, plan.lr);
+  StatusOr<std::optional<FitPosition>> resume =
+      ResumePosition(flags, model, signature, chief, out);
+  if (!resume.ok()) return Usage(err, resume.status());
+  const data::Dataset dataset = InputPipeline(flags, plan, model, chief, out);
+  FitOptions fit;
+  data::Dataset validation_batches;
+  Status status = MakeFitOptions(flags, plan, dataset, &validation_batches, &fit);
+  if (!status.ok()) return Usage(err, status);
+  fit.out = &out;
+  fit.signature = signature;
+  fit.resume = *resume;
   StatusOr<History> history = model.Fit(dataset, fit);
   if (!history.ok()) {
     err << "error: " << history.status().message() << "\n" << std::flush;
@@ -721,7 +785,35 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     out << FinishedLine(strategy->world().rank(), strategy->world().size()) << "\n"
         << std::flush;
   }
-  return 0;
+  return 0;}
+
+}  // namespace
+
+int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // Parse.
+  TrainFlags flags;
+  FlagParser parser("tower train");
+  AddTrainFlags(&parser, &flags);
+  Status status = parser.Parse(args);
+  if (!status.ok()) return Usage(err, status);
+  if (parser.help_requested()) {
+    out << "Trains a dense network.\n" << parser.Usage();
+    return 0;
+  }
+  // Validate: the flags, then the data and the model against it, before any device is used.
+  TrainPlan plan;
+  status = CheckTrainFlags(flags, parser, &plan);
+  if (status.ok()) status = PlanModelAndData(flags, parser, &plan);
+  if (!status.ok()) return Usage(err, status);
+  // Build: the devices, the strategy, the model.
+  std::unique_ptr<MirroredStrategy> strategy;
+  if (const int code = CreateStrategy(flags, plan.prepared, out, err, &strategy); code != 0) {
+    return code;
+  }
+  StatusOr<std::unique_ptr<Sequential>> model = BuildModel(flags, plan, strategy.get());
+  if (!model.ok()) return Usage(err, model.status());
+  // Run.
+  return Train(flags, plan, strategy.get(), **model, out, err);
 }
 
 }  // namespace tower
