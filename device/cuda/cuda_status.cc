@@ -2,23 +2,14 @@
 
 #include <string>
 
+#include "util/failed_call.h"
+
 namespace tower {
 
 Status CudaError(cudaError_t error, std::string_view statement, const char* file, int line,
                  std::string_view device) {
-  std::string message(statement);
-  message += " failed at ";
-  message += file;
-  message += ":" + std::to_string(line);
-  if (!device.empty()) {
-    message += " on ";
-    message.append(device.data(), device.size());
-  }
-  message += ": ";
-  message += cudaGetErrorString(error);
-  message += " (";
-  message += cudaGetErrorName(error);
-  message += ")";
+  const std::string message =
+      FailedCallMessage(statement, file, line, device, cudaGetErrorString(error), cudaGetErrorName(error));
   switch (error) {
     case cudaErrorMemoryAllocation:
       return ResourceExhaustedError(message);

@@ -2,23 +2,15 @@
 
 #include <string>
 
+#include "util/failed_call.h"
+
 namespace tower {
 
 Status CublasError(cublasStatus_t status, std::string_view statement, const char* file, int line,
                    std::string_view device) {
-  std::string message(statement);
-  message += " failed at ";
-  message += file;
-  message += ":" + std::to_string(line);
-  if (!device.empty()) {
-    message += " on ";
-    message.append(device.data(), device.size());
-  }
-  message += ": ";
-  message += cublasGetStatusString(status);
-  message += " (";
-  message += cublasGetStatusName(status);
-  message += ")";
+  const std::string message = FailedCallMessage(statement, file, line, device,
+                                                cublasGetStatusString(status),
+                                                cublasGetStatusName(status));
   switch (status) {
     case CUBLAS_STATUS_ALLOC_FAILED:
       return ResourceExhaustedError(message);

@@ -35,6 +35,7 @@
 #include "device/cuda/cuda_status.h"
 #include "model/distribution.h"
 #include "strategy/cross_device_ops_selection.h"
+#include "strategy/cuda/nccl_status.h"
 #include "strategy/cuda/tree_sum.h"
 #include "strategy/gpu_collectives.h"
 #include "strategy/replica_barrier.h"
@@ -43,26 +44,6 @@ namespace tower {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Status NcclError(ncclResult_t result, const char* statement, const char* file, int line,
-                 const std::string& where, ncclComm_t comm = nullptr) {
-  std::string message = std::string(statement) + " failed at " + file + ":" +
-                        std::to_string(line) + " on " + where + ": " +
-                        ncclGetErrorString(result);
-  const char* last = ncclGetLastError(comm);
-  if (last != nullptr && last[0] != '\0') message += " (" + std::string(last) + ")";
-  return result == ncclInvalidArgument || result == ncclInvalidUsage
-             ? InvalidArgumentError(message)
-             : InternalError(message);
-}
-
-#define TOWER_NCCL_RETURN_IF_ERROR(statement, where)                               \
-  do {                                                                             \
-    const ncclResult_t tower_nccl_result_ = (statement);                           \
-    if (tower_nccl_result_ != ncclSuccess) {                                       \
-      return NcclError(tower_nccl_result_, #statement, __FILE__, __LINE__, where); \
-    }                                                                              \
-  } while (0)
 
 class NcclAllReduce : public CrossDeviceOps {
  public:
@@ -222,28 +203,9 @@ class NcclAllReduce : public CrossDeviceOps {
     int64_t elements = 0;
     for (const Tensor* root : roots) elements += root->num_elements();
     const int64_t slice = static_cast<int64_t>(scratch.widest) * elements;
-    Tensor& send = scratch.send;
-    Tensor& gathered = scratch.gathered;
-    // Reallocation frees the old buffers while earlier gathers may still use them: safe,
-    // as device memory is reused in the order of the device's stream, which runs all of this.
-    if (!send.valid() || send.num_elements() < slice) {
-      TOWER_ASSIGN_OR_RETURN(send, Tensor::Empty(devices_[replica], Shape{slice}));
-    }
-    if (!gathered.valid() || gathered.num_elements() < slice * ranks) {
-      TOWER_ASSIGN_OR_RETURN(gathered, Tensor::Empty(devices_[replica], Shape{slice * ranks}));
-    }
-    for (size_t k = 0; k < mine.values.size(); ++k) {
-      int64_t offset = static_cast<int64_t>(k) * elements;
-      for (size_t t = 0; t < roots.size(); ++t) {
-        if (roots[t]->bytes() > 0) {
-          TOWER_CUDA_RETURN_IF_ERROR(
-              cudaMemcpyAsync(send.data<float>() + offset, mine.values[k][t]->raw_data(),
-                              roots[t]->bytes(), cudaMemcpyDeviceToDevice, stream),
-              where);
-        }
-        offset += roots[t]->num_elements();
-      }
-    }
+    TOWER_RETURN_IF_ERROR(PackSubtrees(replica, mine, roots, elements, slice, ranks, stream));
+    const Tensor& send = scratch.send;
+    const Tensor& gathered = scratch.gathered;
     bool in_progress = false;
     {
       Rank& rank = ranks_[replica];
@@ -279,6 +241,38 @@ class NcclAllReduce : public CrossDeviceOps {
       offset += roots[t]->num_elements();
     }
     if (across_processes_) return WaitWithDeadline(replica, stream, /*broadcast=*/false);
+    return OkStatus();
+  }
+
+  // AllReduceTree's packing: this replica's subtrees copied into its slice of scratch.send
+  // (`elements` floats per node, `slice` floats in all), scratch.gathered sized for every
+  // rank's slice.
+  Status PackSubtrees(int replica, const PartialSums& mine, Span<Tensor* const> roots,
+                      int64_t elements, int64_t slice, int ranks, cudaStream_t stream) {
+    const std::string& where = names_[replica];
+    TreeScratch& scratch = tree_[replica];
+    Tensor& send = scratch.send;
+    Tensor& gathered = scratch.gathered;
+    // Reallocation frees the old buffers while earlier gathers may still use them: safe,
+    // as device memory is reused in the order of the device's stream, which runs all of this.
+    if (!send.valid() || send.num_elements() < slice) {
+      TOWER_ASSIGN_OR_RETURN(send, Tensor::Empty(devices_[replica], Shape{slice}));
+    }
+    if (!gathered.valid() || gathered.num_elements() < slice * ranks) {
+      TOWER_ASSIGN_OR_RETURN(gathered, Tensor::Empty(devices_[replica], Shape{slice * ranks}));
+    }
+    for (size_t k = 0; k < mine.values.size(); ++k) {
+      int64_t offset = static_cast<int64_t>(k) * elements;
+      for (size_t t = 0; t < roots.size(); ++t) {
+        if (roots[t]->bytes() > 0) {
+          TOWER_CUDA_RETURN_IF_ERROR(
+              cudaMemcpyAsync(send.data<float>() + offset, mine.values[k][t]->raw_data(),
+                              roots[t]->bytes(), cudaMemcpyDeviceToDevice, stream),
+              where);
+        }
+        offset += roots[t]->num_elements();
+      }
+    }
     return OkStatus();
   }
 
