@@ -1,4 +1,5 @@
 #include "tools/train_command.h"
+#include "tools/train_data.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,11 +10,8 @@
 #include <memory>
 #include <optional>
 
-#include "data/csv.h"
 #include "data/dataset.h"
 #include "data/fingerprint.h"
-#include "data/statistics.h"
-#include "data/synthetic.h"
 #include "device/config.h"
 #include "device/device_flags.h"
 #include "model/callbacks.h"
@@ -157,126 +155,6 @@ Status ConfigureTraining(const TrainFlags& flags, double lr, Optimizer& optimize
   Status clip = optimizer.SetClipping(clipping);
   if (!clip.ok()) return clip.WithContext("--clip-value / --clip-norm");
   return OkStatus();
-}
-
-struct Prepared {
-  data::Dataset dataset;
-  std::string synthetic;  // the workload name, or "" for CSV
-};
-
-// `spec`: a CSV file (with `target` naming its target columns) or synthetic:... . A
-// classifier's CSV target may hold class names (`class_labels`), mapped as `class_names` says
-// (empty: sorted).
-StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
-                            bool class_labels = false,
-                            const std::vector<std::string>& class_names = {}) {
-  if (spec.empty()) {
-    return InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or synthetic:mlp");
-  }
-  if (StartsWith(spec, "synthetic:")) {
-    if (!target.empty()) {
-      return InvalidArgumentError("--target applies to CSV data; synthetic data has its own");
-    }
-    TOWER_ASSIGN_OR_RETURN(data::SyntheticOptions options, data::ParseSyntheticSpec(spec));
-    TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(options));
-    return Prepared{std::move(dataset), options.name};
-  }
-  if (target.empty()) {
-    return InvalidArgumentError("--target is required for CSV data: the column(s) to predict");
-  }
-  data::CsvOptions csv;
-  csv.target_columns = Split(target, ',');
-  csv.class_labels = class_labels;
-  csv.class_names = class_names;
-  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(spec, csv));
-  return Prepared{std::move(dataset), ""};
-}
-
-// Class ids must be integers in [0, classes): checked for every row before training, so a
-// bad label is reported with its file and line ("d.csv:12") instead of mid-run.
-Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {
-  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> rows, dataset.Batch(4096).MakeIterator());
-  while (true) {
-    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, rows->Next());
-    if (!batch.has_value()) return OkStatus();
-    for (int64_t i = 0; i < batch->rows; ++i) {
-      const float label = batch->targets[i];
-      if (!(label >= 0 && label < static_cast<float>(classes)) || std::floor(label) != label) {
-        return InvalidArgumentError(dataset.DescribeRow(batch->source_rows[i]) + ": target " +
-                                    std::to_string(label) + " is not a class id in [0, " +
-                                    std::to_string(classes) + ") (the last layer has " +
-                                    std::to_string(classes) + " units)");
-      }
-    }
-  }
-}
-
-// The validation data: the last --validation-split of the rows (Keras's validation_split,
-// taken before any shuffle), or --validation-data, a file with the training data's columns.
-// `training` becomes the rest (`training_rows` of it); `validation` stays empty without either.
-Status PrepareValidation(const TrainFlags& flags, const Prepared& prepared, int64_t rows,
-                         std::optional<int64_t> classes, data::Dataset* training,
-                         int64_t* training_rows, std::optional<data::Dataset>* validation) {
-  *training = prepared.dataset;
-  *training_rows = rows;
-  if (flags.validation_split != 0 && !flags.validation_data.empty()) {
-    return InvalidArgumentError("give --validation-split or --validation-data, not both");
-  }
-  if (flags.validation_split != 0) {
-    if (!(flags.validation_split > 0 && flags.validation_split < 1)) {
-      return InvalidArgumentError("--validation-split=" + std::to_string(flags.validation_split) +
-                                  " must be a fraction in (0, 1)");
-    }
-    if (rows < 0) {
-      return InvalidArgumentError("--validation-split needs data with a known number of rows "
-                                  "(synthetic:...:rows=N, or a file)");
-    }
-    const int64_t split_at = static_cast<int64_t>(rows * (1 - flags.validation_split));
-    if (split_at < 1 || split_at >= rows) {
-      return InvalidArgumentError("--validation-split=" + std::to_string(flags.validation_split) +
-                                  " of " + std::to_string(rows) + " rows leaves " +
-                                  (split_at < 1 ? "no training rows" : "no validation rows"));
-    }
-    *training = prepared.dataset.Take(split_at);
-    *training_rows = split_at;
-    *validation = prepared.dataset.Skip(split_at);
-    return OkStatus();
-  }
-  if (flags.validation_data.empty()) return OkStatus();
-  // The training data's class names, in its order: the same ids on both sides.
-  const std::vector<std::string>& class_names = prepared.dataset.schema().class_names;
-  StatusOr<Prepared> loaded = LoadData(flags.validation_data, flags.target, classes.has_value(),
-                                       class_names);
-  if (!loaded.ok()) return loaded.status().WithContext("--validation-data");
-  const data::Schema& want = prepared.dataset.schema();
-  const data::Schema& got = loaded->dataset.schema();
-  if (got.feature_names != want.feature_names || got.target_names != want.target_names) {
-    return InvalidArgumentError("--validation-data=" + flags.validation_data + " has columns (" +
-                                Join(got.feature_names, ",") + " -> " +
-                                Join(got.target_names, ",") + "), the training data (" +
-                                Join(want.feature_names, ",") + " -> " +
-                                Join(want.target_names, ",") + ")");
-  }
-  if (loaded->dataset.num_rows() < 0) {
-    return InvalidArgumentError("--validation-data=" + flags.validation_data +
-                                " is endless: give it rows=N");
-  }
-  if (classes.has_value()) {
-    TOWER_RETURN_IF_ERROR(CheckClassIds(loaded->dataset, *classes).WithContext("--validation-data"));
-  }
-  *validation = loaded->dataset;
-  return OkStatus();
-}
-
-// Each target column's mean and population standard deviation over `data`'s rows, as
-// SetTargetNormalization takes them (a constant column: std 1).
-StatusOr<std::pair<std::vector<float>, std::vector<float>>> TargetStatistics(
-    const data::Dataset& data) {
-  TOWER_ASSIGN_OR_RETURN(data::ColumnStatistics stats,
-                         data::ComputeColumnStatistics(data, data::Columns::kTargets));
-  std::vector<float> mean(stats.mean.begin(), stats.mean.end()), std_dev;
-  for (double s : stats.std_dev) std_dev.push_back(s > 1e-7 ? static_cast<float>(s) : 1.0f);
-  return std::make_pair(mean, std_dev);
 }
 
 // Output paths are checked before training, so a typo costs seconds, not a training run.
@@ -526,7 +404,8 @@ Status PlanModelAndData(const TrainFlags& flags, const FlagParser& parser, Train
   if (prepared->dataset.num_rows() < 0 && flags.steps == 0) {
     return InvalidArgumentError("synthetic data without rows= is endless: give --steps");
   }
-  TOWER_RETURN_IF_ERROR(PrepareValidation(flags, *prepared, prepared->dataset.num_rows(),
+  const ValidationFlags validation{flags.validation_split, flags.validation_data, flags.target};
+  TOWER_RETURN_IF_ERROR(PrepareValidation(validation, *prepared, prepared->dataset.num_rows(),
                                           classes, &plan->training_data, &plan->rows,
                                           &plan->validation));
   plan->prepared = *std::move(prepared);

@@ -1,0 +1,55 @@
+// The data of `tower train`: a CSV file or a synthetic workload loaded, class ids checked, the
+// validation rows chosen (--validation-split or --validation-data), and the target statistics
+// of --normalize-target.
+#ifndef TOWER_TOOLS_TRAIN_DATA_H_
+#define TOWER_TOOLS_TRAIN_DATA_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/dataset.h"
+#include "util/status.h"
+
+namespace tower {
+
+struct Prepared {
+  data::Dataset dataset;
+  std::string synthetic;  // the workload name, or "" for CSV
+};
+
+// `spec`: a CSV file (with `target` naming its target columns) or synthetic:... . A
+// classifier's CSV target may hold class names (`class_labels`), mapped as `class_names` says
+// (empty: sorted).
+StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
+                            bool class_labels = false,
+                            const std::vector<std::string>& class_names = {});
+
+// Class ids must be integers in [0, classes): checked for every row before training, so a
+// bad label is reported with its file and line ("d.csv:12") instead of mid-run.
+Status CheckClassIds(const data::Dataset& dataset, int64_t classes);
+
+struct ValidationFlags {
+  double split = 0;  // --validation-split: the last fraction of the rows
+  std::string data;  // --validation-data: a file with the training data's columns
+  std::string target;  // --target, for that file
+};
+
+// The validation data: the last --validation-split of the rows (Keras's validation_split,
+// taken before any shuffle), or --validation-data. `training` becomes the rest
+// (`training_rows` of it); `validation` stays empty without either. `classes`: a classifier's
+// class count, whose ids the validation file's rows are checked against.
+Status PrepareValidation(const ValidationFlags& flags, const Prepared& prepared, int64_t rows,
+                         std::optional<int64_t> classes, data::Dataset* training,
+                         int64_t* training_rows, std::optional<data::Dataset>* validation);
+
+// Each target column's mean and population standard deviation over `data`'s rows, as
+// SetTargetNormalization takes them (a constant column: std 1).
+StatusOr<std::pair<std::vector<float>, std::vector<float>>> TargetStatistics(
+    const data::Dataset& data);
+
+}  // namespace tower
+
+#endif  // TOWER_TOOLS_TRAIN_DATA_H_
