@@ -75,6 +75,101 @@ double SingleThreadMemcpy(size_t bytes, int repeats) {
   return Median(rates);
 }
 
+// The roofline: one large memcpy of `big` bytes, split over the replica threads (as the
+// all-reduce is), in bytes/s.
+StatusOr<double> ThreadedMemcpy(MirroredStrategy& strategy, size_t big, const Options& options) {
+  const int n = strategy.num_local_replicas();
+  std::vector<char> src(big, 1), dst(big, 0);
+  std::vector<double> copy_s;
+  TOWER_RETURN_IF_ERROR(strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    const int r = ctx.replica_id();
+    const size_t lo = big * r / n, hi = big * (r + 1) / n;
+    std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);  // warm-up
+    for (int64_t rep = 0; rep < options.repeats; ++rep) {
+      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));  // a plain barrier
+      const auto start = Clock::now();
+      for (int i = 0; i < 4; ++i) std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
+      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));
+      if (r == 0) copy_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 4);
+    }
+    return OkStatus();
+  }));
+  return static_cast<double>(big) / Median(copy_s);
+}
+
+// Correctness first: replica r holds r+1 everywhere; the sum is n(n+1)/2.
+Status CheckSums(MirroredStrategy& strategy) {
+  const int n = strategy.num_local_replicas();
+  return strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(ctx.device(), Shape{4099}, DType::kFloat32));
+    std::fill_n(t.data<float>(), 4099, static_cast<float>(ctx.replica_id() + 1));
+    Tensor* list[] = {&t};
+    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
+    const float want = static_cast<float>(n * (n + 1) / 2);
+    for (int64_t i = 0; i < 4099; ++i) {
+      if (t.data<float>()[i] != want) {
+        return InternalError("all-reduce gave " + std::to_string(t.data<float>()[i]) +
+                             " at " + std::to_string(i) + ", want " + std::to_string(want));
+      }
+    }
+    return OkStatus();
+  });
+
+}
+
+// One line of the table: the all-reduce of `bytes` per replica against memcpy of the same
+// bytes on the same threads.
+Status TimeOneSize(MirroredStrategy& strategy, const Options& options, int64_t bytes,
+                   double memcpy_nt) {
+  const int n = strategy.num_local_replicas();
+  const int64_t elements = bytes / 4;
+  // Iterations per window: about target_ms at a guessed 2 µs + 10 GB/s, at least 5.
+  const double guess_s = 2e-6 + static_cast<double>(bytes) * n / 10e9;
+  const int64_t iters =
+      std::max<int64_t>(5, static_cast<int64_t>(options.target_ms * 1e-3 / guess_s));
+  std::vector<double> reduce_s, copy_s;
+  // Timed on replica 0; every replica runs the same loop. Zeros: the sums stay finite.
+  TOWER_RETURN_IF_ERROR(strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
+    TOWER_ASSIGN_OR_RETURN(Tensor src, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
+    TOWER_ASSIGN_OR_RETURN(Tensor dst, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
+    Tensor* list[] = {&t};
+    const int r = ctx.replica_id();
+    for (int64_t i = 0; i < std::min<int64_t>(iters, 20); ++i) {
+      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));  // warm-up, and every page touched
+    }
+    for (int64_t rep = 0; rep < options.repeats; ++rep) {
+      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));  // start together
+      auto start = Clock::now();
+      for (int64_t i = 0; i < iters; ++i) TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
+      if (r == 0) reduce_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / iters);
+      // For reference: the same threads copy the same bytes, each its 1/n share of a
+      // buffer of `bytes`, between two barriers.
+      const int64_t lo = elements * r / n, hi = elements * (r + 1) / n;
+      const int64_t copy_iters = std::max<int64_t>(iters, 5);
+      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));  // a plain barrier
+      start = Clock::now();
+      for (int64_t i = 0; i < copy_iters; ++i) {
+        std::memcpy(dst.data<float>() + lo, src.data<float>() + lo, (hi - lo) * sizeof(float));
+        std::swap(src, dst);
+      }
+      TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));
+      if (r == 0) {
+        copy_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / copy_iters);
+      }
+    }
+    return OkStatus();
+  }));
+  const double t = Median(reduce_s);
+  const double algbw = static_cast<double>(bytes) / t;
+  const double busbw = algbw * 2.0 * (n - 1) / n;
+  const double memcpy_bw = static_cast<double>(bytes) / Median(copy_s);
+  std::printf("%12lld %10lld %12.2f %12.2f %12.2f %10.2f %14.2f\n",
+              static_cast<long long>(bytes), static_cast<long long>(iters), t * 1e6,
+              algbw / 1e9, busbw / 1e9, busbw / memcpy_nt, memcpy_bw / 1e9);
+  std::fflush(stdout);
+  return OkStatus();
+}
 
 Status Run(const Options& options) {
   Context& context = Context::Global();
@@ -93,25 +188,7 @@ Status Run(const Options& options) {
   // The roofline: one large memcpy, split over the replica threads (as the all-reduce is).
   const size_t big = static_cast<size_t>(options.memcpy_mb) << 20;
   const double memcpy_1t = SingleThreadMemcpy(big, static_cast<int>(options.repeats));
-  double memcpy_nt = 0;
-  {
-    std::vector<char> src(big, 1), dst(big, 0);
-    std::vector<double> copy_s;
-    TOWER_RETURN_IF_ERROR(strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
-      const int r = ctx.replica_id();
-      const size_t lo = big * r / n, hi = big * (r + 1) / n;
-      std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);  // warm-up
-      for (int64_t rep = 0; rep < options.repeats; ++rep) {
-        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));  // a plain barrier
-        const auto start = Clock::now();
-        for (int i = 0; i < 4; ++i) std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
-        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));
-        if (r == 0) copy_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 4);
-      }
-      return OkStatus();
-    }));
-    memcpy_nt = static_cast<double>(big) / Median(copy_s);
-  }
+  TOWER_ASSIGN_OR_RETURN(const double memcpy_nt, ThreadedMemcpy(*strategy, big, options));
   const double round_trip_ns = CrossCoreRoundTripNs(static_cast<int>(options.repeats));
   std::printf("# allreduce_bench: %d replicas, cross-device ops %s; memcpy %lld MB: 1 thread "
               "%.2f GB/s, %d threads %.2f GB/s (roofline); cross-core round trip %.0f ns\n",
@@ -120,69 +197,9 @@ Status Run(const Options& options) {
   std::printf("%12s %10s %12s %12s %12s %10s %14s\n", "bytes", "iters", "latency_us",
               "algbw_GB/s", "busbw_GB/s", "bus/memcpy", "memcpy_size_GB/s");
 
-  // Correctness first: replica r holds r+1 everywhere; the sum is n(n+1)/2.
-  TOWER_RETURN_IF_ERROR(strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
-    TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(ctx.device(), Shape{4099}, DType::kFloat32));
-    std::fill_n(t.data<float>(), 4099, static_cast<float>(ctx.replica_id() + 1));
-    Tensor* list[] = {&t};
-    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
-    const float want = static_cast<float>(n * (n + 1) / 2);
-    for (int64_t i = 0; i < 4099; ++i) {
-      if (t.data<float>()[i] != want) {
-        return InternalError("all-reduce gave " + std::to_string(t.data<float>()[i]) +
-                             " at " + std::to_string(i) + ", want " + std::to_string(want));
-      }
-    }
-    return OkStatus();
-  }));
-
+  TOWER_RETURN_IF_ERROR(CheckSums(*strategy));
   for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
-    const int64_t elements = bytes / 4;
-    // Iterations per window: about target_ms at a guessed 2 µs + 10 GB/s, at least 5.
-    const double guess_s = 2e-6 + static_cast<double>(bytes) * n / 10e9;
-    const int64_t iters =
-        std::max<int64_t>(5, static_cast<int64_t>(options.target_ms * 1e-3 / guess_s));
-    std::vector<double> reduce_s, copy_s;
-    // Timed on replica 0; every replica runs the same loop. Zeros: the sums stay finite.
-    TOWER_RETURN_IF_ERROR(strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
-      TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
-      TOWER_ASSIGN_OR_RETURN(Tensor src, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
-      TOWER_ASSIGN_OR_RETURN(Tensor dst, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
-      Tensor* list[] = {&t};
-      const int r = ctx.replica_id();
-      for (int64_t i = 0; i < std::min<int64_t>(iters, 20); ++i) {
-        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));  // warm-up, and every page touched
-      }
-      for (int64_t rep = 0; rep < options.repeats; ++rep) {
-        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));  // start together
-        auto start = Clock::now();
-        for (int64_t i = 0; i < iters; ++i) TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
-        if (r == 0) reduce_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / iters);
-        // For reference: the same threads copy the same bytes, each its 1/n share of a
-        // buffer of `bytes`, between two barriers.
-        const int64_t lo = elements * r / n, hi = elements * (r + 1) / n;
-        const int64_t copy_iters = std::max<int64_t>(iters, 5);
-        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));  // a plain barrier
-        start = Clock::now();
-        for (int64_t i = 0; i < copy_iters; ++i) {
-          std::memcpy(dst.data<float>() + lo, src.data<float>() + lo, (hi - lo) * sizeof(float));
-          std::swap(src, dst);
-        }
-        TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(Span<Tensor* const>()));
-        if (r == 0) {
-          copy_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / copy_iters);
-        }
-      }
-      return OkStatus();
-    }));
-    const double t = Median(reduce_s);
-    const double algbw = static_cast<double>(bytes) / t;
-    const double busbw = algbw * 2.0 * (n - 1) / n;
-    const double memcpy_bw = static_cast<double>(bytes) / Median(copy_s);
-    std::printf("%12lld %10lld %12.2f %12.2f %12.2f %10.2f %14.2f\n",
-                static_cast<long long>(bytes), static_cast<long long>(iters), t * 1e6,
-                algbw / 1e9, busbw / 1e9, busbw / memcpy_nt, memcpy_bw / 1e9);
-    std::fflush(stdout);
+    TOWER_RETURN_IF_ERROR(TimeOneSize(*strategy, options, bytes, memcpy_nt));
   }
   return OkStatus();
 }

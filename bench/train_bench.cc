@@ -293,7 +293,9 @@ Status TraceOverhead(const Options& options, Trainer& trainer,
   return OkStatus();
 }
 
-Status Run(Options options, const FlagParser& parser) {
+// The workload's defaults filled in, and every option checked before anything is built.
+Status CheckOptions(const FlagParser& parser, Options* options_out) {
+  Options& options = *options_out;
   const bool mlp = options.workload == "mlp";
   if (!mlp && options.workload != "linreg") {
     return InvalidArgumentError("--workload must be linreg or mlp, not '" + options.workload + "'");
@@ -322,32 +324,14 @@ Status Run(Options options, const FlagParser& parser) {
                                 "--ab-precision, --ab-trace, --ab-fold-gradients, "
                                 "--ab-share-packing and --ab-batch-replica-rows");
   }
-  TOWER_ASSIGN_OR_RETURN(const PrecisionPolicy precision,
-                         ParsePrecisionPolicy(options.precision));
 
-  // ---- Devices (as `tower train` configures them).
-  Context& context = Context::Global();
-  TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
-  TOWER_ASSIGN_OR_RETURN(const MirroredStrategyOptions flagged,
-                         ApplyStrategyFlags(options.strategy, options.device, context));
+  return OkStatus();
+}
 
-  // ---- The data: BENCHMARKS.md's generator, materialised once.
-  data::SyntheticOptions synthetic;
-  synthetic.name = options.workload;
-  synthetic.rows = options.global_batch * options.batches;
-  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(synthetic));
-  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> it,
-                         dataset.Batch(options.global_batch, true).MakeIterator());
-  std::vector<data::Batch> batches;
-  while (true) {
-    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, it->Next());
-    if (!batch.has_value()) break;
-    batches.push_back(std::move(*batch));
-  }
-
-  // ---- The trainers: one, or today's path and deterministic mode side by side, whose
-  // timed windows alternate so that the machine's noise falls on both alike.
-  std::vector<std::unique_ptr<Trainer>> trainers;
+// The trainers' variants: the one the options choose, or an A/B's two sides, which differ
+// from it in the one choice the A/B names.
+std::vector<Variant> Sides(const Options& options, const MirroredStrategyOptions& flagged,
+                           PrecisionPolicy precision) {
   Variant chosen;
   chosen.virtual_shards = flagged.virtual_shards;
   chosen.share_variables = options.share_variables;
@@ -376,6 +360,48 @@ Status Run(Options options, const FlagParser& parser) {
     }
     sides.push_back(variant);
   }
+  return sides;
+}
+
+data::SyntheticOptions SyntheticData(const Options& options) {
+  data::SyntheticOptions synthetic;
+  synthetic.name = options.workload;
+  synthetic.rows = options.global_batch * options.batches;
+  return synthetic;
+}
+
+// The distinct global batches, generated once and cycled by the timed steps.
+StatusOr<std::vector<data::Batch>> GlobalBatches(const Options& options,
+                                                 const data::Dataset& dataset) {
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> it,
+                         dataset.Batch(options.global_batch, true).MakeIterator());
+  std::vector<data::Batch> batches;
+  while (true) {
+    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, it->Next());
+    if (!batch.has_value()) break;
+    batches.push_back(std::move(*batch));
+  }
+  return batches;
+}
+
+Status Run(Options options, const FlagParser& parser) {
+  TOWER_RETURN_IF_ERROR(CheckOptions(parser, &options));
+  TOWER_ASSIGN_OR_RETURN(const PrecisionPolicy precision,
+                         ParsePrecisionPolicy(options.precision));
+  // ---- Devices (as `tower train` configures them).
+  Context& context = Context::Global();
+  TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
+  TOWER_ASSIGN_OR_RETURN(const MirroredStrategyOptions flagged,
+                         ApplyStrategyFlags(options.strategy, options.device, context));
+
+  // ---- The data: BENCHMARKS.md's generator, materialised once.
+  TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(SyntheticData(options)));
+  TOWER_ASSIGN_OR_RETURN(const std::vector<data::Batch> batches, GlobalBatches(options, dataset));
+
+  // ---- The trainers: one, or today's path and deterministic mode side by side, whose
+  // timed windows alternate so that the machine's noise falls on both alike.
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  const std::vector<Variant> sides = Sides(options, flagged, precision);
   for (const Variant& variant : sides) {
     TOWER_ASSIGN_OR_RETURN(trainers.emplace_back(),
                            MakeTrainer(options, variant, flagged, dataset));
