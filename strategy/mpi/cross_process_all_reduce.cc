@@ -71,32 +71,21 @@ Status CrossProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tens
   published_[replica] = tensors;
   return CrossThenShare(replica, tensors, [&]() -> Status {
     // Every tensor in one message: pack, sum across workers, unpack.
-    staging_.resize(static_cast<size_t>(TotalElements(tensors)));
-    int64_t offset = 0;
-    for (const Tensor* t : tensors) {
-      TOWER_RETURN_IF_ERROR(t->ToHostBytes(staging_.data() + offset));
-      offset += t->num_elements();
-    }
+    TOWER_ASSIGN_OR_RETURN(const int64_t count, PackToStaging(tensors));
     const std::string what = "all-reduce of " + std::to_string(tensors.size()) + " tensors (" +
-                             std::to_string(offset) + " floats)";
+                             std::to_string(count) + " floats)";
     if (wire_dtype_ != DType::kFloat32 && world_->size() > 1) {
-      TOWER_RETURN_IF_ERROR(SumAcrossWorkersIn16Bits(offset, what));
+      TOWER_RETURN_IF_ERROR(SumAcrossWorkersIn16Bits(count, what));
     } else {
-      TOWER_RETURN_IF_ERROR(world_->AllReduceSum(staging_.data(), offset,
+      TOWER_RETURN_IF_ERROR(world_->AllReduceSum(staging_.data(), count,
                                                  TensorLayoutFingerprint(tensors), timeout_,
                                                  what));
       // What a ring all-reduce sends to others (reduce-scatter, then all-gather); at 2
       // workers every all-reduce algorithm sends this.
       const int64_t workers = world_->size();
-      bytes_sent_ += 2 * (workers - 1) * offset * static_cast<int64_t>(sizeof(float)) / workers;
+      bytes_sent_ += 2 * (workers - 1) * count * static_cast<int64_t>(sizeof(float)) / workers;
     }
-    offset = 0;
-    for (Tensor* t : tensors) {
-      TOWER_RETURN_IF_ERROR(
-          t->device()->stream().CopyFromHost(t->raw_data(), staging_.data() + offset, t->bytes()));
-      offset += t->num_elements();
-    }
-    return OkStatus();
+    return UnpackFromStaging(tensors);
   });
 }
 
@@ -152,6 +141,53 @@ Status CrossProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine
   return CrossThenShare(replica, roots, [&]() -> Status { return CrossTree(roots); });
 }
 
+Status CrossProcessAllReduce::HostCovers(int leaves, const std::vector<TreeNode>& my_cover,
+                                         int64_t elements) {
+  // 1. This process's partial sums on the host, node after node, each the tensors end to end.
+  size_t local_nodes = 0;
+  for (const PartialSums* part : published_parts_) local_nodes += part->nodes.size();
+  local_nodes_.resize(local_nodes * elements);
+  std::vector<const float*> inputs;
+  for (const PartialSums* part : published_parts_) {
+    for (const std::vector<Tensor*>& node : part->values) {
+      float* out = local_nodes_.data() + inputs.size() * elements;
+      inputs.push_back(out);
+      for (const Tensor* t : node) {
+        TOWER_RETURN_IF_ERROR(t->ToHostBytes(out));
+        out += t->num_elements();
+      }
+    }
+  }
+  // 2. This process's largest subtrees.
+  TOWER_ASSIGN_OR_RETURN(const SumPlan* cover_plan,
+                         cover_plan_.Get(leaves, published_parts_, my_cover));
+  cover_.resize(my_cover.size() * elements);
+  std::vector<float*> covers;
+  for (size_t k = 0; k < my_cover.size(); ++k) covers.push_back(cover_.data() + k * elements);
+  RunSumPlan(*cover_plan, inputs.data(), covers.data(), 1, 0, elements);
+  return OkStatus();
+}
+
+StatusOr<int64_t> CrossProcessAllReduce::PackToStaging(Span<Tensor* const> tensors) {
+  staging_.resize(static_cast<size_t>(TotalElements(tensors)));
+  int64_t offset = 0;
+  for (const Tensor* t : tensors) {
+    TOWER_RETURN_IF_ERROR(t->ToHostBytes(staging_.data() + offset));
+    offset += t->num_elements();
+  }
+  return offset;
+}
+
+Status CrossProcessAllReduce::UnpackFromStaging(Span<Tensor* const> tensors) {
+  int64_t offset = 0;
+  for (Tensor* t : tensors) {
+    TOWER_RETURN_IF_ERROR(
+        t->device()->stream().CopyFromHost(t->raw_data(), staging_.data() + offset, t->bytes()));
+    offset += t->num_elements();
+  }
+  return OkStatus();
+}
+
 Status CrossProcessAllReduce::CrossTree(Span<Tensor* const> roots) {
   const int local = static_cast<int>(published_parts_.size());
   TOWER_RETURN_IF_ERROR(CheckTreeContributions(published_parts_, published_, names_,
@@ -175,28 +211,9 @@ Status CrossProcessAllReduce::CrossTree(Span<Tensor* const> roots) {
                                 " floats in " + std::to_string(leaves) + " subtrees exceed "
                                 "MPI's int counts; use smaller gradient buckets");
   }
-  // 1. This process's partial sums on the host, node after node, each the tensors end to end.
-  size_t local_nodes = 0;
-  for (const PartialSums* part : published_parts_) local_nodes += part->nodes.size();
-  local_nodes_.resize(local_nodes * elements);
-  std::vector<const float*> inputs;
-  for (const PartialSums* part : published_parts_) {
-    for (const std::vector<Tensor*>& node : part->values) {
-      float* out = local_nodes_.data() + inputs.size() * elements;
-      inputs.push_back(out);
-      for (const Tensor* t : node) {
-        TOWER_RETURN_IF_ERROR(t->ToHostBytes(out));
-        out += t->num_elements();
-      }
-    }
-  }
-  // 2. This process's largest subtrees.
-  TOWER_ASSIGN_OR_RETURN(const SumPlan* cover_plan,
-                         cover_plan_.Get(leaves, published_parts_, my_cover));
-  cover_.resize(my_cover.size() * elements);
+  TOWER_RETURN_IF_ERROR(HostCovers(leaves, my_cover, elements));
   std::vector<float*> covers;
   for (size_t k = 0; k < my_cover.size(); ++k) covers.push_back(cover_.data() + k * elements);
-  RunSumPlan(*cover_plan, inputs.data(), covers.data(), 1, 0, elements);
   // 3. Worker w evaluates the tree on elements [range(w), range(w + 1)): it gets every
   // worker's subtrees there.
   auto range = [&](int w) { return elements * w / workers; };
@@ -252,34 +269,17 @@ Status CrossProcessAllReduce::CrossTree(Span<Tensor* const> roots) {
   }
   TOWER_RETURN_IF_ERROR(world_->AllGatherInPlace(staging_.data(), counts, offsets, timeout_,
                                                  what + ", gather"));
-  int64_t offset = 0;
-  for (Tensor* t : roots) {
-    TOWER_RETURN_IF_ERROR(
-        t->device()->stream().CopyFromHost(t->raw_data(), staging_.data() + offset, t->bytes()));
-    offset += t->num_elements();
-  }
-  return OkStatus();
+  return UnpackFromStaging(roots);
 }
 
 Status CrossProcessAllReduce::Broadcast(int replica, Span<Tensor* const> tensors) {
   published_[replica] = tensors;
   return CrossThenShare(replica, tensors, [&]() -> Status {
-    staging_.resize(static_cast<size_t>(TotalElements(tensors)));
-    int64_t offset = 0;
-    for (const Tensor* t : tensors) {
-      TOWER_RETURN_IF_ERROR(t->ToHostBytes(staging_.data() + offset));
-      offset += t->num_elements();
-    }
-    TOWER_RETURN_IF_ERROR(world_->Broadcast(staging_.data(), offset * sizeof(float), 0, timeout_,
+    TOWER_ASSIGN_OR_RETURN(const int64_t count, PackToStaging(tensors));
+    TOWER_RETURN_IF_ERROR(world_->Broadcast(staging_.data(), count * sizeof(float), 0, timeout_,
                                             "broadcast of " + std::to_string(tensors.size()) +
                                                 " tensors from rank 0"));
-    offset = 0;
-    for (Tensor* t : tensors) {
-      TOWER_RETURN_IF_ERROR(
-          t->device()->stream().CopyFromHost(t->raw_data(), staging_.data() + offset, t->bytes()));
-      offset += t->num_elements();
-    }
-    return OkStatus();
+    return UnpackFromStaging(tensors);
   });
 }
 

@@ -60,6 +60,10 @@ class CrossProcessAllReduce : public CrossDeviceOps {
   ReplicaBarrier barrier_;
   std::vector<Span<Tensor* const>> published_;
   std::vector<float> staging_;  // replica 0's host copy of the tensors, end to end
+  // The tensors copied into staging_, end to end; their element count.
+  StatusOr<int64_t> PackToStaging(Span<Tensor* const> tensors);
+  // staging_ copied back into the tensors (the layout PackToStaging made).
+  Status UnpackFromStaging(Span<Tensor* const> tensors);
   // The 16-bit cross-process step on staging_'s first `count` elements.
   Status SumAcrossWorkersIn16Bits(int64_t count, const std::string& what);
   const DType wire_dtype_;
@@ -67,6 +71,9 @@ class CrossProcessAllReduce : public CrossDeviceOps {
   std::vector<uint16_t> wire_send_, wire_receive_, wire_sums_;
   // AllReduceTree (replica 0's): every local replica's partial sums; host buffers.
   Status CrossTree(Span<Tensor* const> roots);
+  // CrossTree's steps 1 and 2: every local partial sum on the host (local_nodes_), and from
+  // them this process's largest subtrees `my_cover` (cover_, `elements` floats each).
+  Status HostCovers(int leaves, const std::vector<TreeNode>& my_cover, int64_t elements);
   std::vector<const PartialSums*> published_parts_;
   std::vector<float> local_nodes_;   // [local node][element]
   std::vector<float> cover_;         // [this process's subtree][element]
