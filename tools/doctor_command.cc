@@ -160,46 +160,54 @@ StatusOr<RankDump> ParseRankDump(const std::string& json_text, const std::string
   }
 }
 
-Diagnosis Diagnose(const std::vector<RankDump>& all) {
-  Diagnosis diagnosis;
-  std::map<int, const RankDump*> dumps;
+// What the ranks' files say, arranged for the diagnosis's rules.
+struct Evidence {
+  std::map<int, const RankDump*> dumps;  // by rank
   int world = 0;
-  for (const RankDump& dump : all) {
-    dumps[dump.rank] = &dump;
-    world = std::max(world, dump.world_size);
-  }
-  std::vector<int> without_file;
-  for (int rank = 0; rank < world; ++rank) {
-    if (dumps.count(rank) == 0) without_file.push_back(rank);
-  }
+  std::vector<int> without_file;  // ranks of the world that wrote no file
   // Each rank's collectives with the other workers, by sequence number.
   std::map<int, std::map<uint64_t, const RecordedCollectiveView*>> by_rank;
   std::set<uint64_t> sequences;
-  for (const auto& [rank, dump] : dumps) {
-    auto& mine = by_rank[rank];
+};
+
+Evidence Gather(const std::vector<RankDump>& all) {
+  Evidence e;
+  for (const RankDump& dump : all) {
+    e.dumps[dump.rank] = &dump;
+    e.world = std::max(e.world, dump.world_size);
+  }
+  for (int rank = 0; rank < e.world; ++rank) {
+    if (e.dumps.count(rank) == 0) e.without_file.push_back(rank);
+  }
+  for (const auto& [rank, dump] : e.dumps) {
+    auto& mine = e.by_rank[rank];
     for (const RecordedCollectiveView& record : dump->records) {
       if (record.scope != "workers") continue;
       mine[record.sequence] = &record;
-      sequences.insert(record.sequence);
+      e.sequences.insert(record.sequence);
     }
   }
-  std::ostringstream paragraph;
-  auto doing = [&] {
-    std::vector<std::string> lines;
-    for (const auto& [rank, dump] : dumps) lines.push_back(Doing(dumps, *dump));
-    std::string text = " " + Join(lines, " ");
-    if (!without_file.empty()) {
-      text += " No file came from " + RankList(dumps, without_file) +
-              " (it was killed before it could write one, or it ran without a flight recorder "
-              "directory).";
-    }
-    return text;
-  };
+  return e;
+}
 
-  // 1. The first collective whose fingerprints differ between ranks.
-  for (uint64_t sequence : sequences) {
+// What every rank was doing when it wrote its file, and which ranks wrote none.
+std::string WhatEachRankDid(const Evidence& e) {
+  std::vector<std::string> lines;
+  for (const auto& [rank, dump] : e.dumps) lines.push_back(Doing(e.dumps, *dump));
+  std::string text = " " + Join(lines, " ");
+  if (!e.without_file.empty()) {
+    text += " No file came from " + RankList(e.dumps, e.without_file) +
+            " (it was killed before it could write one, or it ran without a flight recorder "
+            "directory).";
+  }
+  return text;
+}
+
+// Rule 1: the first collective whose fingerprints differ between ranks.
+bool FirstDivergence(const Evidence& e, Diagnosis* diagnosis, std::ostringstream& paragraph) {
+  for (uint64_t sequence : e.sequences) {
     std::map<std::string, std::vector<int>> groups;
-    for (const auto& [rank, records] : by_rank) {
+    for (const auto& [rank, records] : e.by_rank) {
       auto it = records.find(sequence);
       if (it != records.end()) groups[it->second->fingerprint].push_back(rank);
     }
@@ -210,43 +218,46 @@ Diagnosis Diagnose(const std::vector<RankDump>& all) {
     });
     size_t ties = 0;
     for (const auto& group : groups) ties += group.second.size() == expected->second.size();
-    diagnosis.problem = true;
-    diagnosis.sequence = sequence;
-    diagnosis.expected_fingerprint = expected->first;
-    const RecordedCollectiveView& want = *by_rank[expected->second.front()][sequence];
+    diagnosis->problem = true;
+    diagnosis->sequence = sequence;
+    diagnosis->expected_fingerprint = expected->first;
+    const RecordedCollectiveView& want = *e.by_rank.at(expected->second.front()).at(sequence);
     if (ties > 1) {
       paragraph << "The ranks disagree at collective " << sequence
                 << " and no fingerprint has a majority:";
       for (const auto& [fingerprint, ranks] : groups) {
-        const RecordedCollectiveView& got = *by_rank[ranks.front()][sequence];
-        paragraph << " " << RankList(dumps, ranks) << " ran " << DescribeRecord(got)
+        const RecordedCollectiveView& got = *e.by_rank.at(ranks.front()).at(sequence);
+        paragraph << " " << RankList(e.dumps, ranks) << " ran " << DescribeRecord(got)
                   << " (fingerprint " << fingerprint << ");";
       }
       paragraph << " one of them went astray.";
     } else {
       for (const auto& [fingerprint, ranks] : groups) {
         if (fingerprint == expected->first) continue;
-        const RecordedCollectiveView& got = *by_rank[ranks.front()][sequence];
-        if (diagnosis.faulty_rank < 0) {
-          diagnosis.faulty_rank = ranks.front();
-          diagnosis.actual_fingerprint = fingerprint;
+        const RecordedCollectiveView& got = *e.by_rank.at(ranks.front()).at(sequence);
+        if (diagnosis->faulty_rank < 0) {
+          diagnosis->faulty_rank = ranks.front();
+          diagnosis->actual_fingerprint = fingerprint;
         }
-        paragraph << RankList(dumps, ranks) << " diverged at collective " << sequence << ": "
+        paragraph << RankList(e.dumps, ranks) << " diverged at collective " << sequence << ": "
                   << (ranks.size() > 1 ? "they ran " : "it ran ") << DescribeRecord(got)
-                  << " with fingerprint " << fingerprint << ", where " << RankList(dumps, expected->second)
+                  << " with fingerprint " << fingerprint << ", where " << RankList(e.dumps, expected->second)
                   << " ran " << DescribeRecord(want) << " with fingerprint " << expected->first
                   << " (expected " << expected->first << ", actual " << fingerprint << "): "
                   << LikelyCause(want, got) << ".";
       }
     }
-    diagnosis.paragraph = paragraph.str() + doing();
-    return diagnosis;
+    return true;
   }
 
-  // 2. The first collective some ranks entered and others never reached.
-  for (uint64_t sequence : sequences) {
+  return false;
+}
+
+// Rule 2: the first collective some ranks entered and others never reached.
+bool FirstMissed(const Evidence& e, Diagnosis* diagnosis, std::ostringstream& paragraph) {
+  for (uint64_t sequence : e.sequences) {
     std::vector<int> entered, never;
-    for (const auto& [rank, records] : by_rank) {
+    for (const auto& [rank, records] : e.by_rank) {
       if (records.count(sequence) != 0) {
         entered.push_back(rank);
       } else if (records.empty() || records.rbegin()->first < sequence) {
@@ -254,37 +265,41 @@ Diagnosis Diagnose(const std::vector<RankDump>& all) {
       }
     }
     if (entered.empty() || never.empty()) continue;
-    diagnosis.problem = true;
-    diagnosis.faulty_rank = never.front();
-    diagnosis.sequence = sequence;
-    const RecordedCollectiveView& want = *by_rank[entered.front()][sequence];
-    diagnosis.expected_fingerprint = want.fingerprint;
-    paragraph << RankList(dumps, never) << " never reached collective " << sequence << " ("
+    diagnosis->problem = true;
+    diagnosis->faulty_rank = never.front();
+    diagnosis->sequence = sequence;
+    const RecordedCollectiveView& want = *e.by_rank.at(entered.front()).at(sequence);
+    diagnosis->expected_fingerprint = want.fingerprint;
+    paragraph << RankList(e.dumps, never) << " never reached collective " << sequence << " ("
               << DescribeRecord(want) << ", fingerprint " << want.fingerprint << ") that "
-              << RankList(dumps, entered) << " entered";
+              << RankList(e.dumps, entered) << " entered";
     for (int rank : never) {
-      const auto& records = by_rank[rank];
+      const auto& records = e.by_rank.at(rank);
       if (records.empty()) {
-        paragraph << "; " << RankName(dumps, rank) << " recorded no collective at all";
+        paragraph << "; " << RankName(e.dumps, rank) << " recorded no collective at all";
       } else {
         const RecordedCollectiveView& last = *records.rbegin()->second;
-        paragraph << "; " << RankName(dumps, rank) << "'s last was collective " << last.sequence
+        paragraph << "; " << RankName(e.dumps, rank) << "'s last was collective " << last.sequence
                   << " (" << DescribeRecord(last) << ", " << last.state << ")";
       }
     }
     paragraph << ": it stalled or died before collective " << sequence
               << ", or its code skipped every collective after that.";
-    diagnosis.paragraph = paragraph.str() + doing();
-    return diagnosis;
+    return true;
   }
 
-  // 3. A rank without a file while the others' last collective never completed: it never
-  // arrived there (a rank that stalls is often killed before it can write its file).
-  if (!without_file.empty() && !sequences.empty()) {
-    const uint64_t last = *sequences.rbegin();
+  return false;
+}
+
+// Rule 3: a rank without a file while the others' last collective never completed: it never
+// arrived there (a rank that stalls is often killed before it can write its file).
+bool SilentRankHeldTheLast(const Evidence& e, Diagnosis* diagnosis,
+                           std::ostringstream& paragraph) {
+  if (!e.without_file.empty() && !e.sequences.empty()) {
+    const uint64_t last = *e.sequences.rbegin();
     std::vector<int> stuck;
     const RecordedCollectiveView* record = nullptr;
-    for (const auto& [rank, records] : by_rank) {
+    for (const auto& [rank, records] : e.by_rank) {
       auto it = records.find(last);
       if (it != records.end() && it->second->state != "done") {
         stuck.push_back(rank);
@@ -292,35 +307,48 @@ Diagnosis Diagnose(const std::vector<RankDump>& all) {
       }
     }
     if (record != nullptr) {
-      diagnosis.problem = true;
-      diagnosis.faulty_rank = without_file.front();
-      diagnosis.sequence = last;
-      diagnosis.expected_fingerprint = record->fingerprint;
-      paragraph << RankList(dumps, without_file) << " wrote no file, and "
-                << RankList(dumps, stuck) << " never saw collective " << last << " ("
+      diagnosis->problem = true;
+      diagnosis->faulty_rank = e.without_file.front();
+      diagnosis->sequence = last;
+      diagnosis->expected_fingerprint = record->fingerprint;
+      paragraph << RankList(e.dumps, e.without_file) << " wrote no file, and "
+                << RankList(e.dumps, stuck) << " never saw collective " << last << " ("
                 << DescribeRecord(*record) << ", fingerprint " << record->fingerprint
-                << ") complete: " << RankList(dumps, without_file)
+                << ") complete: " << RankList(e.dumps, e.without_file)
                 << " most likely never reached it (stalled, or died, before it could write its "
                    "file).";
-      diagnosis.paragraph = paragraph.str() + doing();
-      return diagnosis;
+      return true;
     }
   }
 
-  // 4. Nothing diverged in what the files hold.
-  if (!without_file.empty()) {
-    diagnosis.problem = true;
-    diagnosis.faulty_rank = without_file.front();
+  return false;
+}
+
+// Rule 4: nothing diverged in what the files hold.
+void NothingDiverged(const Evidence& e, Diagnosis* diagnosis, std::ostringstream& paragraph) {
+  if (!e.without_file.empty()) {
+    diagnosis->problem = true;
+    diagnosis->faulty_rank = e.without_file.front();
     paragraph << "The files that came agree on every collective they hold ("
-              << (sequences.empty() ? 0 : *sequences.rbegin()) << " at most), but "
-              << RankList(dumps, without_file) << " wrote none: look there first.";
+              << (e.sequences.empty() ? 0 : *e.sequences.rbegin()) << " at most), but "
+              << RankList(e.dumps, e.without_file) << " wrote none: look there first.";
   } else {
-    paragraph << "No divergence: all " << dumps.size() << " ranks agree on every collective "
+    paragraph << "No divergence: all " << e.dumps.size() << " ranks agree on every collective "
               << "their files hold";
-    if (!sequences.empty()) paragraph << " (up to collective " << *sequences.rbegin() << ")";
+    if (!e.sequences.empty()) paragraph << " (up to collective " << *e.sequences.rbegin() << ")";
     paragraph << ".";
   }
-  diagnosis.paragraph = paragraph.str() + doing();
+}
+
+Diagnosis Diagnose(const std::vector<RankDump>& all) {
+  const Evidence e = Gather(all);
+  Diagnosis diagnosis;
+  std::ostringstream paragraph;
+  if (!FirstDivergence(e, &diagnosis, paragraph) && !FirstMissed(e, &diagnosis, paragraph) &&
+      !SilentRankHeldTheLast(e, &diagnosis, paragraph)) {
+    NothingDiverged(e, &diagnosis, paragraph);
+  }
+  diagnosis.paragraph = paragraph.str() + WhatEachRankDid(e);
   return diagnosis;
 }
 
