@@ -16,6 +16,7 @@
 
 #include "strategy/mpi/worker_report.h"
 #include "util/flags.h"
+#include "util/statusor.h"
 #include "util/strings.h"
 
 namespace tower {
@@ -216,6 +217,123 @@ Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
 
 }  // namespace
 
+// The hosts of --hosts, and the train command checked (it must back up; --resume is added so
+// that a relaunch resumes). InvalidArgument saying what to give.
+Status CheckLaunch(const LaunchFlags& flags, std::vector<std::string>* hosts,
+                   std::vector<std::string>* command) {
+  for (const std::string& host : Split(flags.hosts, ',')) {
+    if (host.empty()) continue;
+    if (std::find(hosts->begin(), hosts->end(), host) != hosts->end()) {
+      return InvalidArgumentError("--hosts names " + host + " twice (use --workers-per-host)");
+    }
+    hosts->push_back(host);
+  }
+  if (hosts->empty()) return InvalidArgumentError("--hosts is required (e.g. --hosts=node1,node2)");
+  if (flags.workers_per_host < 1 || flags.workers_per_host > 1024) {
+    return InvalidArgumentError("--workers-per-host must be between 1 and 1024");
+  }
+  if (flags.min_hosts < 1 || flags.min_hosts > static_cast<int64_t>(hosts->size())) {
+    return InvalidArgumentError("--min-hosts must be between 1 and the " +
+                                std::to_string(hosts->size()) + " hosts given");
+  }
+  if (flags.max_restarts < 0) return InvalidArgumentError("--max-restarts must be 0 or more");
+  if (!(flags.grace_s > 0 && flags.grace_s <= 3600)) {
+    return InvalidArgumentError("--grace must be between 0 and 3600 seconds");
+  }
+  if (!(flags.start_timeout_s > 0 && flags.start_timeout_s <= 86400)) {
+    return InvalidArgumentError("--start-timeout must be between 0 and 86400 seconds");
+  }
+  if (command->empty() || (*command)[0] != "train") {
+    return InvalidArgumentError(
+        "give the job after --: `tower launch --hosts=... -- train --data=... "
+        "--backup=PATH ...`");
+  }
+  bool backup = false, resume = false;
+  for (const std::string& arg : *command) {
+    backup = backup || (StartsWith(arg, "--backup=") && arg.size() > 9);
+    resume = resume || arg == "--resume" || StartsWith(arg, "--resume=");
+  }
+  if (!backup) {
+    return InvalidArgumentError(
+        "the train command needs --backup=PATH (on a file system every host "
+        "sees): a relaunch resumes from it");
+  }
+  if (resume && std::find(command->begin(), command->end(), "--resume=false") != command->end()) {
+    return InvalidArgumentError("--resume=false: a relaunch must resume from the backup");
+  }
+  if (!resume) command->push_back("--resume");
+  return OkStatus();
+}
+
+// mpirun's command line for `workers` workers on `hosts`, in recovery mode: mpirun does not
+// end the job the moment a host's daemon is lost, so the surviving workers report which host
+// it was (each within its collective deadline).
+std::vector<std::string> MpirunArgv(const LaunchFlags& flags, const std::vector<std::string>& hosts,
+                                    int64_t workers, const std::string& self,
+                                    const std::vector<std::string>& command) {
+  std::vector<std::string> slots;
+  for (const std::string& host : hosts) {
+    slots.push_back(host + ":" + std::to_string(flags.workers_per_host));
+  }
+  std::vector<std::string> argv = {flags.mpirun};
+  if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+  argv.insert(argv.end(),
+              {"-H", Join(slots, ","), "-np", std::to_string(workers), "--enable-recovery", "--mca",
+               "orte_abort_on_non_zero_status", "0", "-x", std::string(kWorkerReportEnv) + "=1"});
+  for (const std::string& word : Words(flags.mpirun_args)) argv.push_back(word);
+  argv.push_back(self);
+  for (const std::string& arg : command) argv.push_back(arg);
+  return argv;
+}
+
+// After a run that lost hosts: the hosts to relaunch on (the lost ones dropped), or why not
+// (FailedPrecondition: the first host lost, an unknown host, too few hosts left, or no
+// restarts left).
+StatusOr<std::vector<std::string>> HostsAfterLoss(const LaunchFlags& flags,
+                                                  const std::vector<std::string>& hosts,
+                                                  const Attempt& attempt, int64_t restart,
+                                                  std::ostream& out) {
+  std::vector<std::string> dropped, unknown;
+  for (const std::string& name : attempt.lost) {
+    const std::string host = MatchHost(hosts, name);
+    if (host.empty()) {
+      unknown.push_back(name);
+    } else if (host == hosts.front()) {
+      return FailedPreconditionError(
+          "workers report the first host, " + host +
+          ", unreachable: it runs mpirun and this command, and cannot be "
+          "dropped; not restarting");
+    } else if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) {
+      dropped.push_back(host);
+    }
+  }
+  if (dropped.empty()) {
+    return FailedPreconditionError(
+        "workers report host" + std::string(unknown.size() == 1 ? " " : "s ") +
+        Join(unknown, ", ") + " unreachable, which --hosts does not name (" + Join(hosts, ", ") +
+        "); not restarting");
+  }
+  std::vector<std::string> rest;
+  for (const std::string& host : hosts) {
+    if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) rest.push_back(host);
+  }
+  out << "tower launch: lost " << Join(dropped, ", ") << " (reported unreachable by the "
+      << "workers)\n";
+  if (static_cast<int64_t>(rest.size()) < flags.min_hosts) {
+    return FailedPreconditionError(
+        std::to_string(rest.size()) + " host" + (rest.size() == 1 ? "" : "s") + " would remain (" +
+        Join(rest, ", ") + "), fewer than --min-hosts=" + std::to_string(flags.min_hosts) +
+        "; giving up");
+  }
+  if (restart >= flags.max_restarts) {
+    return FailedPreconditionError(
+        "--max-restarts=" + std::to_string(flags.max_restarts) +
+        " reached; giving up (the backup holds the progress: run again to "
+        "resume)");
+  }
+  return rest;
+}
+
 int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const auto dashes = std::find(args.begin(), args.end(), "--");
   const std::vector<std::string> own(args.begin(), dashes);
@@ -237,47 +355,8 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   if (!status.ok()) return Fail(err, status.message(), 2);
   std::vector<std::string> hosts;
-  for (const std::string& host : Split(flags.hosts, ',')) {
-    if (host.empty()) continue;
-    if (std::find(hosts.begin(), hosts.end(), host) != hosts.end()) {
-      return Fail(err, "--hosts names " + host + " twice (use --workers-per-host)", 2);
-    }
-    hosts.push_back(host);
-  }
-  if (hosts.empty()) return Fail(err, "--hosts is required (e.g. --hosts=node1,node2)", 2);
-  if (flags.workers_per_host < 1 || flags.workers_per_host > 1024) {
-    return Fail(err, "--workers-per-host must be between 1 and 1024", 2);
-  }
-  if (flags.min_hosts < 1 || flags.min_hosts > static_cast<int64_t>(hosts.size())) {
-    return Fail(err, "--min-hosts must be between 1 and the " + std::to_string(hosts.size()) +
-                         " hosts given", 2);
-  }
-  if (flags.max_restarts < 0) return Fail(err, "--max-restarts must be 0 or more", 2);
-  if (!(flags.grace_s > 0 && flags.grace_s <= 3600)) {
-    return Fail(err, "--grace must be between 0 and 3600 seconds", 2);
-  }
-  if (!(flags.start_timeout_s > 0 && flags.start_timeout_s <= 86400)) {
-    return Fail(err, "--start-timeout must be between 0 and 86400 seconds", 2);
-  }
-  if (command.empty() || command[0] != "train") {
-    return Fail(err, "give the job after --: `tower launch --hosts=... -- train --data=... "
-                     "--backup=PATH ...`",
-                2);
-  }
-  bool backup = false, resume = false;
-  for (const std::string& arg : command) {
-    backup = backup || (StartsWith(arg, "--backup=") && arg.size() > 9);
-    resume = resume || arg == "--resume" || StartsWith(arg, "--resume=");
-  }
-  if (!backup) {
-    return Fail(err, "the train command needs --backup=PATH (on a file system every host "
-                     "sees): a relaunch resumes from it",
-                2);
-  }
-  if (resume && std::find(command.begin(), command.end(), "--resume=false") != command.end()) {
-    return Fail(err, "--resume=false: a relaunch must resume from the backup", 2);
-  }
-  if (!resume) command.push_back("--resume");
+  status = CheckLaunch(flags, &hosts, &command);
+  if (!status.ok()) return Fail(err, status.message(), 2);
   const std::string self = SelfPath();
   if (self.empty()) return Fail(err, "cannot find this program's path (/proc/self/exe)", 1);
 
@@ -285,20 +364,7 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
   const std::chrono::milliseconds start_timeout(static_cast<int64_t>(flags.start_timeout_s * 1000));
   for (int64_t restart = 0;; ++restart) {
     const int64_t workers = static_cast<int64_t>(hosts.size()) * flags.workers_per_host;
-    std::vector<std::string> slots;
-    for (const std::string& host : hosts) {
-      slots.push_back(host + ":" + std::to_string(flags.workers_per_host));
-    }
-    std::vector<std::string> argv = {flags.mpirun};
-    if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-    // Recovery mode: mpirun does not end the job the moment a host's daemon is lost, so the
-    // surviving workers report which host it was (each within its collective deadline).
-    argv.insert(argv.end(), {"-H", Join(slots, ","), "-np", std::to_string(workers),
-                             "--enable-recovery", "--mca", "orte_abort_on_non_zero_status", "0",
-                             "-x", std::string(kWorkerReportEnv) + "=1"});
-    for (const std::string& word : Words(flags.mpirun_args)) argv.push_back(word);
-    argv.push_back(self);
-    for (const std::string& arg : command) argv.push_back(arg);
+    const std::vector<std::string> argv = MpirunArgv(flags, hosts, workers, self, command);
     out << "tower launch: run " << restart + 1 << " on " << hosts.size() << " host"
         << (hosts.size() == 1 ? "" : "s") << " (" << Join(hosts, ", ") << "), " << workers
         << " worker" << (workers == 1 ? "" : "s") << ": " << Join(argv, " ") << "\n"
@@ -336,48 +402,12 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
                            "): see the errors above; not restarting",
                   1);
     }
-    std::vector<std::string> dropped, unknown;
-    for (const std::string& name : attempt.lost) {
-      const std::string host = MatchHost(hosts, name);
-      if (host.empty()) {
-        unknown.push_back(name);
-      } else if (host == hosts.front()) {
-        return Fail(err, "workers report the first host, " + host +
-                             ", unreachable: it runs mpirun and this command, and cannot be "
-                             "dropped; not restarting",
-                    1);
-      } else if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) {
-        dropped.push_back(host);
-      }
-    }
-    if (dropped.empty()) {
-      return Fail(err, "workers report host" + std::string(unknown.size() == 1 ? " " : "s ") +
-                           Join(unknown, ", ") + " unreachable, which --hosts does not name (" +
-                           Join(hosts, ", ") + "); not restarting",
-                  1);
-    }
-    std::vector<std::string> rest;
-    for (const std::string& host : hosts) {
-      if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) rest.push_back(host);
-    }
-    out << "tower launch: lost " << Join(dropped, ", ") << " (reported unreachable by the "
-        << "workers)\n";
-    if (static_cast<int64_t>(rest.size()) < flags.min_hosts) {
-      return Fail(err, std::to_string(rest.size()) + " host" + (rest.size() == 1 ? "" : "s") +
-                           " would remain (" + Join(rest, ", ") + "), fewer than --min-hosts=" +
-                           std::to_string(flags.min_hosts) + "; giving up",
-                  1);
-    }
-    if (restart >= flags.max_restarts) {
-      return Fail(err, "--max-restarts=" + std::to_string(flags.max_restarts) +
-                           " reached; giving up (the backup holds the progress: run again to "
-                           "resume)",
-                  1);
-    }
-    out << "tower launch: relaunching on " << Join(rest, ", ") << " from the backup (restart "
+    StatusOr<std::vector<std::string>> rest = HostsAfterLoss(flags, hosts, attempt, restart, out);
+    if (!rest.ok()) return Fail(err, rest.status().message(), 1);
+    out << "tower launch: relaunching on " << Join(*rest, ", ") << " from the backup (restart "
         << restart + 1 << " of at most " << flags.max_restarts << ")\n"
         << std::flush;
-    hosts = rest;
+    hosts = *std::move(rest);
   }
 }
 
