@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "ops/philox.h"
+#include "util/philox.h"
 
 namespace tower::data {
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "ops/philox.h"
+#include "util/philox.h"
 #include "util/strings.h"
 
 namespace tower::data {

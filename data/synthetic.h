@@ -6,7 +6,7 @@
 //           w = linspace(-1, 1, 256)
 // Row r is the same whatever the batch size, the order rows are read in, or the thread that
 // reads them: feature j of row r is philox::Uniform(seed, r·feature_dim + j, -1, 1) and the
-// noise of row r is philox::Normal(seed, r, 0, 1) (ops/philox.h).
+// noise of row r is philox::Normal(seed, r, 0, 1) (util/philox.h).
 #ifndef TOWER_DATA_SYNTHETIC_H_
 #define TOWER_DATA_SYNTHETIC_H_
 

@@ -1,5 +1,5 @@
 // Random tensors from an explicit seed. Element i is a function of (seed, i) alone
-// (Philox, ops/philox.h): the same seed gives bitwise the same numbers on every device type,
+// (Philox, util/philox.h): the same seed gives bitwise the same numbers on every device type,
 // whatever the device and however the work is split.
 #ifndef TOWER_OPS_RANDOM_OPS_H_
 #define TOWER_OPS_RANDOM_OPS_H_

@@ -4,7 +4,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/eigen.h"
 #include "ops/op_attrs.h"
-#include "ops/philox.h"
+#include "util/philox.h"
 
 namespace tower::cpu {
 

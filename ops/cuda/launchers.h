@@ -113,7 +113,7 @@ cudaError_t LaunchCrossEntropyGrad(const float* logits, const int32_t* labels, i
                                    cudaStream_t stream);
 
 // ---- random.cu -----------------------------------------------------------------------------
-// Element i is philox::Uniform / philox::Normal(seed, i, ...) (ops/philox.h): bitwise the
+// Element i is philox::Uniform / philox::Normal(seed, i, ...) (util/philox.h): bitwise the
 // CPU kernels' values.
 
 // out[n] uniform in [lo, hi)

@@ -1,10 +1,10 @@
 // RandomUniform / RandomNormal: element i is philox::Uniform / philox::Normal(seed, i) from
-// ops/philox.h, the very functions the CPU kernels call. They use only exactly rounded
+// util/philox.h, the very functions the CPU kernels call. They use only exactly rounded
 // operations (explicit fma, no library log/cos), so the values are bitwise the CPU's.
 #include "device/cuda/kernel_launch.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launchers.h"
-#include "ops/philox.h"
+#include "util/philox.h"
 
 namespace tower::gpu {
 namespace {

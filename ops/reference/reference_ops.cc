@@ -235,7 +235,7 @@ Values Fill(int64_t n, float value) { return Values(static_cast<size_t>(n), valu
 std::array<uint32_t, 4> Philox4x32_10(std::array<uint32_t, 4> counter,
                                       std::array<uint32_t, 2> key) {
   // Written from the paper's definition (Salmon et al., SC 2011, Philox-4×32 with its
-  // multipliers and Weyl key bumps), independently of ops/philox.h: ten rounds of
+  // multipliers and Weyl key bumps), independently of util/philox.h: ten rounds of
   // (L0, R0, L1, R1) -> (hi(M1·R1) ^ k0 ^ L0... ) in its permuted form.
   constexpr uint64_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57;
   constexpr uint32_t kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;

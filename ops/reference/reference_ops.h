@@ -53,7 +53,7 @@ Values SparseSoftmaxCrossEntropyGrad(const Values& logits, const Shape& shape,
 Values Concat(const std::vector<Values>& inputs);  // along the first dimension
 Values Fill(int64_t n, float value);
 // Philox4x32-10 of one counter under one key, written independently of the kernels'
-// (ops/philox.h) and checked against the published known answers (tests/ops/random_test).
+// (util/philox.h) and checked against the published known answers (tests/ops/random_test).
 std::array<uint32_t, 4> Philox4x32_10(std::array<uint32_t, 4> counter,
                                       std::array<uint32_t, 2> key);
 // Bitwise what RandomUniform gives.

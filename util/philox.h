@@ -7,8 +7,8 @@
 // use only exactly rounded IEEE operations (+, ·, /, fma, sqrt written out; no library
 // log/cos, whose last bits differ between glibc and CUDA), and multiply-adds are explicit
 // fma() so no compiler may contract or split them differently.
-#ifndef TOWER_OPS_PHILOX_H_
-#define TOWER_OPS_PHILOX_H_
+#ifndef TOWER_UTIL_PHILOX_H_
+#define TOWER_UTIL_PHILOX_H_
 
 #include <cmath>
 #include <cstdint>
@@ -131,4 +131,4 @@ TOWER_HOST_DEVICE inline float Normal(uint64_t seed, uint64_t i, float mean, flo
 
 }  // namespace tower::philox
 
-#endif  // TOWER_OPS_PHILOX_H_
+#endif  // TOWER_UTIL_PHILOX_H_
