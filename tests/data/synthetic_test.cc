@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "data/dataset.h"
-#include "ops/philox.h"
+#include "util/philox.h"
 #include "tests/data/dataset_testing.h"
 
 namespace tower::data {

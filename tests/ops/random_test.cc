@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "device/context.h"
-#include "ops/philox.h"
+#include "util/philox.h"
 #include "ops/random_ops.h"
 #include "ops/reference/reference_ops.h"
 
