@@ -288,8 +288,9 @@ void AddTrainFlags(FlagParser* parser, TrainFlags* flags) {
 Status CheckTrainFlags(const TrainFlags& flags, const FlagParser& parser, TrainPlan* plan) {
   Status status;
   if (flags.data.empty()) {
-    return InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or "
-                                           "synthetic:mlp (see --help)");
+    return InvalidArgumentError(
+        "--data is required: a CSV file, synthetic:linreg or "
+        "synthetic:mlp (see --help)");
   }
   if (flags.epochs < 0 || flags.steps < 0 || (flags.epochs == 0 && flags.steps == 0)) {
     return InvalidArgumentError("give --epochs=E or --steps=S (positive)");
@@ -300,10 +301,9 @@ Status CheckTrainFlags(const TrainFlags& flags, const FlagParser& parser, TrainP
   // filling it.
   constexpr int64_t kMaxPrefetch = 64;
   if (flags.prefetch < -1 || flags.prefetch > kMaxPrefetch) {
-    return InvalidArgumentError(
-                          "--prefetch=" + std::to_string(flags.prefetch) +
-                          ": give the batches to read ahead, 0 (none) to " +
-                          std::to_string(kMaxPrefetch) + ", or -1 for the default");
+    return InvalidArgumentError("--prefetch=" + std::to_string(flags.prefetch) +
+                                ": give the batches to read ahead, 0 (none) to " +
+                                std::to_string(kMaxPrefetch) + ", or -1 for the default");
   }
   if (flags.verbose < 0 || flags.verbose > 2) return InvalidArgumentError("--verbose is 0, 1 or 2");
   std::pair<int64_t, int64_t> trace_steps{0, 0};
@@ -341,9 +341,9 @@ Status CheckTrainFlags(const TrainFlags& flags, const FlagParser& parser, TrainP
     return InvalidArgumentError("--early-stopping is a number of epochs (0 or more)");
   }
   for (const auto& [flag, path] : {std::pair<std::string, std::string>{"save", flags.save},
-                                    {"backup", flags.backup},
-                                    {"metrics-out", flags.metrics_out},
-                                    {"save-best", flags.save_best}}) {
+                                   {"backup", flags.backup},
+                                   {"metrics-out", flags.metrics_out},
+                                   {"save-best", flags.save_best}}) {
     status = CheckWritable(flag, path);
     if (!status.ok()) return status;
   }
@@ -364,8 +364,9 @@ Status PlanModelAndData(const TrainFlags& flags, const FlagParser& parser, Train
   }
   const bool classifier = flags.loss != "mse" && flags.loss != "mean_squared_error";
   if (classifier && flags.normalize_target) {
-    return InvalidArgumentError("--normalize-target is for regression (--loss=mse): "
-                                           "class ids are not scaled");
+    return InvalidArgumentError(
+        "--normalize-target is for regression (--loss=mse): "
+        "class ids are not scaled");
   }
   StatusOr<Prepared> prepared = LoadData(flags.data, flags.target, classifier);
   if (!prepared.ok()) return prepared.status();
@@ -384,18 +385,17 @@ Status PlanModelAndData(const TrainFlags& flags, const FlagParser& parser, Train
   TOWER_RETURN_IF_ERROR(ConfigureTraining(flags, lr, **optimizer));
   if (flags.accumulate < 1 || flags.accumulate > flags.global_batch) {
     return InvalidArgumentError("--accumulate=" + std::to_string(flags.accumulate) +
-                                           " must be between 1 and --global-batch (" +
-                                           std::to_string(flags.global_batch) + ")");
+                                " must be between 1 and --global-batch (" +
+                                std::to_string(flags.global_batch) + ")");
   }
   const int64_t outputs = (*layers).back()->output_dim();
   TOWER_RETURN_IF_ERROR((*loss)->CheckShapes(outputs, prepared->dataset.target_dim()));
   std::optional<int64_t> classes;
   const std::vector<std::string>& class_names = prepared->dataset.schema().class_names;
   if (static_cast<int64_t>(class_names.size()) > outputs) {
-    return InvalidArgumentError(
-                          "the data has " + std::to_string(class_names.size()) + " classes (" +
-                          Join(class_names, ", ") + "), the last layer " +
-                          std::to_string(outputs) + " units: give it one per class");
+    return InvalidArgumentError("the data has " + std::to_string(class_names.size()) +
+                                " classes (" + Join(class_names, ", ") + "), the last layer " +
+                                std::to_string(outputs) + " units: give it one per class");
   }
   if (classifier && prepared->synthetic.empty()) {
     classes = outputs;
@@ -417,7 +417,6 @@ Status PlanModelAndData(const TrainFlags& flags, const FlagParser& parser, Train
   plan->metrics = std::move(metrics);
   plan->lr = lr;
   return OkStatus();
-
 }
 
 // The devices and, for several replicas or under mpirun, the strategy (in *strategy_out). 0,
@@ -428,7 +427,8 @@ int CreateStrategy(const TrainFlags& flags, const Prepared& prepared, std::ostre
   Context& context = Context::Global();
   Status status = ApplyDeviceFlags(flags.device, context);
   if (!status.ok()) return Usage(err, status);
-  StatusOr<MirroredStrategyOptions> applied = ApplyStrategyFlags(flags.strategy, flags.device, context);
+  StatusOr<MirroredStrategyOptions> applied =
+      ApplyStrategyFlags(flags.strategy, flags.device, context);
   if (!applied.ok()) return Usage(err, applied.status());
   MirroredStrategyOptions strategy_options = *std::move(applied);
   config::SetLogDevicePlacement(flags.log_device_placement);
@@ -471,7 +471,8 @@ int CreateStrategy(const TrainFlags& flags, const Prepared& prepared, std::ostre
 // and described for the files it saves.
 StatusOr<std::unique_ptr<Sequential>> BuildModel(const TrainFlags& flags, TrainPlan& plan,
                                                  MirroredStrategy* strategy) {
-  auto model = std::make_unique<Sequential>(std::move(plan.layers), static_cast<uint64_t>(flags.seed));
+  auto model =
+      std::make_unique<Sequential>(std::move(plan.layers), static_cast<uint64_t>(flags.seed));
   Status status;
   {
     std::unique_ptr<DistributionScope> scope;
@@ -482,7 +483,8 @@ StatusOr<std::unique_ptr<Sequential>> BuildModel(const TrainFlags& flags, TrainP
   status = model->Build(plan.prepared.dataset.feature_dim());
   if (!status.ok()) return status;
   if (flags.normalize_target) {
-    StatusOr<std::pair<std::vector<float>, std::vector<float>>> stats = TargetStatistics(plan.training_data);
+    StatusOr<std::pair<std::vector<float>, std::vector<float>>> stats =
+        TargetStatistics(plan.training_data);
     if (!stats.ok()) return stats.status().WithContext("--normalize-target");
     plan.target_stats = *stats;
     status = model->SetTargetNormalization(plan.target_stats.first, plan.target_stats.second);
@@ -532,8 +534,7 @@ StatusOr<std::optional<FitPosition>> ResumePosition(const TrainFlags& flags, Seq
     resume = *position;
     if (flags.verbose > 0 && chief) {
       out << "Resuming from " << flags.backup << ": epoch " << resume->epoch + 1 << ", "
-          << resume->step_in_epoch << " steps into it (" << resume->total_steps
-          << " steps done)\n";
+          << resume->step_in_epoch << " steps into it (" << resume->total_steps << " steps done)\n";
     }
   } else if (flags.resume && flags.verbose > 0 && chief) {
     out << "No backup at " << flags.backup << " yet: starting from the beginning\n";
@@ -543,8 +544,8 @@ StatusOr<std::optional<FitPosition>> ResumePosition(const TrainFlags& flags, Seq
 }
 
 // The input pipeline of the training rows: shuffled, batched, read ahead for GPU replicas.
-data::Dataset InputPipeline(const TrainFlags& flags, const TrainPlan& plan,
-                            const Sequential& model, bool chief, std::ostream& out) {
+data::Dataset InputPipeline(const TrainFlags& flags, const TrainPlan& plan, const Sequential& model,
+                            bool chief, std::ostream& out) {
   data::Dataset dataset = plan.training_data;
   if (flags.shuffle) {
     const int64_t buffer = plan.rows > 0 ? plan.rows : 10 * flags.global_batch;
@@ -579,11 +580,11 @@ Status MakeFitOptions(const TrainFlags& flags, const TrainPlan& plan, const data
     const int64_t per_epoch = dataset.num_batches();
     if (per_epoch <= 0) {
       return InvalidArgumentError("--global-batch=" + std::to_string(flags.global_batch) +
-                                             " with --drop-remainder leaves no batch of the " +
-                                             std::to_string(plan.rows) + " rows");
+                                  " with --drop-remainder leaves no batch of the " +
+                                  std::to_string(plan.rows) + " rows");
     }
     fit->epochs = static_cast<int>(flags.epochs > 0 ? flags.epochs
-                                                   : (flags.steps + per_epoch - 1) / per_epoch);
+                                                    : (flags.steps + per_epoch - 1) / per_epoch);
     if (flags.steps > 0) fit->max_steps = flags.steps;
   }
   if (plan.validation.has_value()) {
@@ -601,7 +602,8 @@ Status MakeFitOptions(const TrainFlags& flags, const TrainPlan& plan, const data
   fit->backup_every_steps = flags.backup.empty() ? 0 : flags.backup_every;
   if (!flags.tensorboard.empty()) {
     // Written by the chief only; other workers' callbacks do nothing.
-    fit->callbacks.push_back(std::make_shared<TensorBoard>(flags.tensorboard, plan.tensorboard_every_steps));
+    fit->callbacks.push_back(
+        std::make_shared<TensorBoard>(flags.tensorboard, plan.tensorboard_every_steps));
   }
   if (!flags.metrics_out.empty()) {
     if (EndsWith(flags.metrics_out, ".csv")) {
@@ -610,7 +612,8 @@ Status MakeFitOptions(const TrainFlags& flags, const TrainPlan& plan, const data
       fit->callbacks.push_back(std::make_shared<JsonLinesLogger>(flags.metrics_out, true));
     }
   }
-  if (flags.verbose >= 2) fit->callbacks.push_back(std::make_shared<ReplicaStepLog>(flags.global_batch));
+  if (flags.verbose >= 2)
+    fit->callbacks.push_back(std::make_shared<ReplicaStepLog>(flags.global_batch));
   if (!flags.trace.empty()) {
     fit->callbacks.push_back(
         std::make_shared<StepTrace>(flags.trace, plan.trace_steps.first, plan.trace_steps.second));
@@ -623,8 +626,7 @@ int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* stra
           Sequential& model, std::ostream& out, std::ostream& err) {
   const bool chief = strategy == nullptr || strategy->is_chief();
   const std::string signature = RunSignature(flags, plan.layer_spec, plan.lr);
-  StatusOr<std::optional<FitPosition>> resume =
-      ResumePosition(flags, model, signature, chief, out);
+  StatusOr<std::optional<FitPosition>> resume = ResumePosition(flags, model, signature, chief, out);
   if (!resume.ok()) return Usage(err, resume.status());
   const data::Dataset dataset = InputPipeline(flags, plan, model, chief, out);
   FitOptions fit;
@@ -661,10 +663,10 @@ int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* stra
   }
   if (strategy != nullptr && std::getenv(kWorkerReportEnv) != nullptr) {
     // For a supervisor (tower launch): this worker finished.
-    out << FinishedLine(strategy->world().rank(), strategy->world().size()) << "\n"
-        << std::flush;
+    out << FinishedLine(strategy->world().rank(), strategy->world().size()) << "\n" << std::flush;
   }
-  return 0;}
+  return 0;
+}
 
 }  // namespace
 
