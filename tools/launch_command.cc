@@ -91,30 +91,15 @@ std::string SelfPath() {
 // `out` and parsed for worker reports. Ends mpirun `grace` after the first unreachable
 // report if it has not ended by itself (it may wait forever on a host it cannot reach), and
 // when fewer than `workers` have started after `start_timeout` (a daemon that never came up).
-Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
-                  std::chrono::milliseconds grace, std::chrono::milliseconds start_timeout,
-                  std::ostream& out, std::ostream& err) {
-  const auto begin = Clock::now();
-  Attempt attempt;
-  int fds[2];
-  if (pipe(fds) != 0) {
-    err << "error: tower launch: pipe: " << std::strerror(errno) << "\n";
-    return attempt;
-  }
+// Forks and runs argv in a process group of its own (so that ending the group ends whatever
+// it started here too), its stdout and stderr into fds[1], which is closed here. The child's
+// pid, or -1 (errno set) when fork failed.
+pid_t StartInItsOwnGroup(const std::vector<std::string>& argv, const int fds[2]) {
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
-  out << std::flush;
-  err << std::flush;
   const pid_t pid = fork();
-  if (pid < 0) {
-    err << "error: tower launch: fork: " << std::strerror(errno) << "\n";
-    close(fds[0]);
-    close(fds[1]);
-    return attempt;
-  }
   if (pid == 0) {
-    // Its own process group, so that ending it ends whatever it started here too.
     setpgid(0, 0);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
@@ -125,8 +110,52 @@ Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
                  std::strerror(errno));
     _exit(127);
   }
-  setpgid(pid, pid);
+  const int fork_errno = errno;
+  if (pid > 0) setpgid(pid, pid);
   close(fds[1]);
+  errno = fork_errno;
+  return pid;
+}
+
+// What one line of the job's output tells: a worker's error, its start or finish, or hosts
+// it reports unreachable (`*first_report`: when the first such report came).
+void TakeLine(const std::string& line, Attempt* attempt,
+              std::optional<Clock::time_point>* first_report) {
+  if (StartsWith(line, "error: ")) attempt->worker_error = true;
+  const WorkerReport report = ParseWorkerReport(line);
+  if (report.kind == WorkerReport::Kind::kStarted) {
+    attempt->started.insert(report.rank);
+  } else if (report.kind == WorkerReport::Kind::kFinished) {
+    attempt->finished.insert(report.rank);
+  } else if (report.kind == WorkerReport::Kind::kUnreachable) {
+    if (!first_report->has_value()) *first_report = Clock::now();
+    for (const UnreachableWorker& worker : report.unreachable) {
+      if (std::find(attempt->lost.begin(), attempt->lost.end(), worker.host) ==
+          attempt->lost.end()) {
+        attempt->lost.push_back(worker.host);
+      }
+    }
+  }
+}
+
+Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
+                  std::chrono::milliseconds grace, std::chrono::milliseconds start_timeout,
+                  std::ostream& out, std::ostream& err) {
+  const auto begin = Clock::now();
+  Attempt attempt;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    err << "error: tower launch: pipe: " << std::strerror(errno) << "\n";
+    return attempt;
+  }
+  out << std::flush;
+  err << std::flush;
+  const pid_t pid = StartInItsOwnGroup(argv, fds);
+  if (pid < 0) {
+    err << "error: tower launch: fork: " << std::strerror(errno) << "\n";
+    close(fds[0]);
+    return attempt;
+  }
   attempt.launched = true;
   std::string pending;
   bool open = true;
@@ -153,21 +182,7 @@ Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
       const std::string line = pending.substr(0, end);
       pending.erase(0, end + 1);
       out << line << "\n" << std::flush;
-      if (StartsWith(line, "error: ")) attempt.worker_error = true;
-      const WorkerReport report = ParseWorkerReport(line);
-      if (report.kind == WorkerReport::Kind::kStarted) {
-        attempt.started.insert(report.rank);
-      } else if (report.kind == WorkerReport::Kind::kFinished) {
-        attempt.finished.insert(report.rank);
-      } else if (report.kind == WorkerReport::Kind::kUnreachable) {
-        if (!first_report.has_value()) first_report = Clock::now();
-        for (const UnreachableWorker& worker : report.unreachable) {
-          if (std::find(attempt.lost.begin(), attempt.lost.end(), worker.host) ==
-              attempt.lost.end()) {
-            attempt.lost.push_back(worker.host);
-          }
-        }
-      }
+      TakeLine(line, &attempt, &first_report);
     }
     if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
       exited = true;
