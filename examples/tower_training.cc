@@ -15,7 +15,7 @@
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/replica_devices.h"
-#include "strategy/towers.h"
+#include "model/towers.h"
 #include "util/flags.h"
 
 namespace {

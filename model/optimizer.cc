@@ -6,36 +6,9 @@
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/training_ops.h"
+#include "strategy/step/numerics.h"
 
 namespace tower {
-namespace {
-
-// Σ x² over `tensor`, in double on the host for host memory, else by the device's kernels.
-StatusOr<double> SumOfSquares(const Tensor& tensor) {
-  if (tensor.device()->stream().host_addressable()) {
-    const float* x = tensor.data<float>();
-    double sum = 0;
-    for (int64_t i = 0; i < tensor.num_elements(); ++i) sum += double{x[i]} * x[i];
-    return sum;
-  }
-  TOWER_ASSIGN_OR_RETURN(Tensor squares, ops::Mul(tensor, tensor));
-  TOWER_ASSIGN_OR_RETURN(Tensor total, ops::ReduceSum(squares));
-  float sum = 0;
-  TOWER_RETURN_IF_ERROR(total.ToHostBytes(&sum));
-  return double{sum};
-}
-
-}  // namespace
-
-StatusOr<double> GlobalNorm(const std::vector<Tensor>& tensors) {
-  double squares = 0;
-  for (const Tensor& tensor : tensors) {
-    TOWER_ASSIGN_OR_RETURN(double sum, SumOfSquares(tensor));
-    squares += sum;
-  }
-  return std::sqrt(squares);
-}
-
 Status Optimizer::SetClipping(const GradientClipping& clipping) {
   const auto bad = [](float v) { return !std::isfinite(v) || v < 0; };
   if (bad(clipping.clip_value) || bad(clipping.global_clip_norm)) {

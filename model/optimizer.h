@@ -30,12 +30,6 @@ struct GradientClipping {
   float global_clip_norm = 0;  // every gradient · clip / max(‖all gradients‖₂, clip)
 };
 
-// ‖tensors‖₂ over every element of every float32 tensor: the squares summed in double, in
-// `tensors` order (on the host for host memory, else by the device's ReduceSum), then the
-// square root. The one place a global norm is computed: global-norm clipping
-// (Optimizer::GlobalNormScale) and the gradient norm a training step records
-// (Sequential::last_step_stats) both call it. May be Inf or NaN.
-StatusOr<double> GlobalNorm(const std::vector<Tensor>& tensors);
 
 class Optimizer {
  public:

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "model/sequential.h"
 #include "util/flight_recorder.h"
 #include "util/logging.h"

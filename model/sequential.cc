@@ -9,6 +9,7 @@
 #include "device/context.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
+#include "strategy/step/numerics.h"
 #include "util/fiber.h"
 #include "util/flight_recorder.h"
 #include "util/trace.h"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "model/sequential.h"
 #include "util/file.h"
 #include "util/trace.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "ops/tensor.h"
 #include "strategy/summation_tree.h"
 #include "util/span.h"

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/distribution.h"
-#include "model/pass_accumulator.h"
+#include "strategy/step/distribution.h"
+#include "strategy/step/pass_accumulator.h"
 #include "strategy/cross_device_ops.h"
 #include "strategy/gradient_folding.h"
 #include "util/flight_recorder.h"

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "strategy/cross_device_ops.h"
 #include "strategy/cross_device_ops_selection.h"
 #include "strategy/gradient_reducer.h"

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "strategy/cross_device_ops.h"
 #include "strategy/gradient_reducer.h"
 #include "strategy/summation_tree.h"

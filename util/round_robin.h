@@ -5,7 +5,7 @@
 // (strategy/replica_scheduler.h). Gradient folding's groups (strategy/gradient_folding.h) are
 // the replicas of one thread: they must be dealt exactly as the scheduler deals them (a
 // group's sum is added to by its thread alone). Batched replicas' batches
-// (model/distribution.h, strategy/mirrored_strategy.cc) are dealt by the same rule over the
+// (strategy/step/distribution.h, strategy/mirrored_strategy.cc) are dealt by the same rule over the
 // batches (one by default), so that batch b's first replica is replica b, on thread b. All of
 // them read the rule here rather than restate it.
 #ifndef TOWER_UTIL_ROUND_ROBIN_H_

@@ -33,7 +33,7 @@
 #include <thread>
 
 #include "device/cuda/cuda_status.h"
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "strategy/cross_device_ops_selection.h"
 #include "strategy/cuda/nccl_status.h"
 #include "strategy/cuda/tree_sum.h"

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "ops/cpu/cpu_kernels.h"
 
 namespace tower {

@@ -14,7 +14,7 @@
 #include "device/context.h"
 #include "model/callbacks.h"
 #include "model/dense.h"
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "model/normalization.h"
 
 namespace tower {

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "device/testing/fake_gpu_platform.h"
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "ops/testing/fake_gpu_kernels.h"
 #include "strategy/in_process_all_reduce.h"
 #include "strategy/reduction_to_one_device.h"

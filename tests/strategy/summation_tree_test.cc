@@ -10,7 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 
 namespace tower {
 namespace {

@@ -1,6 +1,6 @@
 // Towers (TensorFlow 1's cifar10_multi_gpu_train): averaging the gradients of equal shards computed on several devices
 // gives one device's gradient on the whole batch, so training matches.
-#include "strategy/towers.h"
+#include "model/towers.h"
 
 #include <cmath>
 

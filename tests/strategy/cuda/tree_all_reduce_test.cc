@@ -32,7 +32,7 @@
 #include "device/context.h"
 #include "device/cpu_platform.h"
 #include "device/gpu_platform.h"
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 #include "strategy/cross_device_ops.h"
 #include "strategy/gpu_collectives.h"
 #include "strategy/summation_tree.h"

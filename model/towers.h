@@ -12,8 +12,8 @@
 //
 // The weights are copied to each tower's device by the ops themselves (they run where the
 // tower's DeviceScope says, and inputs elsewhere are copied there).
-#ifndef TOWER_STRATEGY_TOWERS_H_
-#define TOWER_STRATEGY_TOWERS_H_
+#ifndef TOWER_MODEL_TOWERS_H_
+#define TOWER_MODEL_TOWERS_H_
 
 #include <vector>
 
@@ -43,4 +43,4 @@ StatusOr<std::vector<Tensor>> AverageGradients(const std::vector<TowerGradients>
 
 }  // namespace tower
 
-#endif  // TOWER_STRATEGY_TOWERS_H_
+#endif  // TOWER_MODEL_TOWERS_H_

@@ -6,8 +6,8 @@
 // one: a single replica on the default device, run on the calling thread. Its variables then
 // have one copy per replica, and Fit runs every step on every replica, each on its shard of
 // the global batch, summing gradients with an all-reduce.
-#ifndef TOWER_MODEL_DISTRIBUTION_H_
-#define TOWER_MODEL_DISTRIBUTION_H_
+#ifndef TOWER_STRATEGY_STEP_DISTRIBUTION_H_
+#define TOWER_STRATEGY_STEP_DISTRIBUTION_H_
 
 #include <cstdint>
 #include <functional>
@@ -237,4 +237,4 @@ Distribution* CurrentDistribution();
 
 }  // namespace tower
 
-#endif  // TOWER_MODEL_DISTRIBUTION_H_
+#endif  // TOWER_STRATEGY_STEP_DISTRIBUTION_H_

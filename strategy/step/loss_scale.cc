@@ -1,4 +1,4 @@
-#include "model/loss_scale.h"
+#include "strategy/step/loss_scale.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -40,37 +40,6 @@ void DynamicLossScale::Update(bool finite) {
     if (std::isfinite(scale_ * 2)) scale_ *= 2;
     good_steps_ = 0;
   }
-}
-
-StatusOr<std::optional<NonFinite>> FirstNonFinite(const Tensor& tensor) {
-  if (tensor.dtype() != DType::kFloat32) {
-    return InvalidArgumentError("looking for NaN and Inf: the tensor must be float32, got " +
-                                std::string(DTypeName(tensor.dtype())));
-  }
-  std::vector<float> copy;
-  const float* x = nullptr;
-  if (tensor.device()->stream().host_addressable()) {
-    x = tensor.data<float>();
-  } else {
-    TOWER_ASSIGN_OR_RETURN(copy, tensor.ToHost());
-    x = copy.data();
-  }
-  // A sum, not a branch per element: NaN and Inf survive it (x − x is NaN for both).
-  float poison = 0;
-  for (int64_t i = 0; i < tensor.num_elements(); ++i) poison += x[i] - x[i];
-  if (poison == 0) return std::optional<NonFinite>();
-  for (int64_t i = 0; i < tensor.num_elements(); ++i) {
-    if (!std::isfinite(x[i])) return std::optional<NonFinite>(NonFinite{i, std::isnan(x[i])});
-  }
-  return std::optional<NonFinite>();
-}
-
-StatusOr<bool> AllFinite(const std::vector<Tensor>& tensors) {
-  for (const Tensor& tensor : tensors) {
-    TOWER_ASSIGN_OR_RETURN(std::optional<NonFinite> found, FirstNonFinite(tensor));
-    if (found.has_value()) return false;
-  }
-  return true;
 }
 
 Status DynamicLossScale::Restore(float scale, int64_t good_steps) {

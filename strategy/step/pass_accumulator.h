@@ -7,8 +7,8 @@
 // sums, and the last pass's tensors receive them just before they are summed across
 // replicas, so a bucket can still start its all-reduce while backward runs. The order is
 // fixed, ((p0 + p1) + p2) + p3, the same on every replica and step (bitwise run to run).
-#ifndef TOWER_MODEL_PASS_ACCUMULATOR_H_
-#define TOWER_MODEL_PASS_ACCUMULATOR_H_
+#ifndef TOWER_STRATEGY_STEP_PASS_ACCUMULATOR_H_
+#define TOWER_STRATEGY_STEP_PASS_ACCUMULATOR_H_
 
 #include <cstddef>
 #include <vector>
@@ -45,4 +45,4 @@ class PassAccumulator {
 
 }  // namespace tower
 
-#endif  // TOWER_MODEL_PASS_ACCUMULATOR_H_
+#endif  // TOWER_STRATEGY_STEP_PASS_ACCUMULATOR_H_

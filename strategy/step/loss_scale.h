@@ -9,8 +9,8 @@
 // steps restarts; after `growth_interval` good steps in a row the scale doubles. The scale
 // may go below 1 (a model whose gradients overflow even unscaled still trains), down to
 // float32's smallest normal number. Checkpoints and backups carry the scale and the count.
-#ifndef TOWER_MODEL_LOSS_SCALE_H_
-#define TOWER_MODEL_LOSS_SCALE_H_
+#ifndef TOWER_STRATEGY_STEP_LOSS_SCALE_H_
+#define TOWER_STRATEGY_STEP_LOSS_SCALE_H_
 
 #include <cstdint>
 
@@ -48,17 +48,7 @@ class DynamicLossScale {
   int64_t good_steps_ = 0;
 };
 
-// The first non-finite element of a float32 tensor: its index, and whether it is NaN (else
-// Inf). One scan finds whether there is one (a branch-free sum, in place in host memory,
-// copied from a device); only then is it located. What loss scaling and check-numerics use.
-struct NonFinite {
-  int64_t index = 0;
-  bool nan = false;
-};
-StatusOr<std::optional<NonFinite>> FirstNonFinite(const Tensor& tensor);
-// Whether every element of every tensor is finite.
-StatusOr<bool> AllFinite(const std::vector<Tensor>& tensors);
 
 }  // namespace tower
 
-#endif  // TOWER_MODEL_LOSS_SCALE_H_
+#endif  // TOWER_STRATEGY_STEP_LOSS_SCALE_H_

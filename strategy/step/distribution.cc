@@ -1,8 +1,8 @@
-#include "model/distribution.h"
+#include "strategy/step/distribution.h"
 
 #include <algorithm>
 
-#include "model/pass_accumulator.h"
+#include "strategy/step/pass_accumulator.h"
 #include "util/fiber.h"
 #include "util/round_robin.h"
 #include "util/trace.h"

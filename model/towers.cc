@@ -1,4 +1,4 @@
-#include "strategy/towers.h"
+#include "model/towers.h"
 
 #include "device/placement.h"
 #include "ops/math_ops.h"

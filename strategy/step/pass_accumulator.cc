@@ -1,4 +1,4 @@
-#include "model/pass_accumulator.h"
+#include "strategy/step/pass_accumulator.h"
 
 #include <string>
 

@@ -1,0 +1,2 @@
+// Never builds: strategy/ may not use model/ (see BUILD).
+#include "model/sequential.h"
