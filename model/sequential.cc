@@ -1,9 +1,7 @@
 #include "model/sequential.h"
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <sstream>
 
 #include "device/context.h"
@@ -11,7 +9,6 @@
 #include "ops/math_ops.h"
 #include "strategy/step/numerics.h"
 #include "util/fiber.h"
-#include "util/flight_recorder.h"
 #include "util/trace.h"
 
 namespace tower {
@@ -59,47 +56,10 @@ class Sequential::Factory : public VariableFactory {
   Sequential* model_;
 };
 
-// What every replica of a step reads, and what replica 0 finds, kept with the model from
-// step to step. The replicas' std::function is built once: made on the caller's stack
-// for every step, it was written there every step, and a replica on another core fetched
-// that line before it could fetch the step's state (two dependent transfers between cores
-// before a replica could start; now one).
-struct Sequential::ReplicaStep {
-  // The function holds both pointers inline (no allocation), and reads nothing of the
-  // model's own lines to find the step.
-  explicit ReplicaStep(Sequential* model)
-      : fn([model, this](ReplicaContext& ctx) { return model->RunReplicaStep(ctx, *this); }) {}
-
-  alignas(kCacheLineBytes) const std::function<Status(ReplicaContext&)> fn;
-  // Written by the caller before each run; read-only while the replicas run.
-  struct alignas(kCacheLineBytes) State {
-    Distribution* dist = nullptr;
-    const data::Batch* batch = nullptr;
-    std::vector<float>* predictions = nullptr;
-    int64_t in_dim = 0, out_dim = 0, iteration = 0;
-    bool training = false;
-    bool gather = false;
-    bool update_in_reduce = false;
-    bool record_norm = false;
-    bool batched = false;          // run once per batch of replicas (RunOnReplicaBatches)
-    float loss_scale = 0;          // 0: off
-    Optimizer::StepAttrs update;  // when update_in_reduce
-  } state;
-  // What replica 0 finds during the step, on lines of their own: the other replicas read
-  // `state` while replica 0 writes these.
-  struct alignas(kCacheLineBytes) Results {
-    double loss = 0;     // after the all-reduce every replica holds the same
-    bool finite = true;  // under loss scaling: every summed gradient was finite
-    // StepStats: seconds in its reducer, ‖sums‖₂ (when record_norm).
-    double all_reduce_seconds = 0;
-    double gradient_norm = std::numeric_limits<double>::quiet_NaN();
-  } results;
-};
-
 Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, uint64_t seed)
     : layers_(std::move(layers)),
       seed_(seed),
-      replica_step_(std::make_unique<ReplicaStep>(this)) {}
+      runner_(std::make_unique<StepRunner>(static_cast<StepModel&>(*this))) {}
 
 Sequential::~Sequential() = default;
 
@@ -299,11 +259,11 @@ Status Sequential::SetPrecisionPolicy(PrecisionPolicy policy) {
 
 Status Sequential::SetLossScaling(const std::optional<LossScaleOptions>& options) {
   if (!options.has_value()) {
-    loss_scale_.reset();
+    runner_->settings().loss_scale.reset();
     return OkStatus();
   }
   TOWER_ASSIGN_OR_RETURN(DynamicLossScale scale, DynamicLossScale::Create(*options));
-  loss_scale_ = scale;
+  runner_->settings().loss_scale = scale;
   return OkStatus();
 }
 
@@ -312,22 +272,13 @@ Status Sequential::SetGradientAccumulation(int micro_batches) {
     return InvalidArgumentError("gradient accumulation: " + std::to_string(micro_batches) +
                                 " micro-batches per step; give 1 (off) or more");
   }
-  micro_batches_ = micro_batches;
+  runner_->settings().micro_batches = micro_batches;
   return OkStatus();
 }
 
 Status Sequential::CheckBatch(const data::Batch& batch) {
   TOWER_RETURN_IF_ERROR(CheckCompiled());
-  const int shards = distribution_->virtual_shards();
-  const int replicas = distribution_->num_replicas_in_sync();
-  if (micro_batches_ > 1 && shards > 0 && shards / replicas < micro_batches_) {
-    return InvalidArgumentError(
-        "gradient accumulation of " + std::to_string(micro_batches_) + " micro-batches in "
-        "deterministic mode: the virtual shards are the micro-batches, and " +
-        std::to_string(shards) + " virtual shards over " + std::to_string(replicas) +
-        " replicas give some replica only " + std::to_string(shards / replicas) +
-        "; use at least " + std::to_string(micro_batches_ * replicas) + " virtual shards");
-  }
+  TOWER_RETURN_IF_ERROR(runner_->CheckSettings(*distribution_));
   if (!built()) TOWER_RETURN_IF_ERROR(Build(batch.feature_dim));
   if (batch.feature_dim != input_dim_) {
     return InvalidArgumentError("the batch has " + std::to_string(batch.feature_dim) +
@@ -336,36 +287,6 @@ Status Sequential::CheckBatch(const data::Batch& batch) {
   }
   return loss_->CheckShapes(output_dim(), batch.target_dim);
 }
-
-namespace {
-
-// check_numerics: OK, or InvalidArgument naming the first NaN or Inf of `tensor`.
-Status CheckFinite(const Tensor& tensor, const std::string& what, const std::string& step) {
-  TOWER_ASSIGN_OR_RETURN(std::optional<NonFinite> found, FirstNonFinite(tensor));
-  if (!found.has_value()) return OkStatus();
-  return InvalidArgumentError("check-numerics: " + step + ": " + what + " has " +
-                              (found->nan ? "NaN" : "Inf") + " at element " +
-                              std::to_string(found->index) + " of " +
-                              tensor.shape().ToString() +
-                              " (lower the learning rate, or check the data)");
-}
-
-// A non-finite tensor's code for check-numerics across replicas: 2 · (which + 1), + 1 for
-// NaN (0: every value finite). Small integers: exact in the float32 all-reduce.
-StatusOr<int> NonFiniteCode(const Tensor& tensor, int which) {
-  TOWER_ASSIGN_OR_RETURN(std::optional<NonFinite> found, FirstNonFinite(tensor));
-  if (!found.has_value()) return 0;
-  return 2 * (which + 1) + (found->nan ? 1 : 0);
-}
-
-Status CheckLossIsOneFloat(const Tensor& loss) {
-  if (loss.num_elements() != 1 || loss.dtype() != DType::kFloat32) {
-    return InternalError("the loss is not one float32 value: " + loss.shape().ToString());
-  }
-  return OkStatus();
-}
-
-}  // namespace
 
 Status Sequential::ForwardBackward(int replica, const Tensor& features,
                                    const PassOptions& options, ReplicaPass* pass) {
@@ -395,17 +316,10 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
     TOWER_RETURN_IF_ERROR(pass->loss.device()->stream().StartRead(pass->loss.raw_data(),
                                                                   sizeof(float)));
   }
-  int* const first_nonfinite = options.first_nonfinite;
-  if (first_nonfinite != nullptr && *first_nonfinite == 0) {
-    TOWER_ASSIGN_OR_RETURN(*first_nonfinite, NonFiniteCode(pass->loss, 0));
-  }
   if (!options.backward) return OkStatus();
-  // Backward, last layer first; each gradient goes to the reducer as soon as it exists, so
-  // a full bucket can be summed while earlier layers are still in backward.
+  // Backward, last layer first; each gradient goes to the sink as soon as it exists (the
+  // runner's reducer may sum a full bucket while earlier layers are still in backward).
   pass->gradients.assign(trainable_.size(), Tensor());
-  if (options.reducer != nullptr) {
-    TOWER_RETURN_IF_ERROR(options.reducer->Begin(gradient_bytes_, options.pass, options.passes));
-  }
   TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, *options.targets, options.loss_rows));
   if (options.loss_scale != 1) {
     TOWER_ASSIGN_OR_RETURN(d, ops::Scale(d, options.loss_scale));
@@ -416,12 +330,12 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
     layer_grads.clear();
     {
       trace::Span span("backward", trace::Category::kBackward, static_cast<int>(i));
-      // A replica that folds its gradients into its group's adds them where the sums are.
+      // Where the sink has sums to add into, the layer adds its gradients there.
       const size_t end = i + 1 < layers_.size() ? first_gradient_[i + 1] : trainable_.size();
       Span<Tensor* const> sums;
-      if (options.reducer != nullptr && end > first_gradient_[i]) {
-        TOWER_ASSIGN_OR_RETURN(sums, options.reducer->RunningSums(static_cast<size_t>(backward_index),
-                                                                  end - first_gradient_[i]));
+      if (options.sink != nullptr && end > first_gradient_[i]) {
+        TOWER_ASSIGN_OR_RETURN(sums, options.sink->AddInto(static_cast<size_t>(backward_index),
+                                                           end - first_gradient_[i]));
       }
       if (sums.empty()) {
         TOWER_ASSIGN_OR_RETURN(d, layers_[i]->Backward(replica, d, caches[i], i > 0, &layer_grads));
@@ -433,419 +347,92 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
     for (size_t k = 0; k < layer_grads.size(); ++k) {
       Tensor& slot = pass->gradients[first_gradient_[i] + k];
       slot = std::move(layer_grads[k]);
-      // This replica's own value, before the reducer sums it in place.
       ++backward_index;
-      if (first_nonfinite != nullptr && *first_nonfinite == 0) {
-        TOWER_ASSIGN_OR_RETURN(*first_nonfinite, NonFiniteCode(slot, backward_index));
-      }
-      if (options.reducer != nullptr) TOWER_RETURN_IF_ERROR(options.reducer->Add(&slot));
+      if (options.sink != nullptr) TOWER_RETURN_IF_ERROR(options.sink->Take(&slot));
     }
   }
   return OkStatus();
 }
 
-std::string Sequential::DescribeNonFinite(int which) const {
-  if (which == 0) return "the loss";
-  int backward_index = 0;
+GradientLayout Sequential::Gradients() const {
+  return GradientLayout{gradient_bytes_, variable_of_gradient_};
+}
+
+StatusOr<Tensor> Sequential::PrepareTargets(Device* device, const float* targets, int64_t rows,
+                                            int64_t target_dim,
+                                            const int64_t* source_rows) const {
+  std::vector<float> normalized;
+  if (normalizes_targets()) {
+    normalized = NormalizedTargets(targets, rows, target_dim);
+    targets = normalized.data();
+  }
+  return loss_->PrepareTargets(device, targets, rows, target_dim, output_dim(), source_rows);
+}
+
+Status Sequential::Update(int replica, int64_t iteration, std::vector<Tensor>& gradients,
+                          int updaters) {
+  return optimizer_->Apply(replica, iteration, trainable_, gradients, updaters);
+}
+
+StatusOr<bool> Sequential::PrepareSliceUpdates(int64_t iteration) {
+  if (!optimizer_->CanUpdateSlicesOfSums()) return false;
+  TOWER_ASSIGN_OR_RETURN(slice_update_, optimizer_->AttrsOf(iteration));
+  return true;
+}
+
+void Sequential::UpdateSlice(int replica, size_t gradient, int64_t begin, int64_t end,
+                             const float* sum) const {
+  optimizer_->UpdateSummedSlice(replica, slice_update_, variable_of_gradient_[gradient], begin,
+                                end, sum);
+}
+
+std::string Sequential::DescribeGradient(size_t gradient) const {
+  size_t backward_index = 0;
   for (size_t i = layers_.size(); i-- > 0;) {
     const std::vector<Variable*> variables = layers_[i]->variables();
     for (size_t k = 0; k < variables.size(); ++k) {
-      if (++backward_index == which) {
+      if (backward_index++ == gradient) {
         return "the gradient of " + variables[k]->name() + " (layer " + layers_[i]->Describe() +
                ")";
       }
     }
   }
-  return "tensor " + std::to_string(which);
+  return "gradient " + std::to_string(gradient);
 }
 
-Status Sequential::CheckReplicasNumerics(ReplicaContext& ctx, int code) const {
-  const int replicas = ctx.num_replicas_in_sync();
-  std::vector<float> codes(static_cast<size_t>(replicas), 0.0f);
-  codes[ctx.global_replica_id()] = static_cast<float>(code);
-  TOWER_ASSIGN_OR_RETURN(Tensor all, Tensor::FromHost(ctx.device(), Shape{replicas}, codes));
-  Tensor* exchanged[] = {&all};
-  TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(exchanged));
-  TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
-  TOWER_ASSIGN_OR_RETURN(codes, all.ToHost());
-  for (int g = 0; g < replicas; ++g) {
-    const int found = static_cast<int>(codes[g]);
-    if (found == 0) continue;
-    return InvalidArgumentError(
-        "check-numerics: global step " + std::to_string(optimizer_->iterations() + 1) +
-        ": replica " + std::to_string(g) + " of " + std::to_string(replicas) + " was first: " +
-        DescribeNonFinite(found / 2 - 1) + " has " + (found % 2 == 1 ? "NaN" : "Inf") +
-        " in its own values, before the all-reduce (lower the learning rate, or check the "
-        "data of that replica's rows)");
-  }
-  return OkStatus();
-}
-
-Status Sequential::CheckNumerics(const ReplicaPass& pass, bool training) const {
-  // After the all-reduce every replica holds the same sums, so all of them stop at the
-  // same step with the same message (none is left waiting in a collective). Checked in
-  // the order they were computed: the loss, then the gradients from the last layer back.
-  const std::string step = "global step " + std::to_string(optimizer_->iterations() + 1);
-  TOWER_RETURN_IF_ERROR(CheckFinite(pass.loss, "the loss", step));
-  for (size_t i = layers_.size(); training && i-- > 0;) {
-    const std::vector<Variable*> variables = layers_[i]->variables();
-    for (size_t k = 0; k < variables.size(); ++k) {
-      TOWER_RETURN_IF_ERROR(CheckFinite(pass.gradients[first_gradient_[i] + k],
-                                        "the gradient of " + variables[k]->name() + " (layer " +
-                                            layers_[i]->Describe() + ")",
-                                        step));
-    }
-  }
-  return OkStatus();
-}
-
-namespace {
-
-// The whole batch's outputs [global_rows, out_dim] on every replica of every worker, once
-// summed over replicas: each replica's own rows, zeros elsewhere (x + 0 is exact).
-StatusOr<Tensor> OwnRowsOfAll(Device* device, const Tensor& outputs, RowRange mine,
-                              int64_t global_rows, int64_t out_dim) {
-  std::vector<float> all(static_cast<size_t>(global_rows * out_dim), 0.0f);
-  if (mine.count > 0) TOWER_RETURN_IF_ERROR(outputs.ToHostBytes(all.data() + mine.first * out_dim));
-  return Tensor::FromHost(device, Shape{global_rows, out_dim}, all);
-}
-
-// A number no step of any model in this process had before (Layer::set_weights_version).
-uint64_t NextWeightsVersion() {
-  static std::atomic<uint64_t> last{0};
-  return last.fetch_add(1, std::memory_order_relaxed) + 1;
-}
-
-// Forwards every call to a replica's reducer and, when `seconds` is set, adds the wall time
-// spent inside Add and Finish to it (StepStats::all_reduce_seconds). Lives on the stack.
-class TimedReducer final : public GradientReducer {
- public:
-  TimedReducer(GradientReducer& reducer, double* seconds) : reducer_(reducer), seconds_(seconds) {}
-  Status Begin(Span<const int64_t> gradient_bytes, int pass, int passes) override {
-    return reducer_.Begin(gradient_bytes, pass, passes);
-  }
-  Status Add(Tensor* gradient) override {
-    if (seconds_ == nullptr) return reducer_.Add(gradient);
-    const auto start = std::chrono::steady_clock::now();
-    Status status = reducer_.Add(gradient);
-    *seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return status;
-  }
-  Status Finish(Span<Tensor* const> extra) override {
-    if (seconds_ == nullptr) return reducer_.Finish(extra);
-    const auto start = std::chrono::steady_clock::now();
-    Status status = reducer_.Finish(extra);
-    *seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return status;
-  }
-  bool HandOverSums(SummedGradientSink* sink) override { return reducer_.HandOverSums(sink); }
-  StatusOr<Span<Tensor* const>> RunningSums(size_t first, size_t count) override {
-    return reducer_.RunningSums(first, count);
-  }
-
- private:
-  GradientReducer& reducer_;
-  double* seconds_;
-};
-
-// Host scratch of a replica's thread (its fiber) for a pass over several shards: no
-// allocation once sized.
-struct RowsScratch {
-  std::vector<float> features, targets, outputs;
-  std::vector<int64_t> source_rows;
-};
-
-int64_t TotalRows(Span<const RowRange> ranges) {
-  int64_t rows = 0;
-  for (const RowRange& range : ranges) rows += range.count;
-  return rows;
-}
-
-// Rows `ranges` of a row-major [rows, width] host matrix `data`, one after the other: a
-// pointer into `data` for one range, else their copy in `*scratch`.
-template <typename T>
-const T* Rows(const T* data, int64_t width, Span<const RowRange> ranges,
-              std::vector<T>* scratch) {
-  if (ranges.size() == 1) return data + ranges[0].first * width;
-  scratch->resize(static_cast<size_t>(TotalRows(ranges) * width));
-  T* to = scratch->data();
-  for (const RowRange& range : ranges) {
-    std::copy(data + range.first * width, data + range.end() * width, to);
-    to += range.count * width;
-  }
-  return scratch->data();
-}
-
-// The inverse for a pass's outputs [rows of `ranges` in order, width]: each range's rows
-// to its place in `to` ([global rows, width], host).
-Status ScatterRows(const Tensor& outputs, int64_t width, Span<const RowRange> ranges, float* to,
-                   std::vector<float>* scratch) {
-  if (ranges.size() == 1) return outputs.ToHostBytes(to + ranges[0].first * width);
-  scratch->resize(static_cast<size_t>(TotalRows(ranges) * width));
-  TOWER_RETURN_IF_ERROR(outputs.ToHostBytes(scratch->data()));
-  const float* from = scratch->data();
-  for (const RowRange& range : ranges) {
-    std::copy(from, from + range.count * width, to + range.first * width);
-    from += range.count * width;
-  }
-  return OkStatus();
-}
-
-}  // namespace
-
-Status Sequential::RunReplicaStep(ReplicaContext& ctx, ReplicaStep& replica_step) {
-  const ReplicaStep::State& step = replica_step.state;
-  ReplicaStep::Results& results = replica_step.results;
-  Distribution& dist = *step.dist;
-  const data::Batch& batch = *step.batch;
-  const bool training = step.training;
-  std::vector<float>* const predictions = step.predictions;
-  const bool gather = step.gather;
-  const int64_t in_dim = step.in_dim;
-  const int64_t out_dim = step.out_dim;
-  const int64_t iteration = step.iteration;
-  const int r = ctx.replica_id();
-  // Who updates the shared variables, each a slice (Optimizer::Apply): every replica, or in
-  // a batched step every batch.
-  const int updaters = step.batched ? dist.batched_groups() : 0;
-  Device* device = ctx.device();
-  trace::Span step_span(training ? "step" : "evaluation step", trace::Category::kStep,
-                        static_cast<int>(iteration + 1));
-  // One pass over the replica's shard, or one per virtual shard (deterministic mode); the
-  // reducer keeps each pass's gradients and loss and sums them all after the last.
-  // Scratch of this replica's thread (its fiber, where replicas share a thread), reused
-  // step after step: no allocation once sized. Emptied below before the next step.
-  static FiberLocal<std::vector<RowRange>> pass_rows;
-  static FiberLocal<ReplicaPass> replica_pass;
-  std::vector<RowRange>& passes = pass_rows.Get();
-  dist.PassRows(batch.rows, ctx.global_replica_id(), micro_batches_, &passes);
-  // Replica 0 of a training step times its reducer calls when asked
-  // (StepStats::all_reduce_seconds).
-  TimedReducer reducer(ctx.gradient_reducer(), training && r == 0 && record_step_times_
-                                                    ? &results.all_reduce_seconds
-                                                    : nullptr);
-  ReplicaPass& pass = replica_pass.Get();
-  // Nothing of this step outlives it (the next step's peak memory must not hold these).
-  struct Release {
-    ReplicaPass& pass;
-    ~Release() {
-      pass.outputs = Tensor();
-      pass.loss = Tensor();
-      for (Tensor& gradient : pass.gradients) gradient = Tensor();
-    }
-  } release{pass};
-  // The optimizer takes the summed gradients from the reducer, if it hands them over.
-  // (The reducer calls the sink of the replica that sums: this one.)
-  struct UpdateFromSums : SummedGradientSink {
-    int replica;
-    const Optimizer& optimizer;
-    const Optimizer::StepAttrs& update;
-    const std::vector<size_t>& variable_of_gradient;
-    UpdateFromSums(int replica, const Optimizer& optimizer, const Optimizer::StepAttrs& update,
-                   const std::vector<size_t>& variable_of_gradient)
-        : replica(replica),
-          optimizer(optimizer),
-          update(update),
-          variable_of_gradient(variable_of_gradient) {}
-    void Consume(size_t gradient, int64_t begin, int64_t end, const float* sum) override {
-      optimizer.UpdateSummedSlice(replica, update, variable_of_gradient[gradient], begin, end,
-                                  sum);
-    }
-  } update_from_sums(r, *optimizer_, step.update, variable_of_gradient_);
-  struct HandOver {
-    GradientReducer& reducer;
-    bool on;
-    ~HandOver() {
-      if (on) reducer.HandOverSums(nullptr);
-    }
-  } hand_over{reducer, step.update_in_reduce && reducer.HandOverSums(&update_from_sums)};
-  Tensor all_outputs;
-  Tensor* extras[] = {&pass.loss, &all_outputs};  // no allocation per step
-  // check-numerics with several replicas: each notes its own first non-finite tensor.
-  const bool check_across_replicas = check_numerics_ && dist.num_replicas_in_sync() > 1;
-  int first_nonfinite = 0;
-  const Span<Tensor* const> extra(extras, gather ? 2 : 1);
-  // One replica on a GPU: its loss is final once forward has computed it (no other
-  // replica's to add), so it is read then, and the step need not wait for backward and the
-  // update (set_step_waits_for_device). A trace keeps the wait: its step spans then cover
-  // the step's device work.
-  const bool read_loss_early = training && !step_waits_for_device_ && passes.size() == 1 &&
-                               dist.num_replicas_in_sync() == 1 &&
-                               !device->stream().host_addressable() && !trace::Recording();
-  // A batched step (Distribution::RunOnReplicaBatches) runs one pass over the shards of
-  // every replica of the batch.
-  static FiberLocal<std::vector<RowRange>> computed_shards;
-  std::vector<RowRange>& shards = computed_shards.Get();
-  if (step.batched) dist.BatchShards(batch.rows, r, &shards);
-  static FiberLocal<RowsScratch> rows_scratch;
-  RowsScratch& scratch = rows_scratch.Get();
-  for (size_t p = 0; p < passes.size(); ++p) {
-    const Span<const RowRange> ranges =
-        step.batched ? Span<const RowRange>(shards) : Span<const RowRange>(&passes[p], 1);
-    const RowRange rows = ranges.size() == 1 ? ranges[0] : RowRange{0, TotalRows(ranges)};
-    TOWER_ASSIGN_OR_RETURN(
-        Tensor x, Tensor::FromHostBytes(device, Shape{rows.count, in_dim}, DType::kFloat32,
-                                        Rows(batch.features.data(), in_dim, ranges,
-                                             &scratch.features)));
-    const float* host_targets =
-        Rows(batch.targets.data(), batch.target_dim, ranges, &scratch.targets);
-    std::vector<float> normalized;
-    if (normalizes_targets()) {
-      normalized = NormalizedTargets(host_targets, rows.count, batch.target_dim);
-      host_targets = normalized.data();
-    }
-    TOWER_ASSIGN_OR_RETURN(
-        Tensor targets,
-        loss_->PrepareTargets(device, host_targets, rows.count, batch.target_dim, out_dim,
-                              batch.source_rows.empty()
-                                  ? nullptr
-                                  : Rows(batch.source_rows.data(), 1, ranges,
-                                         &scratch.source_rows)));
-    PassOptions options;
-    options.targets = &targets;
-    options.loss_rows = batch.rows;
-    if (step.loss_scale != 0) options.loss_scale = step.loss_scale;
-    if (check_across_replicas) options.first_nonfinite = &first_nonfinite;
-    options.backward = training;
-    options.reducer = &reducer;
-    options.pass = static_cast<int>(p);
-    options.passes = static_cast<int>(passes.size());
-    options.start_loss_read = read_loss_early;
-    if (!training) {
-      TOWER_RETURN_IF_ERROR(reducer.Begin({}, options.pass, options.passes));
-    }
-    TOWER_RETURN_IF_ERROR(ForwardBackward(r, x, options, &pass));
-    // The loss rides in the last bucket: one all-reduce also gives every replica the
-    // global loss (and, across workers, every row's prediction).
-    if (gather) {
-      TOWER_ASSIGN_OR_RETURN(all_outputs,
-                             OwnRowsOfAll(device, pass.outputs, rows, batch.rows, out_dim));
-    } else if (predictions != nullptr && rows.count > 0) {
-      TOWER_RETURN_IF_ERROR(ScatterRows(pass.outputs, out_dim, ranges, predictions->data(),
-                                        &scratch.outputs));
-    }
-    TOWER_RETURN_IF_ERROR(reducer.Finish(extra));
-  }
-  if (check_across_replicas) {
-    TOWER_RETURN_IF_ERROR(CheckReplicasNumerics(ctx, first_nonfinite));
-  }
-  if (check_numerics_) TOWER_RETURN_IF_ERROR(CheckNumerics(pass, training));
-  if (step.record_norm && r == 0) {
-    // Every replica holds the same sums: replica 0 measures them, unscaled (the scale is a
-    // power of two: dividing the norm is exact). Non-finite when the step will be skipped.
-    TOWER_ASSIGN_OR_RETURN(const double norm, GlobalNorm(pass.gradients));
-    results.gradient_norm = step.loss_scale != 0 ? norm / step.loss_scale : norm;
-  }
-  if (training && step.loss_scale != 0) {
-    // Every replica holds the same sums: each decides alone, all alike.
-    TOWER_ASSIGN_OR_RETURN(const bool finite, AllFinite(pass.gradients));
-    if (r == 0) results.finite = finite;
-    if (finite) {
-      // Unscaled (the scale is a power of two: exact), then the update.
-      for (Tensor& gradient : pass.gradients) {
-        TOWER_ASSIGN_OR_RETURN(gradient, ops::Scale(gradient, 1.0f / step.loss_scale));
-      }
-      trace::Span updating("update", trace::Category::kOptimizer);
-      TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients, updaters));
-    }
-  } else if (training && !hand_over.on) {
-    trace::Span updating("update", trace::Category::kOptimizer);
-    TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, iteration, trainable_, pass.gradients, updaters));
-  }
-  // Every replica reads its loss: on a GPU this waits for the step's work, or, read early,
-  // for its forward pass only.
-  float loss_value = 0;
-  if (read_loss_early) {
-    TOWER_RETURN_IF_ERROR(pass.loss.device()->stream().FinishRead(&loss_value));
-  } else {
-    TOWER_RETURN_IF_ERROR(CheckLossIsOneFloat(pass.loss));
-    TOWER_RETURN_IF_ERROR(pass.loss.ToHostBytes(&loss_value));
-  }
-  if (r == 0) results.loss = loss_value;
-  if (gather && r == 0) TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(predictions->data()));
-  return OkStatus();
+void Sequential::SetWeightsVersion(uint64_t version) {
+  for (const auto& layer : layers_) layer->set_weights_version(version);
 }
 
 bool Sequential::SharesWeightPacking() const {
-  return share_weight_packing_ && distribution_ != nullptr &&
-         distribution_->ReplicasShareVariables() && distribution_->num_local_replicas() > 1;
+  return distribution_ != nullptr && runner_->SharesWeightPacking(*distribution_);
 }
 
 StatusOr<double> Sequential::RunBatch(const data::Batch& batch, bool training,
                                       std::vector<float>* predictions) {
-  Distribution& dist = *distribution_;
-  const int64_t in_dim = input_dim_;
-  const int64_t out_dim = output_dim();
-  if (predictions != nullptr) predictions->assign(static_cast<size_t>(batch.rows * out_dim), 0.0f);
-  // Other workers hold the other rows' predictions: they come with the loss's all-reduce.
-  const bool gather = predictions != nullptr && dist.num_replicas_in_sync() > dist.num_local_replicas();
+  StepRequest request;
+  request.batch = &batch;
+  request.training = training;
+  request.predictions = predictions;
+  request.in_dim = input_dim_;
+  request.out_dim = output_dim();
   // Every replica reads the step number before the all-reduce, which nobody passes before
   // all have read it.
-  const int64_t iteration = optimizer_->iterations();
-  // The step every collective of it carries (flight records, fingerprints across workers).
-  if (training) SetCurrentStep(iteration + 1);
-
-  // Replicas that share their variables update them as the gradients' sums form, each its
-  // slices of the all-reduce, while they are in cache (where the reducer can hand the sums
-  // over; checking the numerics needs the summed gradients kept, and global-norm clipping
-  // needs every sum before any update, so then they are not).
-  // Loss scaling decides after every sum whether the step happens at all: no update inside
-  // the all-reduce either. Nor when the step records the sums' global norm (StepStats):
-  // like global-norm clipping, it needs every sum kept.
-  const bool scaling = training && loss_scale_.has_value();
-  const bool record_norm = training && record_gradient_norm_;
-  const bool update_in_reduce = training && dist.ReplicasShareVariables() && !check_numerics_ &&
-                                optimizer_->CanUpdateSlicesOfSums() && !scaling && !record_norm;
-  // Replicas batched per thread run the step once per batch, over the shards of all its
-  // replicas (Distribution::RunOnReplicaBatches), when each replica would run one pass
-  // (not under gradient accumulation) and no check names the replica of a value (with
-  // several replicas, check-numerics names the first one whose own values are not finite).
-  const bool batched = dist.batched_groups() > 0 && micro_batches_ == 1 && !check_numerics_;
-
-  ReplicaStep& replica_step = *replica_step_;
-  ReplicaStep::Results& results = replica_step.results;
-  results = ReplicaStep::Results();
-  ReplicaStep::State& step = replica_step.state;
-  // In State's order; `update` is set below when the reducer applies it.
-  step = ReplicaStep::State{&dist,       &batch,   predictions, in_dim,
-                            out_dim,     iteration, training,   gather,
-                            update_in_reduce,       record_norm, batched,
-                            scaling ? loss_scale_->scale() : 0.0f,
-                            Optimizer::StepAttrs()};
-  if (update_in_reduce) {
-    TOWER_ASSIGN_OR_RETURN(step.update, optimizer_->AttrsOf(iteration));
-  }
-  // Replicas that share their variables multiply by the same weights: the step's own version
-  // lets them pack a weight once for all of them (the threads that multiply at once share the
-  // work; the replicas a thread runs later reuse it). No replica uses a weight after its
-  // update: an update follows the all-reduce of its gradient, which waits for every
-  // replica's backward through that layer, its input gradient's product included.
-  struct WeightsVersion {
-    const std::vector<std::shared_ptr<Layer>>& layers;
-    WeightsVersion(const std::vector<std::shared_ptr<Layer>>& layers, uint64_t version)
-        : layers(layers) {
-      for (const auto& layer : layers) layer->set_weights_version(version);
-    }
-    ~WeightsVersion() {
-      for (const auto& layer : layers) layer->set_weights_version(0);
-    }
-  } weights_version(layers_, SharesWeightPacking() ? NextWeightsVersion() : 0);
-  TOWER_RETURN_IF_ERROR(batched ? dist.RunOnReplicaBatches(replica_step.fn)
-                                : dist.RunOnReplicas(replica_step.fn));
+  request.iteration = optimizer_->iterations();
+  TOWER_ASSIGN_OR_RETURN(const StepResult result, runner_->Run(*distribution_, request));
   if (training) {
-    step_stats_.value.iteration = iteration;
-    step_stats_.value.learning_rate = optimizer_->learning_rate(iteration);
-    step_stats_.value.all_reduce_seconds = results.all_reduce_seconds;
-    step_stats_.value.loss_scale = step.loss_scale;
-    step_stats_.value.skipped = !results.finite;
-    step_stats_.value.gradient_global_norm =
-        results.finite ? results.gradient_norm : std::numeric_limits<double>::quiet_NaN();
+    StepStats& stats = step_stats_.value;
+    stats.iteration = request.iteration;
+    stats.learning_rate = optimizer_->learning_rate(request.iteration);
+    stats.all_reduce_seconds = result.all_reduce_seconds;
+    stats.loss_scale = result.loss_scale;
+    stats.skipped = !result.applied;
+    stats.gradient_global_norm = result.gradient_norm;
+    // A step that loss scaling skipped is not an update: the counter (and the schedule) stay.
+    if (result.applied) optimizer_->set_iterations(request.iteration + 1);
   }
-  if (scaling) loss_scale_->Update(results.finite);
-  // A step that loss scaling skipped is not an update: the counter (and the schedule) stay.
-  if (training && results.finite) optimizer_->set_iterations(iteration + 1);
   if (predictions != nullptr) DenormalizeOutputs(predictions->data(), batch.rows);
-  return results.loss;
+  return result.loss;
 }
 
 void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions) {
@@ -870,7 +457,7 @@ Status Sequential::WaitForDevices() {
 StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {
   // Read only when asked (set_record_step_times): a clock read is a visible share of a
   // small step.
-  const auto start = record_step_times_ ? std::chrono::steady_clock::now()
+  const auto start = record_step_times() ? std::chrono::steady_clock::now()
                                         : std::chrono::steady_clock::time_point();
   TOWER_RETURN_IF_ERROR(CheckBatch(batch));
   for (const auto& metric : metrics_) {
@@ -882,7 +469,7 @@ StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {
                                   metrics_.empty() ? nullptr : &predictions));
   if (!metrics_.empty()) UpdateMetrics(batch, predictions);
   step_stats_.value.step_seconds =
-      record_step_times_
+      record_step_times()
           ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
           : 0.0;
   return loss;

@@ -29,13 +29,14 @@
 #include "data/dataset.h"
 #include "model/callback.h"
 #include "strategy/step/distribution.h"
+#include "strategy/step/step_model.h"
+#include "strategy/step/step_runner.h"
 #include "model/fit_position.h"
 #include "model/layer.h"
 #include "model/logs.h"
 #include "model/loss.h"
 #include "model/metrics.h"
 #include "model/model_file.h"
-#include "strategy/step/loss_scale.h"
 #include "model/optimizer.h"
 #include "model/precision.h"
 #include "util/cache_line.h"
@@ -74,36 +75,6 @@ struct FitOptions {
   std::optional<FitPosition> resume;
 };
 
-// What one replica computes on its rows of a batch (ForwardBackward).
-struct ReplicaPass {
-  Tensor outputs;                 // [rows, output_dim], on the replica's device
-  Tensor loss;                    // [1]: the rows' summed loss / loss_rows (when targets given)
-  std::vector<Tensor> gradients;  // in trainable_variables() order (when backward)
-};
-
-struct PassOptions {
-  // What the loss takes (Loss::PrepareTargets); nullptr: outputs only.
-  const Tensor* targets = nullptr;
-  // The loss and gradients are divided by this: the global batch size.
-  int64_t loss_rows = 0;
-  // The loss's gradient is multiplied by this before backward (loss scaling): the gradients
-  // come out scaled; the loss itself does not.
-  float loss_scale = 1;
-  bool backward = false;
-  // With backward: Begin is called, then each gradient is added as backward produces it,
-  // last layer first; the caller calls Finish. nullptr: gradients are only kept.
-  GradientReducer* reducer = nullptr;
-  // Which of the replica's passes this is (Distribution::PassRows), for the reducer.
-  int pass = 0;
-  int passes = 1;
-  // check-numerics across replicas: when set and still 0, receives the code of this
-  // replica's first non-finite tensor, before any sum (NonFiniteCode).
-  int* first_nonfinite = nullptr;
-  // Queue the loss's read on its device's stream as soon as it is computed, before backward
-  // (DeviceStream::StartRead); the caller finishes it.
-  bool start_loss_read = false;
-};
-
 // What the last training step (TrainStep, each of Fit's steps) measured, for callbacks that
 // log it (TensorBoard). Plain values, overwritten in place by every step: no allocation.
 struct StepStats {
@@ -140,7 +111,7 @@ struct ReplicaGradients {
   std::vector<Tensor> gradients;  // in trainable_variables() order
 };
 
-class Sequential {
+class Sequential : private StepModel {
  public:
   // `seed` makes initial weights reproducible: the same seed gives the same weights on every
   // device and replica count.
@@ -191,7 +162,7 @@ class Sequential {
   // input_dim] -> outputs, and with `options.targets` the loss, with `options.backward` the
   // gradients. Every other entry point calls it.
   Status ForwardBackward(int replica, const Tensor& features, const PassOptions& options,
-                         ReplicaPass* pass);
+                         ReplicaPass* pass) override;
   void ResetMetrics();
   Logs MetricResults() const;
 
@@ -235,7 +206,8 @@ class Sequential {
   Status SetLossScaling(const std::optional<LossScaleOptions>& options);
   // The scale and its count of good steps; nullptr when off.
   const DynamicLossScale* loss_scale() const {
-    return loss_scale_.has_value() ? &*loss_scale_ : nullptr;
+    const std::optional<DynamicLossScale>& scale = runner_->settings().loss_scale;
+    return scale.has_value() ? &*scale : nullptr;
   }
 
   // Gradient accumulation: each replica runs its shard of every global batch as
@@ -246,14 +218,14 @@ class Sequential {
   // differs). In deterministic mode the virtual shards are the micro-batches already: each
   // replica must get at least `micro_batches` of them, and the bits do not change. 1: off.
   Status SetGradientAccumulation(int micro_batches);
-  int gradient_accumulation() const { return micro_batches_; }
+  int gradient_accumulation() const { return runner_->settings().micro_batches; }
 
   // With it on, the first NaN or Inf in a loss or gradient fails the step with the layer,
   // tensor and step named (TensorFlow's check_numerics). Costs a pass over every gradient.
   // With several replicas in sync it first names the replica whose own loss or gradient
   // (before any sum) was the first non-finite one, and which tensor it was. With it on, an
   // overflow stops training even under loss scaling (it is there to find the overflow).
-  void set_check_numerics(bool on) { check_numerics_ = on; }
+  void set_check_numerics(bool on) { runner_->settings().check_numerics = on; }
 
   // A training step of one replica on a GPU (one replica in sync, one pass) reads its loss
   // as soon as forward has computed it and returns while its backward and update still run
@@ -265,14 +237,14 @@ class Sequential {
   // returns, so such an error is reported by the step that queued it (for debugging).
   // Several replicas sum their losses in the last gradient bucket, after backward: they
   // always wait for it; CPU replicas compute synchronously.
-  void set_step_waits_for_device(bool on) { step_waits_for_device_ = on; }
-  bool step_waits_for_device() const { return step_waits_for_device_; }
+  void set_step_waits_for_device(bool on) { runner_->settings().step_waits_for_device = on; }
+  bool step_waits_for_device() const { return runner_->settings().step_waits_for_device; }
 
   // Where several host replicas share their variables, each weight is packed once per step
   // for the products of all of them, the replica threads that multiply at once packing it
   // together, with the bits of packing it for each (ops/cpu/shared_packing.h). On by
   // default; off for comparisons.
-  void set_share_weight_packing(bool on) { share_weight_packing_ = on; }
+  void set_share_weight_packing(bool on) { runner_->settings().share_weight_packing = on; }
   // Whether its steps share packings now: the setting above, and a distribution of several
   // local replicas that share their variables.
   bool SharesWeightPacking() const;
@@ -283,13 +255,13 @@ class Sequential {
   // updates them after the all-reduce instead of slice by slice inside it (as under
   // global-norm clipping, whose norm needs every sum first too).
   const StepStats& last_step_stats() const { return step_stats_.value; }
-  void set_record_gradient_norm(bool on) { record_gradient_norm_ = on; }
-  bool record_gradient_norm() const { return record_gradient_norm_; }
+  void set_record_gradient_norm(bool on) { runner_->settings().record_gradient_norm = on; }
+  bool record_gradient_norm() const { return runner_->settings().record_gradient_norm; }
   // Whether StepStats::step_seconds and all_reduce_seconds are measured (the TensorBoard
   // callback turns it on): clock reads around the step and each of replica 0's reducer
   // calls, a cost a small step notices (linreg's takes a few microseconds).
-  void set_record_step_times(bool on) { record_step_times_ = on; }
-  bool record_step_times() const { return record_step_times_; }
+  void set_record_step_times(bool on) { runner_->settings().record_step_times = on; }
+  bool record_step_times() const { return runner_->settings().record_step_times; }
 
   // Keras's model.summary(): layers, output shapes, parameter counts.
   std::string Summary() const;
@@ -312,22 +284,23 @@ class Sequential {
   Status CheckCompiled() const;
   Status CheckBatch(const data::Batch& batch);
   // Forward (and, when training, backward + all-reduce + update) of a global batch on every
-  // replica. Returns the global loss; fills `predictions` ([rows, output_dim], host) for the
-  // local replicas' rows when non-null.
+  // replica, by the step runner. Returns the global loss; fills `predictions` ([rows,
+  // output_dim], host) for every row when non-null.
   StatusOr<double> RunBatch(const data::Batch& batch, bool training,
                             std::vector<float>* predictions);
-  // RunBatch's step on one replica: what the replicas read and write (sequential.cc).
-  struct ReplicaStep;
-  Status RunReplicaStep(ReplicaContext& ctx, ReplicaStep& step);
-  // check_numerics after the all-reduce: the loss, then the gradients, last layer first.
-  Status CheckNumerics(const ReplicaPass& pass, bool training) const;
-  // With several replicas in sync: every replica's first non-finite tensor of its own
-  // (PassOptions::first_nonfinite, `code`), exchanged by one all-reduce, so that every
-  // replica fails alike, naming the first replica (lowest global index) with one.
-  Status CheckReplicasNumerics(ReplicaContext& ctx, int code) const;
-  // "the loss" or "the gradient of layers.1.kernel (layer Dense(16, relu))": the tensor a
-  // NonFiniteCode names (its `which`: 0 the loss, k + 1 gradient k in backward order).
-  std::string DescribeNonFinite(int which) const;
+
+  // StepModel (strategy/step/step_model.h): what the step runner calls.
+  GradientLayout Gradients() const override;
+  StatusOr<Tensor> PrepareTargets(Device* device, const float* targets, int64_t rows,
+                                  int64_t target_dim, const int64_t* source_rows) const override;
+  Status Update(int replica, int64_t iteration, std::vector<Tensor>& gradients,
+                int updaters) override;
+  StatusOr<bool> PrepareSliceUpdates(int64_t iteration) override;
+  void UpdateSlice(int replica, size_t gradient, int64_t begin, int64_t end,
+                   const float* sum) const override;
+  std::string DescribeGradient(size_t gradient) const override;
+  void SetWeightsVersion(uint64_t version) override;
+
   void UpdateMetrics(const data::Batch& batch, const std::vector<float>& predictions);
   Status WriteCheckpoint(const std::string& path,
                          const std::map<std::string, std::string>& metadata) const;
@@ -351,19 +324,14 @@ class Sequential {
   std::vector<size_t> variable_of_gradient_;
   int64_t input_dim_ = -1;
   bool stop_training_ = false;
-  bool check_numerics_ = false;
-  bool step_waits_for_device_ = false;
-  bool share_weight_packing_ = true;
-  bool record_gradient_norm_ = false;
-  bool record_step_times_ = false;
   // Written by the caller after every step; the replica threads read the fields around it
-  // during the next one (check_numerics_, layers_, ...): on lines of its own.
+  // during the next one (layers_, ...): on lines of its own.
   CacheLinePadded<StepStats> step_stats_;
-  // RunBatch's state for the replicas, and their function (made with the model).
-  std::unique_ptr<ReplicaStep> replica_step_;
-  int micro_batches_ = 1;
+  // The update of the step in progress, for UpdateSlice (PrepareSliceUpdates).
+  Optimizer::StepAttrs slice_update_;
+  // Runs every step; holds the step settings (accumulation, loss scaling, checks, ...).
+  std::unique_ptr<StepRunner> runner_;
   PrecisionPolicy policy_ = PrecisionPolicy::kFloat32;
-  std::optional<DynamicLossScale> loss_scale_;
   std::optional<ModelDescription> description_;
   // SetTargetNormalization's statistics, per target column (empty: off).
   std::vector<float> target_mean_;

@@ -104,15 +104,15 @@ Status Sequential::WriteCheckpoint(const std::string& path,
     file.tensors.push_back(Int64Scalar(kIterations, optimizer_->iterations()));
     file.metadata["optimizer"] = optimizer_->name();
   }
-  if (loss_scale_.has_value()) {
-    file.tensors.push_back(Int64Scalar(kLossScaleGoodSteps, loss_scale_->good_steps()));
+  if (runner_->settings().loss_scale.has_value()) {
+    file.tensors.push_back(Int64Scalar(kLossScaleGoodSteps, runner_->settings().loss_scale->good_steps()));
   }
   for (Variable* variable : AllVariables(*this)) {
     TOWER_ASSIGN_OR_RETURN(std::vector<float> values, variable->Read());
     file.tensors.push_back(ToData(variable->name(), variable->shape(), values));
   }
-  if (loss_scale_.has_value()) {
-    file.tensors.push_back(ToData(kLossScale, Shape{}, {loss_scale_->scale()}));
+  if (runner_->settings().loss_scale.has_value()) {
+    file.tensors.push_back(ToData(kLossScale, Shape{}, {runner_->settings().loss_scale->scale()}));
   }
   std::vector<std::string> layers;
   for (const auto& layer : layers_) layers.push_back(layer->Describe());
@@ -143,7 +143,7 @@ Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::stri
   std::set<std::string> known;
   for (Variable* variable : AllVariables(*this)) known.insert(variable->name());
   known.insert(kIterations);
-  if (loss_scale_.has_value()) {
+  if (runner_->settings().loss_scale.has_value()) {
     known.insert(kLossScale);
     known.insert(kLossScaleGoodSteps);
   }
@@ -194,20 +194,20 @@ Status Sequential::ApplyCheckpoint(const checkpoint::File& file, const std::stri
   }
   // Loss scaling's state (a file without it, e.g. float32 weights: the scale stays).
   std::optional<std::pair<float, int64_t>> scale;
-  if (loss_scale_.has_value() && with_optimizer_state && file.Find(kLossScale) != nullptr) {
+  if (runner_->settings().loss_scale.has_value() && with_optimizer_state && file.Find(kLossScale) != nullptr) {
     const checkpoint::TensorData& tensor = *file.Find(kLossScale);
     if (tensor.dtype != checkpoint::DType::kF32 || !tensor.shape.empty()) {
       return Mismatch(path, std::string("tensor '") + kLossScale + "' must be an F32 scalar");
     }
     TOWER_ASSIGN_OR_RETURN(std::vector<float> value, checkpoint::ToFloats(tensor));
     TOWER_ASSIGN_OR_RETURN(int64_t good, ReadInt64Scalar(file, path, kLossScaleGoodSteps, 0));
-    DynamicLossScale check = *loss_scale_;
+    DynamicLossScale check = *runner_->settings().loss_scale;
     TOWER_RETURN_IF_ERROR(check.Restore(value.at(0), good).WithContext(path));
     scale.emplace(value.at(0), good);
   }
   for (auto& [variable, values] : updates) TOWER_RETURN_IF_ERROR(variable->Assign(values));
   optimizer_->set_iterations(iterations);
-  if (scale.has_value()) TOWER_RETURN_IF_ERROR(loss_scale_->Restore(scale->first, scale->second));
+  if (scale.has_value()) TOWER_RETURN_IF_ERROR(runner_->settings().loss_scale->Restore(scale->first, scale->second));
   return OkStatus();
 }
 

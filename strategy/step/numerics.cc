@@ -65,4 +65,11 @@ StatusOr<double> GlobalNorm(const std::vector<Tensor>& tensors) {
   return std::sqrt(squares);
 }
 
+Status CheckLossIsOneFloat(const Tensor& loss) {
+  if (loss.num_elements() != 1 || loss.dtype() != DType::kFloat32) {
+    return InternalError("the loss is not one float32 value: " + loss.shape().ToString());
+  }
+  return OkStatus();
+}
+
 }  // namespace tower

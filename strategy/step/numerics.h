@@ -30,6 +30,10 @@ StatusOr<bool> AllFinite(const std::vector<Tensor>& tensors);
 // (StepRunner, for StepStats) both call it. May be Inf or NaN.
 StatusOr<double> GlobalNorm(const std::vector<Tensor>& tensors);
 
+// OK when `loss` is one float32 value (what a loss computes), else Internal: what the step
+// checks before reading a loss to the host.
+Status CheckLossIsOneFloat(const Tensor& loss);
+
 }  // namespace tower
 
 #endif  // TOWER_STRATEGY_STEP_NUMERICS_H_
