@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
-#include "data/random.h"
 #include "data/shuffle_buffer.h"
+#include "data/transform_rules.h"
 
 namespace tower::data {
 
@@ -86,37 +87,29 @@ class ShuffleStream final : public IndexStream {
 class RepeatStream final : public IndexStream {
  public:
   RepeatStream(IndexStreamFactory factory, int64_t count, uint64_t key, uint64_t salt)
-      : factory_(std::move(factory)), count_(count), key_(key), salt_(salt) {}
+      : factory_(std::move(factory)), schedule_(count, key, salt) {}
 
   int64_t Next(int64_t* out, int64_t max) override {
-    while (!done_) {
+    while (true) {
       if (current_ == nullptr) {
-        if (count_ >= 0 && repetition_ >= count_) break;
-        current_ = factory_(RepetitionKey(key_, salt_, repetition_));
-        ++repetition_;
-        current_produced_ = false;
+        const std::optional<uint64_t> key = schedule_.StartNext();
+        if (!key.has_value()) return 0;
+        current_ = factory_(*key);
       }
       const int64_t n = current_->Next(out, max);
       if (n > 0) {
-        current_produced_ = true;
+        schedule_.Produced();
         return n;
       }
       current_.reset();
-      if (!current_produced_) break;  // an empty repetition: every one would be
+      schedule_.Finished();
     }
-    done_ = true;
-    return 0;
   }
 
  private:
   IndexStreamFactory factory_;
-  int64_t count_;
-  uint64_t key_;
-  uint64_t salt_;
+  RepeatSchedule schedule_;
   std::unique_ptr<IndexStream> current_;
-  int64_t repetition_ = 0;
-  bool current_produced_ = false;
-  bool done_ = false;
 };
 
 class TakeStream final : public IndexStream {
@@ -191,11 +184,6 @@ std::unique_ptr<IndexStream> MakeTakeStream(std::unique_ptr<IndexStream> upstrea
 std::unique_ptr<IndexStream> MakeSkipStream(std::unique_ptr<IndexStream> upstream,
                                             int64_t count) {
   return std::make_unique<SkipStream>(std::move(upstream), count);
-}
-
-uint64_t RepetitionKey(uint64_t key, uint64_t salt, int64_t repetition) {
-  if (repetition == 0) return key;
-  return MixKey(key ^ Mix64(salt), static_cast<uint64_t>(repetition));
 }
 
 }  // namespace tower::data

@@ -1,10 +1,12 @@
 #include "data/transform_iterators.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "data/shuffle_buffer.h"
+#include "data/transform_rules.h"
 
 namespace tower::data {
 
@@ -152,36 +154,30 @@ class ShuffleIterator final : public StickyIterator {
 class RepeatIterator final : public StickyIterator {
  public:
   RepeatIterator(IteratorFactory factory, int64_t count, uint64_t key, uint64_t salt)
-      : factory_(std::move(factory)), count_(count), key_(key), salt_(salt) {}
+      : factory_(std::move(factory)), schedule_(count, key, salt) {}
 
  protected:
   Element Produce() override {
     while (true) {
       if (current_ == nullptr) {
-        if (count_ >= 0 && repetition_ >= count_) return std::optional<Batch>();
-        TOWER_ASSIGN_OR_RETURN(current_, factory_(RepetitionKey(key_, salt_, repetition_)));
-        ++repetition_;
-        current_produced_ = false;
+        const std::optional<uint64_t> key = schedule_.StartNext();
+        if (!key.has_value()) return std::optional<Batch>();
+        TOWER_ASSIGN_OR_RETURN(current_, factory_(*key));
       }
       TOWER_ASSIGN_OR_RETURN(std::optional<Batch> element, current_->Next());
       if (element.has_value()) {
-        current_produced_ = true;
+        schedule_.Produced();
         return element;
       }
       current_.reset();
-      // An empty repetition: every one would be; end instead of spinning forever.
-      if (!current_produced_) return std::optional<Batch>();
+      schedule_.Finished();
     }
   }
 
  private:
   IteratorFactory factory_;
-  int64_t count_;
-  uint64_t key_;
-  uint64_t salt_;
+  RepeatSchedule schedule_;
   std::unique_ptr<Iterator> current_;
-  int64_t repetition_ = 0;
-  bool current_produced_ = false;
 };
 
 class TakeIterator final : public StickyIterator {
