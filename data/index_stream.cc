@@ -112,52 +112,43 @@ class RepeatStream final : public IndexStream {
   std::unique_ptr<IndexStream> current_;
 };
 
-class TakeStream final : public IndexStream {
+// Take and Skip: the indices in `window` (data/transform_rules.h). Skip's leading drop goes
+// through upstream's Skip, so that a range drops in O(1).
+class WindowStream final : public IndexStream {
  public:
-  TakeStream(std::unique_ptr<IndexStream> upstream, int64_t count)
-      : upstream_(std::move(upstream)), left_(count) {}
+  WindowStream(std::unique_ptr<IndexStream> upstream, PositionWindow window)
+      : upstream_(std::move(upstream)), window_(window) {}
 
   int64_t Next(int64_t* out, int64_t max) override {
-    if (left_ == 0) return 0;
-    const int64_t n = upstream_->Next(out, std::min(max, left_));
-    left_ = n == 0 ? 0 : left_ - n;
+    DropLeading();
+    const int64_t allowed = window_.Allow(max);
+    if (allowed == 0) return 0;
+    const int64_t n = upstream_->Next(out, allowed);
+    window_.Advance(n);
+    if (n == 0) window_.UpstreamEnded();
     return n;
   }
 
   int64_t Skip(int64_t n) override {
-    const int64_t skipped = upstream_->Skip(std::min(n, left_));
-    left_ = skipped < std::min(n, left_) ? 0 : left_ - skipped;
+    DropLeading();
+    const int64_t allowed = window_.Allow(n);
+    const int64_t skipped = upstream_->Skip(allowed);
+    window_.Advance(skipped);
+    if (skipped < allowed) window_.UpstreamEnded();  // Skip drops fewer only at the end
     return skipped;
   }
 
  private:
-  std::unique_ptr<IndexStream> upstream_;
-  int64_t left_;
-};
-
-class SkipStream final : public IndexStream {
- public:
-  SkipStream(std::unique_ptr<IndexStream> upstream, int64_t count)
-      : upstream_(std::move(upstream)), to_skip_(count) {}
-
-  int64_t Next(int64_t* out, int64_t max) override {
-    SkipAhead();
-    return upstream_->Next(out, max);
-  }
-
-  int64_t Skip(int64_t n) override {
-    SkipAhead();
-    return upstream_->Skip(n);
-  }
-
- private:
-  void SkipAhead() {
-    if (to_skip_ > 0) upstream_->Skip(to_skip_);
-    to_skip_ = 0;
+  void DropLeading() {
+    const int64_t to_drop = window_.ToDrop();
+    if (to_drop == 0) return;
+    const int64_t dropped = upstream_->Skip(to_drop);
+    window_.Advance(dropped);
+    if (dropped < to_drop) window_.UpstreamEnded();
   }
 
   std::unique_ptr<IndexStream> upstream_;
-  int64_t to_skip_;
+  PositionWindow window_;
 };
 
 }  // namespace
@@ -178,12 +169,12 @@ std::unique_ptr<IndexStream> MakeRepeatStream(IndexStreamFactory factory, int64_
 
 std::unique_ptr<IndexStream> MakeTakeStream(std::unique_ptr<IndexStream> upstream,
                                             int64_t count) {
-  return std::make_unique<TakeStream>(std::move(upstream), count);
+  return std::make_unique<WindowStream>(std::move(upstream), PositionWindow::Take(count));
 }
 
 std::unique_ptr<IndexStream> MakeSkipStream(std::unique_ptr<IndexStream> upstream,
                                             int64_t count) {
-  return std::make_unique<SkipStream>(std::move(upstream), count);
+  return std::make_unique<WindowStream>(std::move(upstream), PositionWindow::Skip(count));
 }
 
 }  // namespace tower::data

@@ -180,41 +180,27 @@ class RepeatIterator final : public StickyIterator {
   std::unique_ptr<Iterator> current_;
 };
 
-class TakeIterator final : public StickyIterator {
+// Take and Skip: the elements in `window` (data/transform_rules.h).
+class WindowIterator final : public StickyIterator {
  public:
-  TakeIterator(std::unique_ptr<Iterator> upstream, int64_t count)
-      : upstream_(std::move(upstream)), left_(count) {}
+  WindowIterator(std::unique_ptr<Iterator> upstream, PositionWindow window)
+      : upstream_(std::move(upstream)), window_(window) {}
 
  protected:
   Element Produce() override {
-    if (left_ == 0) return std::optional<Batch>();
-    --left_;
-    return upstream_->Next();
-  }
-
- private:
-  std::unique_ptr<Iterator> upstream_;
-  int64_t left_;
-};
-
-class SkipIterator final : public StickyIterator {
- public:
-  SkipIterator(std::unique_ptr<Iterator> upstream, int64_t count)
-      : upstream_(std::move(upstream)), to_skip_(count) {}
-
- protected:
-  Element Produce() override {
-    while (to_skip_ > 0) {
+    while (window_.ToDrop() > 0) {
       TOWER_ASSIGN_OR_RETURN(std::optional<Batch> element, upstream_->Next());
       if (!element.has_value()) return element;
-      --to_skip_;
+      window_.Advance(1);
     }
+    if (window_.Allow(1) == 0) return std::optional<Batch>();
+    window_.Advance(1);
     return upstream_->Next();
   }
 
  private:
   std::unique_ptr<Iterator> upstream_;
-  int64_t to_skip_;
+  PositionWindow window_;
 };
 
 }  // namespace
@@ -242,11 +228,11 @@ std::unique_ptr<Iterator> MakeRepeatIterator(IteratorFactory factory, int64_t co
 }
 
 std::unique_ptr<Iterator> MakeTakeIterator(std::unique_ptr<Iterator> upstream, int64_t count) {
-  return std::make_unique<TakeIterator>(std::move(upstream), count);
+  return std::make_unique<WindowIterator>(std::move(upstream), PositionWindow::Take(count));
 }
 
 std::unique_ptr<Iterator> MakeSkipIterator(std::unique_ptr<Iterator> upstream, int64_t count) {
-  return std::make_unique<SkipIterator>(std::move(upstream), count);
+  return std::make_unique<WindowIterator>(std::move(upstream), PositionWindow::Skip(count));
 }
 
 }  // namespace tower::data

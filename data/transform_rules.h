@@ -7,7 +7,9 @@
 #ifndef TOWER_DATA_TRANSFORM_RULES_H_
 #define TOWER_DATA_TRANSFORM_RULES_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 namespace tower::data {
@@ -38,6 +40,35 @@ class RepeatSchedule {
   int64_t started_ = 0;
   bool current_produced_ = false;
   bool last_was_empty_ = false;
+};
+
+// Take and Skip as one rule: the upstream items (row indices, or elements) at positions
+// [begin, end) of a pass pass through, counting positions from 0. Take(n) is [0, n); Skip(n)
+// is [n, kUnbounded). The caller drops ToDrop() items first, asks Allow() before each pull,
+// tells Advance() how many items upstream gave or dropped, and UpstreamEnded() once it had
+// none.
+class PositionWindow {
+ public:
+  static constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+
+  static PositionWindow Take(int64_t count) { return PositionWindow(0, count); }
+  static PositionWindow Skip(int64_t count) { return PositionWindow(count, kUnbounded); }
+
+  // Items to drop before the next one may pass (0 once the window has begun).
+  int64_t ToDrop() const { return std::max<int64_t>(0, begin_ - position_); }
+  // How many of `wanted` items may pass now (0: the window is over).
+  int64_t Allow(int64_t wanted) const { return std::min(wanted, end_ - position_); }
+  // Upstream gave (or dropped) `n` more items.
+  void Advance(int64_t n) { position_ += n; }
+  // Upstream has no more: nothing is left to drop or to pass.
+  void UpstreamEnded() { begin_ = end_ = position_; }
+
+ private:
+  PositionWindow(int64_t begin, int64_t end) : begin_(begin), end_(end) {}
+
+  int64_t begin_;
+  int64_t end_;
+  int64_t position_ = 0;
 };
 
 }  // namespace tower::data

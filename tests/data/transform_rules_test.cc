@@ -60,5 +60,42 @@ TEST(RepeatScheduleTest, TheEndOfTheCountStays) {
   EXPECT_FALSE(schedule.StartNext().has_value());
 }
 
+TEST(PositionWindowTest, TakePassesTheFirstCount) {
+  PositionWindow window = PositionWindow::Take(3);
+  EXPECT_EQ(window.ToDrop(), 0);
+  EXPECT_EQ(window.Allow(10), 3);
+  window.Advance(2);
+  EXPECT_EQ(window.Allow(10), 1);
+  EXPECT_EQ(window.Allow(1), 1);
+  window.Advance(1);
+  EXPECT_EQ(window.Allow(10), 0);
+  EXPECT_EQ(PositionWindow::Take(0).Allow(1), 0);
+}
+
+TEST(PositionWindowTest, SkipDropsTheFirstCountThenPassesAll) {
+  PositionWindow window = PositionWindow::Skip(3);
+  EXPECT_EQ(window.ToDrop(), 3);
+  window.Advance(2);
+  EXPECT_EQ(window.ToDrop(), 1);
+  window.Advance(1);
+  EXPECT_EQ(window.ToDrop(), 0);
+  EXPECT_EQ(window.Allow(1000), 1000);
+  window.Advance(1000);
+  EXPECT_EQ(window.ToDrop(), 0);
+  EXPECT_EQ(window.Allow(PositionWindow::kUnbounded), PositionWindow::kUnbounded - 1003);
+}
+
+TEST(PositionWindowTest, AnEndedUpstreamLeavesNothingToDropOrPass) {
+  PositionWindow skip = PositionWindow::Skip(5);
+  skip.Advance(2);
+  skip.UpstreamEnded();
+  EXPECT_EQ(skip.ToDrop(), 0);
+  EXPECT_EQ(skip.Allow(1), 0);
+  PositionWindow take = PositionWindow::Take(5);
+  take.Advance(2);
+  take.UpstreamEnded();
+  EXPECT_EQ(take.Allow(1), 0);
+}
+
 }  // namespace
 }  // namespace tower::data
