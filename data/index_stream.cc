@@ -55,14 +55,14 @@ class ShuffleStream final : public IndexStream {
   int64_t Next(int64_t* out, int64_t max) override {
     int64_t n = 0;
     while (n < max) {
-      while (!upstream_done_ && !buffer_.full()) {
+      while (buffer_.WantsMore()) {
         if (staged_next_ == staged_.size()) {
           staged_.resize(kChunk);
           const int64_t got = upstream_->Next(staged_.data(), kChunk);
           staged_.resize(static_cast<size_t>(got));
           staged_next_ = 0;
           if (got == 0) {
-            upstream_done_ = true;
+            buffer_.UpstreamEnded();
             break;
           }
         }
@@ -81,7 +81,6 @@ class ShuffleStream final : public IndexStream {
   ShuffleBuffer<int64_t> buffer_;
   std::vector<int64_t> staged_;
   size_t staged_next_ = 0;
-  bool upstream_done_ = false;
 };
 
 class RepeatStream final : public IndexStream {

@@ -133,10 +133,10 @@ class ShuffleIterator final : public StickyIterator {
 
  protected:
   Element Produce() override {
-    while (!upstream_done_ && !buffer_.full()) {
+    while (buffer_.WantsMore()) {
       TOWER_ASSIGN_OR_RETURN(std::optional<Batch> element, upstream_->Next());
       if (!element.has_value()) {
-        upstream_done_ = true;
+        buffer_.UpstreamEnded();
         break;
       }
       buffer_.Push(std::move(*element));
@@ -148,7 +148,6 @@ class ShuffleIterator final : public StickyIterator {
  private:
   std::unique_ptr<Iterator> upstream_;
   ShuffleBuffer<Batch> buffer_;
-  bool upstream_done_ = false;
 };
 
 class RepeatIterator final : public StickyIterator {
