@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
-#include "data/random.h"
 #include "data/shuffle_buffer.h"
+#include "data/transform_rules.h"
 
 namespace tower::data {
 
@@ -54,14 +55,14 @@ class ShuffleStream final : public IndexStream {
   int64_t Next(int64_t* out, int64_t max) override {
     int64_t n = 0;
     while (n < max) {
-      while (!upstream_done_ && !buffer_.full()) {
+      while (buffer_.WantsMore()) {
         if (staged_next_ == staged_.size()) {
           staged_.resize(kChunk);
           const int64_t got = upstream_->Next(staged_.data(), kChunk);
           staged_.resize(static_cast<size_t>(got));
           staged_next_ = 0;
           if (got == 0) {
-            upstream_done_ = true;
+            buffer_.UpstreamEnded();
             break;
           }
         }
@@ -80,91 +81,73 @@ class ShuffleStream final : public IndexStream {
   ShuffleBuffer<int64_t> buffer_;
   std::vector<int64_t> staged_;
   size_t staged_next_ = 0;
-  bool upstream_done_ = false;
 };
 
 class RepeatStream final : public IndexStream {
  public:
   RepeatStream(IndexStreamFactory factory, int64_t count, uint64_t key, uint64_t salt)
-      : factory_(std::move(factory)), count_(count), key_(key), salt_(salt) {}
+      : factory_(std::move(factory)), schedule_(count, key, salt) {}
 
   int64_t Next(int64_t* out, int64_t max) override {
-    while (!done_) {
+    while (true) {
       if (current_ == nullptr) {
-        if (count_ >= 0 && repetition_ >= count_) break;
-        current_ = factory_(RepetitionKey(key_, salt_, repetition_));
-        ++repetition_;
-        current_produced_ = false;
+        const std::optional<uint64_t> key = schedule_.StartNext();
+        if (!key.has_value()) return 0;
+        current_ = factory_(*key);
       }
       const int64_t n = current_->Next(out, max);
       if (n > 0) {
-        current_produced_ = true;
+        schedule_.Produced();
         return n;
       }
       current_.reset();
-      if (!current_produced_) break;  // an empty repetition: every one would be
+      schedule_.Finished();
     }
-    done_ = true;
-    return 0;
   }
 
  private:
   IndexStreamFactory factory_;
-  int64_t count_;
-  uint64_t key_;
-  uint64_t salt_;
+  RepeatSchedule schedule_;
   std::unique_ptr<IndexStream> current_;
-  int64_t repetition_ = 0;
-  bool current_produced_ = false;
-  bool done_ = false;
 };
 
-class TakeStream final : public IndexStream {
+// Take and Skip: the indices in `window` (data/transform_rules.h). Skip's leading drop goes
+// through upstream's Skip, so that a range drops in O(1).
+class WindowStream final : public IndexStream {
  public:
-  TakeStream(std::unique_ptr<IndexStream> upstream, int64_t count)
-      : upstream_(std::move(upstream)), left_(count) {}
+  WindowStream(std::unique_ptr<IndexStream> upstream, PositionWindow window)
+      : upstream_(std::move(upstream)), window_(window) {}
 
   int64_t Next(int64_t* out, int64_t max) override {
-    if (left_ == 0) return 0;
-    const int64_t n = upstream_->Next(out, std::min(max, left_));
-    left_ = n == 0 ? 0 : left_ - n;
+    DropLeading();
+    const int64_t allowed = window_.Allow(max);
+    if (allowed == 0) return 0;
+    const int64_t n = upstream_->Next(out, allowed);
+    window_.Advance(n);
+    if (n == 0) window_.UpstreamEnded();
     return n;
   }
 
   int64_t Skip(int64_t n) override {
-    const int64_t skipped = upstream_->Skip(std::min(n, left_));
-    left_ = skipped < std::min(n, left_) ? 0 : left_ - skipped;
+    DropLeading();
+    const int64_t allowed = window_.Allow(n);
+    const int64_t skipped = upstream_->Skip(allowed);
+    window_.Advance(skipped);
+    if (skipped < allowed) window_.UpstreamEnded();  // Skip drops fewer only at the end
     return skipped;
   }
 
  private:
-  std::unique_ptr<IndexStream> upstream_;
-  int64_t left_;
-};
-
-class SkipStream final : public IndexStream {
- public:
-  SkipStream(std::unique_ptr<IndexStream> upstream, int64_t count)
-      : upstream_(std::move(upstream)), to_skip_(count) {}
-
-  int64_t Next(int64_t* out, int64_t max) override {
-    SkipAhead();
-    return upstream_->Next(out, max);
-  }
-
-  int64_t Skip(int64_t n) override {
-    SkipAhead();
-    return upstream_->Skip(n);
-  }
-
- private:
-  void SkipAhead() {
-    if (to_skip_ > 0) upstream_->Skip(to_skip_);
-    to_skip_ = 0;
+  void DropLeading() {
+    const int64_t to_drop = window_.ToDrop();
+    if (to_drop == 0) return;
+    const int64_t dropped = upstream_->Skip(to_drop);
+    window_.Advance(dropped);
+    if (dropped < to_drop) window_.UpstreamEnded();
   }
 
   std::unique_ptr<IndexStream> upstream_;
-  int64_t to_skip_;
+  PositionWindow window_;
 };
 
 }  // namespace
@@ -185,17 +168,12 @@ std::unique_ptr<IndexStream> MakeRepeatStream(IndexStreamFactory factory, int64_
 
 std::unique_ptr<IndexStream> MakeTakeStream(std::unique_ptr<IndexStream> upstream,
                                             int64_t count) {
-  return std::make_unique<TakeStream>(std::move(upstream), count);
+  return std::make_unique<WindowStream>(std::move(upstream), PositionWindow::Take(count));
 }
 
 std::unique_ptr<IndexStream> MakeSkipStream(std::unique_ptr<IndexStream> upstream,
                                             int64_t count) {
-  return std::make_unique<SkipStream>(std::move(upstream), count);
-}
-
-uint64_t RepetitionKey(uint64_t key, uint64_t salt, int64_t repetition) {
-  if (repetition == 0) return key;
-  return MixKey(key ^ Mix64(salt), static_cast<uint64_t>(repetition));
+  return std::make_unique<WindowStream>(std::move(upstream), PositionWindow::Skip(count));
 }
 
 }  // namespace tower::data

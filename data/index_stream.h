@@ -36,9 +36,8 @@ std::unique_ptr<IndexStream> MakeRangeStream(int64_t rows);
 std::unique_ptr<IndexStream> MakeShuffleStream(std::unique_ptr<IndexStream> upstream,
                                                int64_t buffer_size, uint64_t key);
 
-// `count` repetitions (-1: forever) of `factory`'s stream. Repetition 0 gets `key`,
-// repetition r > 0 gets RepetitionKey(key, salt, r). Ends early if a repetition is empty
-// (so repeating an empty dataset forever ends, as in tf.data).
+// `count` repetitions (-1: forever) of `factory`'s stream, keyed and ended early (on an
+// empty repetition) by RepeatSchedule (data/transform_rules.h).
 std::unique_ptr<IndexStream> MakeRepeatStream(IndexStreamFactory factory, int64_t count,
                                               uint64_t key, uint64_t salt);
 
@@ -47,10 +46,6 @@ std::unique_ptr<IndexStream> MakeTakeStream(std::unique_ptr<IndexStream> upstrea
 
 // All but the first `count` indices (count >= 0).
 std::unique_ptr<IndexStream> MakeSkipStream(std::unique_ptr<IndexStream> upstream, int64_t count);
-
-// The iteration key of repetition `repetition` under a Repeat whose iteration key is `key`;
-// `salt` tells nested Repeats apart.
-uint64_t RepetitionKey(uint64_t key, uint64_t salt, int64_t repetition);
 
 }  // namespace tower::data
 

@@ -1,10 +1,12 @@
 #include "data/transform_iterators.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "data/shuffle_buffer.h"
+#include "data/transform_rules.h"
 
 namespace tower::data {
 
@@ -131,10 +133,10 @@ class ShuffleIterator final : public StickyIterator {
 
  protected:
   Element Produce() override {
-    while (!upstream_done_ && !buffer_.full()) {
+    while (buffer_.WantsMore()) {
       TOWER_ASSIGN_OR_RETURN(std::optional<Batch> element, upstream_->Next());
       if (!element.has_value()) {
-        upstream_done_ = true;
+        buffer_.UpstreamEnded();
         break;
       }
       buffer_.Push(std::move(*element));
@@ -146,79 +148,58 @@ class ShuffleIterator final : public StickyIterator {
  private:
   std::unique_ptr<Iterator> upstream_;
   ShuffleBuffer<Batch> buffer_;
-  bool upstream_done_ = false;
 };
 
 class RepeatIterator final : public StickyIterator {
  public:
   RepeatIterator(IteratorFactory factory, int64_t count, uint64_t key, uint64_t salt)
-      : factory_(std::move(factory)), count_(count), key_(key), salt_(salt) {}
+      : factory_(std::move(factory)), schedule_(count, key, salt) {}
 
  protected:
   Element Produce() override {
     while (true) {
       if (current_ == nullptr) {
-        if (count_ >= 0 && repetition_ >= count_) return std::optional<Batch>();
-        TOWER_ASSIGN_OR_RETURN(current_, factory_(RepetitionKey(key_, salt_, repetition_)));
-        ++repetition_;
-        current_produced_ = false;
+        const std::optional<uint64_t> key = schedule_.StartNext();
+        if (!key.has_value()) return std::optional<Batch>();
+        TOWER_ASSIGN_OR_RETURN(current_, factory_(*key));
       }
       TOWER_ASSIGN_OR_RETURN(std::optional<Batch> element, current_->Next());
       if (element.has_value()) {
-        current_produced_ = true;
+        schedule_.Produced();
         return element;
       }
       current_.reset();
-      // An empty repetition: every one would be; end instead of spinning forever.
-      if (!current_produced_) return std::optional<Batch>();
+      schedule_.Finished();
     }
   }
 
  private:
   IteratorFactory factory_;
-  int64_t count_;
-  uint64_t key_;
-  uint64_t salt_;
+  RepeatSchedule schedule_;
   std::unique_ptr<Iterator> current_;
-  int64_t repetition_ = 0;
-  bool current_produced_ = false;
 };
 
-class TakeIterator final : public StickyIterator {
+// Take and Skip: the elements in `window` (data/transform_rules.h).
+class WindowIterator final : public StickyIterator {
  public:
-  TakeIterator(std::unique_ptr<Iterator> upstream, int64_t count)
-      : upstream_(std::move(upstream)), left_(count) {}
+  WindowIterator(std::unique_ptr<Iterator> upstream, PositionWindow window)
+      : upstream_(std::move(upstream)), window_(window) {}
 
  protected:
   Element Produce() override {
-    if (left_ == 0) return std::optional<Batch>();
-    --left_;
-    return upstream_->Next();
-  }
-
- private:
-  std::unique_ptr<Iterator> upstream_;
-  int64_t left_;
-};
-
-class SkipIterator final : public StickyIterator {
- public:
-  SkipIterator(std::unique_ptr<Iterator> upstream, int64_t count)
-      : upstream_(std::move(upstream)), to_skip_(count) {}
-
- protected:
-  Element Produce() override {
-    while (to_skip_ > 0) {
+    while (window_.ToDrop() > 0) {
       TOWER_ASSIGN_OR_RETURN(std::optional<Batch> element, upstream_->Next());
       if (!element.has_value()) return element;
-      --to_skip_;
+      window_.Advance(1);
     }
+    if (window_.Allow(1) == 0) return std::optional<Batch>();
+    window_.Advance(1);
     return upstream_->Next();
   }
 
  private:
   std::unique_ptr<Iterator> upstream_;
-  int64_t to_skip_;
+  PositionWindow window_;
 };
 
 }  // namespace
@@ -246,11 +227,11 @@ std::unique_ptr<Iterator> MakeRepeatIterator(IteratorFactory factory, int64_t co
 }
 
 std::unique_ptr<Iterator> MakeTakeIterator(std::unique_ptr<Iterator> upstream, int64_t count) {
-  return std::make_unique<TakeIterator>(std::move(upstream), count);
+  return std::make_unique<WindowIterator>(std::move(upstream), PositionWindow::Take(count));
 }
 
 std::unique_ptr<Iterator> MakeSkipIterator(std::unique_ptr<Iterator> upstream, int64_t count) {
-  return std::make_unique<SkipIterator>(std::move(upstream), count);
+  return std::make_unique<WindowIterator>(std::move(upstream), PositionWindow::Skip(count));
 }
 
 }  // namespace tower::data

@@ -37,10 +37,13 @@ std::unique_ptr<Iterator> MakeConcatBatchIterator(std::unique_ptr<Iterator> upst
 std::unique_ptr<Iterator> MakeShuffleIterator(std::unique_ptr<Iterator> upstream,
                                               int64_t buffer_size, uint64_t key);
 
-// `count` repetitions (-1: forever), keyed as MakeRepeatStream (data/index_stream.h).
+// `count` repetitions (-1: forever), keyed and ended early by RepeatSchedule
+// (data/transform_rules.h), as MakeRepeatStream.
 std::unique_ptr<Iterator> MakeRepeatIterator(IteratorFactory factory, int64_t count,
                                              uint64_t key, uint64_t salt);
 
+// The first `count` elements, and all but the first `count` (count >= 0), cut by
+// PositionWindow (data/transform_rules.h) as MakeTakeStream and MakeSkipStream.
 std::unique_ptr<Iterator> MakeTakeIterator(std::unique_ptr<Iterator> upstream, int64_t count);
 std::unique_ptr<Iterator> MakeSkipIterator(std::unique_ptr<Iterator> upstream, int64_t count);
 

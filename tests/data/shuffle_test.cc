@@ -202,6 +202,22 @@ TEST(ShuffleBufferTest, DrawsEachOfWhatItHoldsOnce) {
   EXPECT_EQ(out, (std::multiset<int>{1, 2, 3}));
 }
 
+TEST(ShuffleBufferTest, WantsMoreUntilFullOrUpstreamEnded) {
+  ShuffleBuffer<int> buffer(2, 99);
+  EXPECT_TRUE(buffer.WantsMore());
+  buffer.Push(1);
+  EXPECT_TRUE(buffer.WantsMore());
+  buffer.Push(2);
+  EXPECT_FALSE(buffer.WantsMore());  // full
+  buffer.Pop();
+  EXPECT_TRUE(buffer.WantsMore());  // a slot is free again
+  buffer.UpstreamEnded();
+  EXPECT_FALSE(buffer.WantsMore());  // room, but nothing left to pull
+  buffer.Pop();
+  EXPECT_FALSE(buffer.WantsMore());
+  EXPECT_TRUE(buffer.empty());
+}
+
 // Pearson's chi-square statistic of observed counts against equal expected counts.
 double ChiSquare(const std::vector<int64_t>& counts) {
   int64_t total = 0;
