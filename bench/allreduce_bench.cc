@@ -20,6 +20,12 @@
 // cores. On this 2-vCPU guest it measured 447-631 ns on 2026-11-25 and 503-759 ns on
 // 2026-11-26 (131 ns once), and depends on where the host places the vCPUs; the 4 KB
 // latencies move with it.
+//
+// The strategy flags are `tower train`'s (strategy/strategy_flags.h: one declaration, check
+// and mapping): --replicas (here at least 2, and 2 by default), --devices, --cross-device-ops
+// and --collective-timeout shape the all-reduce measured; the others configure what a
+// training step does around it (buckets, folding, deterministic mode, batches, the workers'
+// all-reduce), which this program does not run.
 
 #include <algorithm>
 #include <chrono>
@@ -36,7 +42,7 @@
 #include "device/device_flags.h"
 #include "ops/tensor.h"
 #include "strategy/mirrored_strategy.h"
-#include "strategy/replica_devices.h"
+#include "strategy/strategy_flags.h"
 #include "util/flags.h"
 
 namespace tower {
@@ -45,13 +51,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Options {
-  int64_t replicas = 2;
+  StrategyFlags strategy;  // --replicas, --cross-device-ops, ... (strategy/strategy_flags.h)
   int64_t min_bytes = 4 << 10;
   int64_t max_bytes = 64 << 20;
   int64_t repeats = 3;
   double target_ms = 100;  // per timed window
   int64_t memcpy_mb = 256;
-  std::string cross_device_ops = "auto";
   DeviceFlags device;
 };
 
@@ -171,15 +176,18 @@ Status TimeOneSize(MirroredStrategy& strategy, const Options& options, int64_t b
   return OkStatus();
 }
 
-Status Run(const Options& options) {
+Status Run(const Options& options, const FlagParser& parser) {
   Context& context = Context::Global();
   TOWER_RETURN_IF_ERROR(ApplyDeviceFlags(options.device, context));
-  if (options.replicas < 2) return InvalidArgumentError("--replicas must be at least 2");
-  TOWER_ASSIGN_OR_RETURN(std::vector<std::string> devices,
-                         ConfigureReplicaDevices(options.replicas, options.device, context));
-  MirroredStrategyOptions mirrored;
-  mirrored.devices = devices;
-  TOWER_ASSIGN_OR_RETURN(mirrored.cross_device_ops, ParseCrossDeviceOps(options.cross_device_ops));
+  if (options.strategy.devices.empty() && options.strategy.replicas < 2) {
+    return InvalidArgumentError("--replicas must be at least 2");
+  }
+  TOWER_RETURN_IF_ERROR(CheckStrategyFlags(options.strategy, parser));
+  TOWER_ASSIGN_OR_RETURN(const MirroredStrategyOptions mirrored,
+                         ApplyStrategyFlags(options.strategy, options.device, context));
+  if (mirrored.devices.size() < 2) {
+    return InvalidArgumentError("--devices must name at least 2 devices");
+  }
   TOWER_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
                          MirroredStrategy::Create(mirrored));
   const int n = strategy->num_local_replicas();
@@ -209,15 +217,14 @@ Status Run(const Options& options) {
 
 int main(int argc, char** argv) {
   tower::Options options;
+  options.strategy.replicas = 2;  // an all-reduce needs two
   tower::FlagParser parser("allreduce_bench");
-  parser.AddInt("replicas", &options.replicas, "replicas (logical CPUs), at least 2");
   parser.AddInt("min-bytes", &options.min_bytes, "smallest size per replica");
   parser.AddInt("max-bytes", &options.max_bytes, "largest size per replica");
   parser.AddInt("repeats", &options.repeats, "timed windows per size; the median is printed");
   parser.AddDouble("target-ms", &options.target_ms, "about how long one timed window runs");
   parser.AddInt("memcpy-mb", &options.memcpy_mb, "size of the roofline memcpy, MB");
-  parser.AddString("cross-device-ops", &options.cross_device_ops,
-                   "auto, in-process, nccl, same-card or to-cpu");
+  tower::AddStrategyFlags(&parser, &options.strategy);
   tower::AddDeviceFlags(&parser, &options.device);
-  return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options); });
+  return tower::bench::RunMain(parser, argc, argv, [&] { return tower::Run(options, parser); });
 }

@@ -110,8 +110,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Options& options, const Var
   Context& context = Context::Global();
   if (variant.virtual_shards > 0 && flagged.devices.empty()) {
     // One device still runs the virtual shards one by one, under a strategy (as tower train).
-    TOWER_ASSIGN_OR_RETURN(Device * device, context.DefaultDevice());
-    flagged.devices = {device->full_name()};
+    flagged.devices = {DeterministicDefaultDevice(context)};
   }
   if (!flagged.devices.empty()) {
     MirroredStrategyOptions mirrored = std::move(flagged);

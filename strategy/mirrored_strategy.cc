@@ -130,6 +130,147 @@ ReplicaDeviceInfo Info(const Device* device) {
   return info;
 }
 
+// PrepareLocal's checks of the collectives' options (the deadline, the gradient bucket, the
+// virtual shards, what crosses processes), in that order.
+Status CheckCollectiveOptions(const std::string& kind, const MirroredStrategyOptions& options) {
+  if (options.collective_timeout.count() <= 0) {
+    return InvalidArgumentError(kind + ": the collective timeout must be positive");
+  }
+  if (options.bucket_bytes <= 0) {
+    return InvalidArgumentError(kind + ": the gradient bucket size must be positive");
+  }
+  if (options.virtual_shards < 0) {
+    return InvalidArgumentError(kind + ": the number of virtual shards must be 0 (off) or "
+                                "positive, not " + std::to_string(options.virtual_shards));
+  }
+  if (options.cross_process_dtype != DType::kFloat32 &&
+      options.cross_process_dtype != DType::kBFloat16 &&
+      options.cross_process_dtype != DType::kFloat16) {
+    return InvalidArgumentError(kind + ": the cross-process all-reduce sends float32, bfloat16 "
+                                "or float16, not " +
+                                std::string(DTypeName(options.cross_process_dtype)));
+  }
+  return OkStatus();
+}
+
+// PrepareLocal's checks of the thread counts: 0 (the default) or positive.
+Status CheckThreadOptions(const std::string& kind, const MirroredStrategyOptions& options) {
+  if (options.replica_threads < 0) {
+    return InvalidArgumentError(kind + ": replica_threads must be 0 (one per core) or "
+                                "positive, not " + std::to_string(options.replica_threads));
+  }
+  if (options.batch_threads < 0) {
+    return InvalidArgumentError(kind + ": batch_threads must be 0 (one batch) or positive, "
+                                "not " + std::to_string(options.batch_threads));
+  }
+  return OkStatus();
+}
+
+// Each replica's device as ChooseCrossDeviceOps reads it; appends the replicas' names in
+// errors ("replica 1 (/job:localhost/replica:0/task:0/device:CPU:1)") to `names`.
+std::vector<ReplicaDeviceInfo> DescribeReplicas(const std::vector<Device*>& devices,
+                                                std::vector<std::string>* names) {
+  std::vector<ReplicaDeviceInfo> infos;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    infos.push_back(Info(devices[r]));
+    names->push_back("replica " + std::to_string(r) + " (" + devices[r]->full_name() + ")");
+  }
+  return infos;
+}
+
+// The replicas' OS threads, whether they spin and whether they share their variables, on
+// `cores` usable cores.
+void PlanReplicaThreads(const MirroredStrategyOptions& options,
+                        const std::vector<ReplicaDeviceInfo>& infos, int cores,
+                        MirroredStrategy::LocalSetup* setup) {
+  // Host replicas beyond the threads allowed run as fibers on them; GPU replicas have a
+  // thread each. Spinning only pays when every replica thread has a core of its own.
+  const int replicas = static_cast<int>(setup->devices.size());
+  const bool all_host = std::all_of(infos.begin(), infos.end(),
+                                    [](const ReplicaDeviceInfo& i) { return i.host_memory; });
+  const int allowed = options.replica_threads > 0 ? options.replica_threads
+                                                  : ResolvedInterOpThreads();
+  setup->threads = all_host ? std::min(replicas, allowed) : replicas;
+  // Sharing is for logical CPUs (one host memory, read in place by every CPU kernel).
+  const bool all_cpus = std::all_of(setup->devices.begin(), setup->devices.end(),
+                                    [](const Device* d) { return d->is_cpu(); });
+  setup->share_variables = options.share_variables && all_cpus && replicas > 1;
+  setup->spin = setup->threads <= cores;
+}
+
+// Replicas that share their variables compute a model's steps in batches (replica b leads
+// the batch of b, b + batch threads, …), their all-reduce among the batches: the batches'
+// names, all-reduce and kernel threads (`intra_op`: the explicit setting, 0 if none).
+Status PrepareBatches(const std::string& kind, const MirroredStrategyOptions& options, int cores,
+                      int intra_op, MirroredStrategy::LocalSetup* setup) {
+  if (options.batch_threads > setup->threads) {
+    return InvalidArgumentError(kind + ": batch_threads must be 0 (one batch) or 1 to the " +
+                                std::to_string(setup->threads) + " replica threads, not " +
+                                std::to_string(options.batch_threads));
+  }
+  const int replicas = static_cast<int>(setup->devices.size());
+  const int batches = std::max(1, options.batch_threads);
+  for (int b = 0; b < batches; ++b) {
+    setup->batch_names.push_back(setup->names[b] + ", " +
+                                 Distribution::DescribeBatch(replicas, batches, b));
+  }
+  setup->batch_ops = std::make_unique<InProcessAllReduce>(setup->batch_names,
+                                                          options.collective_timeout, setup->spin);
+  setup->batch_intra_op_threads = intra_op > 0 ? intra_op : std::max(1, cores / batches);
+  return OkStatus();
+}
+
+// The in-process all-reduce among the local replicas, folding their gradients and batching
+// their steps where the options allow.
+Status MakeInProcessOps(const std::string& kind, const MirroredStrategyOptions& options, int cores,
+                        int intra_op, MirroredStrategy::LocalSetup* setup) {
+  const int replicas = static_cast<int>(setup->devices.size());
+  auto ops =
+      std::make_unique<InProcessAllReduce>(setup->names, options.collective_timeout, setup->spin);
+  // Replicas as fibers fold their gradients, one group per thread (not in deterministic
+  // mode, whose sums follow its tree).
+  if (options.fold_replica_gradients && setup->threads < replicas && setup->virtual_shards == 0) {
+    setup->fold_groups = setup->threads;
+    ops->EnableFolding(setup->fold_groups);
+  }
+  // Not without folding's consent to another summation order, nor in deterministic mode.
+  if (options.batch_replica_rows && options.fold_replica_gradients && setup->share_variables &&
+      setup->virtual_shards == 0) {
+    TOWER_RETURN_IF_ERROR(PrepareBatches(kind, options, cores, intra_op, setup));
+  }
+  setup->ops = std::move(ops);
+  return OkStatus();
+}
+
+// The all-reduce among the local replicas that setup->choice names.
+Status MakeLocalOps(const std::string& kind, const MirroredStrategyOptions& options,
+                    Context& context, int cores, int intra_op,
+                    MirroredStrategy::LocalSetup* setup) {
+  switch (setup->choice.kind) {
+    case CrossDeviceOpsKind::kInProcess:
+      return MakeInProcessOps(kind, options, cores, intra_op, setup);
+    case CrossDeviceOpsKind::kNccl: {
+      TOWER_ASSIGN_OR_RETURN(
+          setup->ops, MakeNcclAllReduce(setup->devices, setup->names, options.collective_timeout));
+      break;
+    }
+    case CrossDeviceOpsKind::kSameCard: {
+      TOWER_ASSIGN_OR_RETURN(setup->ops,
+                             MakeSameCardAllReduce(setup->devices, setup->names,
+                                                   options.collective_timeout, setup->spin));
+      break;
+    }
+    case CrossDeviceOpsKind::kToCpu:
+    case CrossDeviceOpsKind::kAuto: {
+      TOWER_ASSIGN_OR_RETURN(std::vector<Device*> cpus, context.Devices("CPU"));
+      setup->ops = std::make_unique<ReductionToOneDevice>(cpus.front(), setup->names,
+                                                          options.collective_timeout, setup->spin);
+      break;
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
@@ -145,115 +286,23 @@ StatusOr<MirroredStrategy::LocalSetup> MirroredStrategy::PrepareLocal(
   setup.context = &context;
   TOWER_ASSIGN_OR_RETURN(setup.devices, ResolveDevices(context, options.devices));
   if (setup.devices.empty()) return InvalidArgumentError(kind + ": no devices to replicate on");
-  if (options.collective_timeout.count() <= 0) {
-    return InvalidArgumentError(kind + ": the collective timeout must be positive");
-  }
-  if (options.bucket_bytes <= 0) {
-    return InvalidArgumentError(kind + ": the gradient bucket size must be positive");
-  }
+  TOWER_RETURN_IF_ERROR(CheckCollectiveOptions(kind, options));
   setup.bucket_bytes = options.bucket_bytes;
-  if (options.virtual_shards < 0) {
-    return InvalidArgumentError(kind + ": the number of virtual shards must be 0 (off) or "
-                                "positive, not " + std::to_string(options.virtual_shards));
-  }
   setup.virtual_shards = options.virtual_shards;
   setup.timeout = options.collective_timeout;
-  if (options.cross_process_dtype != DType::kFloat32 &&
-      options.cross_process_dtype != DType::kBFloat16 &&
-      options.cross_process_dtype != DType::kFloat16) {
-    return InvalidArgumentError(kind + ": the cross-process all-reduce sends float32, bfloat16 "
-                                "or float16, not " +
-                                std::string(DTypeName(options.cross_process_dtype)));
-  }
   setup.cross_process_dtype = options.cross_process_dtype;
-  std::vector<ReplicaDeviceInfo> infos;
-  for (size_t r = 0; r < setup.devices.size(); ++r) {
-    infos.push_back(Info(setup.devices[r]));
-    setup.names.push_back("replica " + std::to_string(r) + " (" + setup.devices[r]->full_name() +
-                          ")");
-  }
+  const std::vector<ReplicaDeviceInfo> infos = DescribeReplicas(setup.devices, &setup.names);
   TOWER_ASSIGN_OR_RETURN(setup.choice, ChooseCrossDeviceOps(infos, options.cross_device_ops,
                                                             GpuCollectivesBuilt(),
                                                             NcclRanksMayShareGpu()));
-  // Host replicas beyond the threads allowed run as fibers on them; GPU replicas have a
-  // thread each. Spinning only pays when every replica thread has a core of its own.
-  const int replicas = static_cast<int>(setup.devices.size());
-  const bool all_host = std::all_of(infos.begin(), infos.end(),
-                                    [](const ReplicaDeviceInfo& i) { return i.host_memory; });
-  if (options.replica_threads < 0) {
-    return InvalidArgumentError(kind + ": replica_threads must be 0 (one per core) or "
-                                "positive, not " + std::to_string(options.replica_threads));
-  }
-  if (options.batch_threads < 0) {
-    return InvalidArgumentError(kind + ": batch_threads must be 0 (one batch) or positive, "
-                                "not " + std::to_string(options.batch_threads));
-  }
+  TOWER_RETURN_IF_ERROR(CheckThreadOptions(kind, options));
   const int cores = std::max(1, UsableCores());
-  const int allowed = options.replica_threads > 0 ? options.replica_threads
-                                                  : ResolvedInterOpThreads();
-  setup.threads = all_host ? std::min(replicas, allowed) : replicas;
-  // Sharing is for logical CPUs (one host memory, read in place by every CPU kernel).
-  const bool all_cpus = std::all_of(setup.devices.begin(), setup.devices.end(),
-                                    [](const Device* d) { return d->is_cpu(); });
-  setup.share_variables = options.share_variables && all_cpus && replicas > 1;
-  setup.spin = setup.threads <= cores;
+  PlanReplicaThreads(options, infos, cores, &setup);
   // Each replica thread's kernels split only into the cores the replicas leave idle (an
   // explicit intra-op setting is taken as it is).
   const int intra_op = Context::Global().GetIntraOpParallelismThreads();
   setup.intra_op_threads = intra_op > 0 ? intra_op : std::max(1, cores / setup.threads);
-  switch (setup.choice.kind) {
-    case CrossDeviceOpsKind::kInProcess: {
-      auto ops = std::make_unique<InProcessAllReduce>(setup.names, options.collective_timeout,
-                                                      setup.spin);
-      // Replicas as fibers fold their gradients, one group per thread (not in deterministic
-      // mode, whose sums follow its tree).
-      if (options.fold_replica_gradients && setup.threads < replicas &&
-          setup.virtual_shards == 0) {
-        setup.fold_groups = setup.threads;
-        ops->EnableFolding(setup.fold_groups);
-      }
-      // Replicas that share their variables compute a model's steps in batches (replica b
-      // leads the batch of b, b + batch threads, …), their all-reduce among the batches.
-      // Not without folding's consent to another summation order, nor in deterministic mode.
-      if (options.batch_replica_rows && options.fold_replica_gradients &&
-          setup.share_variables && setup.virtual_shards == 0) {
-        if (options.batch_threads > setup.threads) {
-          return InvalidArgumentError(
-              kind + ": batch_threads must be 0 (one batch) or 1 to the " +
-              std::to_string(setup.threads) + " replica threads, not " +
-              std::to_string(options.batch_threads));
-        }
-        const int batches = std::max(1, options.batch_threads);
-        for (int b = 0; b < batches; ++b) {
-          setup.batch_names.push_back(setup.names[b] + ", " +
-                                      Distribution::DescribeBatch(replicas, batches, b));
-        }
-        setup.batch_ops = std::make_unique<InProcessAllReduce>(
-            setup.batch_names, options.collective_timeout, setup.spin);
-        setup.batch_intra_op_threads = intra_op > 0 ? intra_op : std::max(1, cores / batches);
-      }
-      setup.ops = std::move(ops);
-      break;
-    }
-    case CrossDeviceOpsKind::kNccl: {
-      TOWER_ASSIGN_OR_RETURN(setup.ops, MakeNcclAllReduce(setup.devices, setup.names,
-                                                          options.collective_timeout));
-      break;
-    }
-    case CrossDeviceOpsKind::kSameCard: {
-      TOWER_ASSIGN_OR_RETURN(setup.ops, MakeSameCardAllReduce(setup.devices, setup.names,
-                                                              options.collective_timeout,
-                                                              setup.spin));
-      break;
-    }
-    case CrossDeviceOpsKind::kToCpu:
-    case CrossDeviceOpsKind::kAuto: {
-      TOWER_ASSIGN_OR_RETURN(std::vector<Device*> cpus, context.Devices("CPU"));
-      setup.ops = std::make_unique<ReductionToOneDevice>(cpus.front(), setup.names,
-                                                         options.collective_timeout, setup.spin);
-      break;
-    }
-  }
+  TOWER_RETURN_IF_ERROR(MakeLocalOps(kind, options, context, cores, intra_op, &setup));
   return setup;
 }
 

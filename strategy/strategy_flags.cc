@@ -94,9 +94,13 @@ StatusOr<MirroredStrategyOptions> ApplyStrategyFlags(const StrategyFlags& flags,
                            ConfigureReplicaDevices(flags.replicas, device_flags, context));
   }
   if (flags.deterministic && options.devices.empty()) {
-    options.devices = {context.GetVisibleDevices("GPU").empty() ? "/CPU:0" : "/GPU:0"};
+    options.devices = {DeterministicDefaultDevice(context)};
   }
   return options;
+}
+
+std::string DeterministicDefaultDevice(const Context& context) {
+  return context.GetVisibleDevices("GPU").empty() ? "/CPU:0" : "/GPU:0";
 }
 
 }  // namespace tower

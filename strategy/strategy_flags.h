@@ -44,12 +44,17 @@ Status CheckStrategyFlags(const StrategyFlags& flags, const FlagParser& parser,
 
 // The options the flags ask for, the replicas' devices configured on `context` (not yet
 // initialised) from --devices or --replicas (strategy/replica_devices.h). With --deterministic
-// and one replica, the default device is named ("/GPU:0", else "/CPU:0": by its short name,
-// since a full name would initialise the context, and under mpirun the strategy names the
-// devices for its worker). Expects CheckStrategyFlags to have passed.
+// and one replica, the default device is named (DeterministicDefaultDevice). Expects
+// CheckStrategyFlags to have passed.
 StatusOr<MirroredStrategyOptions> ApplyStrategyFlags(const StrategyFlags& flags,
                                                      const DeviceFlags& device_flags,
                                                      Context& context);
+
+// The device deterministic mode runs its virtual shards on when no replica device is named
+// (one replica): "/GPU:0" where GPUs are visible, else "/CPU:0". By its short name, since a
+// full name would initialise the context, and under mpirun the strategy names the devices
+// for its worker.
+std::string DeterministicDefaultDevice(const Context& context);
 
 }  // namespace tower
 

@@ -76,6 +76,25 @@ void FinalizeAtExit() {
   if (!finalized) MPI_Finalize();
 }
 
+// Why workers missed `where` (a collective): the ones that do not answer are `gone`, the ones
+// that answer but never came are `behind` (names as Describe gives them).
+std::string NeverReachedMessage(const std::vector<std::string>& gone,
+                                const std::vector<std::string>& behind, const std::string& where,
+                                std::chrono::milliseconds timeout) {
+  std::string message;
+  if (!gone.empty()) {
+    message = Join(gone, ", ") + " never reached " + where + " within " +
+              std::to_string(timeout.count()) + " ms and does not answer";
+    if (!behind.empty()) message += "; " + Join(behind, ", ") + " still answers but is behind";
+  } else {
+    message = Join(behind, ", ") + " never reached " + where + " within " +
+              std::to_string(timeout.count()) +
+              " ms, though it still answers (stuck in an earlier collective, or its code took "
+              "another path)";
+  }
+  return message;
+}
+
 }  // namespace
 
 bool MpiWorld::LaunchedByMpirun() {
@@ -261,133 +280,163 @@ Status MpiWorld::EndCollective(const Status& status) {
   return status;
 }
 
+// Arrive's exchange of one collective with every peer: a receive of the peer's {sequence,
+// fingerprint} and a send of ours. A peer is through when its arrival came and ours reached
+// it: a send to a peer that died after sending its own arrival never completes, and must not
+// block (it did, in MPI_Waitall).
+struct MpiWorld::Arrivals {
+  uint64_t sequence = 0;
+  std::vector<uint64_t> seen;  // each rank's {sequence, fingerprint}, at 2 * rank
+  std::vector<int> peers;      // every rank but this one; the vectors below follow it
+  std::vector<MPI_Request> receives;
+  std::vector<MPI_Request> sends;
+  std::vector<bool> arrived;
+  std::vector<bool> sent;
+  size_t arrived_count = 0;
+  size_t sent_count = 0;
+  bool through() const { return arrived_count == peers.size() && sent_count == peers.size(); }
+};
+
 Status MpiWorld::Arrive(std::chrono::milliseconds timeout, const std::string& what,
                         uint64_t fingerprint) {
   const uint64_t sequence = ++sequence_;
   if (size_ == 1) return OkStatus();
-  // Each peer's {sequence, fingerprint}.
-  std::vector<uint64_t> seen(2 * static_cast<size_t>(size_), 0);
-  std::vector<MPI_Request> receives;
-  std::vector<MPI_Request> sends;
-  std::vector<int> peers;
-  arrive_token_[0] = sequence;
-  arrive_token_[1] = fingerprint;
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    MPI_Request receive, send;
-    TOWER_MPI_RETURN_IF_ERROR(MPI_Irecv(&seen[2 * peer], 2, MPI_UINT64_T, peer, kArriveTag,
-                                        MPI_COMM_WORLD, &receive));
-    TOWER_MPI_RETURN_IF_ERROR(MPI_Isend(arrive_token_, 2, MPI_UINT64_T, peer, kArriveTag,
-                                        MPI_COMM_WORLD, &send));
-    receives.push_back(receive);
-    sends.push_back(send);
-    peers.push_back(peer);
-  }
+  Arrivals arrivals;
+  arrivals.sequence = sequence;
+  TOWER_RETURN_IF_ERROR(PostArrivals(fingerprint, arrivals));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const auto halfway = std::chrono::steady_clock::now() + timeout / 2;
   bool warned = false;
-  // A peer is through when its arrival came and ours reached it: a send to a peer that died
-  // after sending its own arrival never completes, and must not block (it did, in MPI_Waitall).
-  std::vector<bool> arrived(peers.size(), false);
-  std::vector<bool> sent(peers.size(), false);
-  size_t count = 0;
-  size_t sent_count = 0;
-  auto unreachable = [&](size_t i, int code) {
-    MarkUnreachable({peers[i]});
-    return UnavailableError(Describe(peers[i]) + " is unreachable at collective " +
-                            std::to_string(sequence) + " (" + what + "): " + MpiErrorText(code) +
-                            "; " + Describe(rank_) + " gives up");
-  };
-  for (int polls = 0; count < peers.size() || sent_count < peers.size(); ++polls) {
-    for (size_t i = 0; i < peers.size(); ++i) {
-      if (!sent[i]) {
-        int done = 0;
-        const int code = MPI_Test(&sends[i], &done, MPI_STATUS_IGNORE);
-        if (code != MPI_SUCCESS) return unreachable(i, code);
-        if (done) {
-          sent[i] = true;
-          ++sent_count;
-        }
-      }
-      if (arrived[i]) continue;
-      int done = 0;
-      const int code = MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE);
-      if (code != MPI_SUCCESS) return unreachable(i, code);
-      if (!done) continue;
-      arrived[i] = true;
-      ++count;
-      const uint64_t their_sequence = seen[2 * peers[i]];
-      const uint64_t their_fingerprint = seen[2 * peers[i] + 1];
-      if (their_sequence != sequence) {
-        return FailedPreconditionError(
-            Describe(rank_) + " is at collective " + std::to_string(sequence) + " (" + what +
-            ") but " + Describe(peers[i]) + " is at collective " +
-            std::to_string(their_sequence) + ": the workers diverged");
-      }
-      if (their_fingerprint != fingerprint) {
-        return FailedPreconditionError(
-            "the workers diverged at collective " + std::to_string(sequence) + ": " +
-            Describe(rank_) + " runs " + what + " at step " + std::to_string(CurrentStep()) +
-            " (fingerprint " + HexFingerprint(fingerprint) + ") but " + Describe(peers[i]) +
-            "'s has fingerprint " + HexFingerprint(their_fingerprint) +
-            " (a collective skipped or added, another step, or other shapes); `tower doctor` "
-            "on the flight recorder's files names the rank that went astray");
-      }
-    }
-    if (count == peers.size() && sent_count == peers.size()) break;
+  for (int polls = 0; !arrivals.through(); ++polls) {
+    TOWER_RETURN_IF_ERROR(PollArrivals(fingerprint, what, arrivals));
+    if (arrivals.through()) break;
     if (!warned && std::chrono::steady_clock::now() > halfway) {
-      // Half the deadline: say who is late while there is still time to look at it.
-      std::vector<std::string> late;
-      for (size_t i = 0; i < peers.size(); ++i) {
-        if (!arrived[i] || !sent[i]) late.push_back(Describe(peers[i]));
-      }
-      TOWER_LOG(WARNING) << Describe(rank_) << " has waited " << (timeout / 2).count()
-                         << " ms, half the deadline, at collective " << sequence << " (" << what
-                         << ") for " << Join(late, ", ") << "; it gives up at "
-                         << timeout.count() << " ms";
+      WarnLateArrivals(arrivals, what, timeout);
       warned = true;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      std::vector<int> missing;
-      for (size_t i = 0; i < peers.size(); ++i) {
-        if (!arrived[i]) MPI_Cancel(&receives[i]);
-        if (!sent[i]) {
-          MPI_Cancel(&sends[i]);
-          MPI_Request_free(&sends[i]);
-        }
-        if (!arrived[i] || !sent[i]) missing.push_back(peers[i]);
-      }
-      // A missing worker may be alive but behind, stuck in an earlier collective that this
-      // one completed (a dead worker's data reached some survivors and not others): the
-      // probe tells it from one that is gone. Only the silent ones are named unreachable.
-      const std::vector<int> silent = Probe(std::min(timeout, kProbeWindow));
-      std::vector<std::string> gone, behind;
-      std::vector<int> gone_ranks;
-      for (int rank : missing) {
-        if (std::find(silent.begin(), silent.end(), rank) != silent.end()) {
-          gone.push_back(Describe(rank));
-          gone_ranks.push_back(rank);
-        } else {
-          behind.push_back(Describe(rank));
-        }
-      }
-      MarkUnreachable(gone_ranks);
-      const std::string where = "collective " + std::to_string(sequence) + " (" + what + ")";
-      std::string message;
-      if (!gone.empty()) {
-        message = Join(gone, ", ") + " never reached " + where + " within " +
-                  std::to_string(timeout.count()) + " ms and does not answer";
-        if (!behind.empty()) message += "; " + Join(behind, ", ") + " still answers but is behind";
-      } else {
-        message = Join(behind, ", ") + " never reached " + where + " within " +
-                  std::to_string(timeout.count()) + " ms, though it still answers (stuck in "
-                  "an earlier collective, or its code took another path)";
-      }
-      return DeadlineExceededError(message + "; " + Describe(rank_) + " gives up");
+      return MissedArrivals(what, timeout, arrivals);
     }
     if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return OkStatus();
+}
+
+Status MpiWorld::PostArrivals(uint64_t fingerprint, Arrivals& arrivals) {
+  arrivals.seen.assign(2 * static_cast<size_t>(size_), 0);
+  arrive_token_[0] = arrivals.sequence;
+  arrive_token_[1] = fingerprint;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    MPI_Request receive, send;
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Irecv(&arrivals.seen[2 * peer], 2, MPI_UINT64_T, peer, kArriveTag,
+                                        MPI_COMM_WORLD, &receive));
+    TOWER_MPI_RETURN_IF_ERROR(MPI_Isend(arrive_token_, 2, MPI_UINT64_T, peer, kArriveTag,
+                                        MPI_COMM_WORLD, &send));
+    arrivals.receives.push_back(receive);
+    arrivals.sends.push_back(send);
+    arrivals.peers.push_back(peer);
+  }
+  arrivals.arrived.assign(arrivals.peers.size(), false);
+  arrivals.sent.assign(arrivals.peers.size(), false);
+  return OkStatus();
+}
+
+Status MpiWorld::PollArrivals(uint64_t fingerprint, const std::string& what, Arrivals& arrivals) {
+  for (size_t i = 0; i < arrivals.peers.size(); ++i) {
+    const int peer = arrivals.peers[i];
+    if (!arrivals.sent[i]) {
+      int done = 0;
+      const int code = MPI_Test(&arrivals.sends[i], &done, MPI_STATUS_IGNORE);
+      if (code != MPI_SUCCESS) return Unreachable(peer, arrivals.sequence, what, code);
+      if (done) {
+        arrivals.sent[i] = true;
+        ++arrivals.sent_count;
+      }
+    }
+    if (arrivals.arrived[i]) continue;
+    int done = 0;
+    const int code = MPI_Test(&arrivals.receives[i], &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) return Unreachable(peer, arrivals.sequence, what, code);
+    if (!done) continue;
+    arrivals.arrived[i] = true;
+    ++arrivals.arrived_count;
+    TOWER_RETURN_IF_ERROR(CheckArrival(peer, arrivals.seen[2 * peer], arrivals.seen[2 * peer + 1],
+                                       arrivals.sequence, fingerprint, what));
+  }
+  return OkStatus();
+}
+
+Status MpiWorld::Unreachable(int peer, uint64_t sequence, const std::string& what, int code) {
+  MarkUnreachable({peer});
+  return UnavailableError(Describe(peer) + " is unreachable at collective " +
+                          std::to_string(sequence) + " (" + what + "): " + MpiErrorText(code) +
+                          "; " + Describe(rank_) + " gives up");
+}
+
+Status MpiWorld::CheckArrival(int peer, uint64_t their_sequence, uint64_t their_fingerprint,
+                              uint64_t sequence, uint64_t fingerprint,
+                              const std::string& what) const {
+  if (their_sequence != sequence) {
+    return FailedPreconditionError(Describe(rank_) + " is at collective " +
+                                   std::to_string(sequence) + " (" + what + ") but " +
+                                   Describe(peer) + " is at collective " +
+                                   std::to_string(their_sequence) + ": the workers diverged");
+  }
+  if (their_fingerprint != fingerprint) {
+    return FailedPreconditionError(
+        "the workers diverged at collective " + std::to_string(sequence) + ": " + Describe(rank_) +
+        " runs " + what + " at step " + std::to_string(CurrentStep()) + " (fingerprint " +
+        HexFingerprint(fingerprint) + ") but " + Describe(peer) + "'s has fingerprint " +
+        HexFingerprint(their_fingerprint) +
+        " (a collective skipped or added, another step, or other shapes); `tower doctor` "
+        "on the flight recorder's files names the rank that went astray");
+  }
+  return OkStatus();
+}
+
+void MpiWorld::WarnLateArrivals(const Arrivals& arrivals, const std::string& what,
+                                std::chrono::milliseconds timeout) const {
+  // Half the deadline: say who is late while there is still time to look at it.
+  std::vector<std::string> late;
+  for (size_t i = 0; i < arrivals.peers.size(); ++i) {
+    if (!arrivals.arrived[i] || !arrivals.sent[i]) late.push_back(Describe(arrivals.peers[i]));
+  }
+  TOWER_LOG(WARNING) << Describe(rank_) << " has waited " << (timeout / 2).count()
+                     << " ms, half the deadline, at collective " << arrivals.sequence << " ("
+                     << what << ") for " << Join(late, ", ") << "; it gives up at "
+                     << timeout.count() << " ms";
+}
+
+Status MpiWorld::MissedArrivals(const std::string& what, std::chrono::milliseconds timeout,
+                                Arrivals& arrivals) {
+  std::vector<int> missing;
+  for (size_t i = 0; i < arrivals.peers.size(); ++i) {
+    if (!arrivals.arrived[i]) MPI_Cancel(&arrivals.receives[i]);
+    if (!arrivals.sent[i]) {
+      MPI_Cancel(&arrivals.sends[i]);
+      MPI_Request_free(&arrivals.sends[i]);
+    }
+    if (!arrivals.arrived[i] || !arrivals.sent[i]) missing.push_back(arrivals.peers[i]);
+  }
+  // A missing worker may be alive but behind, stuck in an earlier collective that this
+  // one completed (a dead worker's data reached some survivors and not others): the
+  // probe tells it from one that is gone. Only the silent ones are named unreachable.
+  const std::vector<int> silent = Probe(std::min(timeout, kProbeWindow));
+  std::vector<std::string> gone, behind;
+  std::vector<int> gone_ranks;
+  for (int rank : missing) {
+    if (std::find(silent.begin(), silent.end(), rank) != silent.end()) {
+      gone.push_back(Describe(rank));
+      gone_ranks.push_back(rank);
+    } else {
+      behind.push_back(Describe(rank));
+    }
+  }
+  MarkUnreachable(gone_ranks);
+  const std::string where = "collective " + std::to_string(arrivals.sequence) + " (" + what + ")";
+  return DeadlineExceededError(NeverReachedMessage(gone, behind, where, timeout) + "; " +
+                               Describe(rank_) + " gives up");
 }
 
 Status MpiWorld::AllReduceSum(float* data, int64_t count, std::chrono::milliseconds timeout,

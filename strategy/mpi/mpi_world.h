@@ -112,6 +112,27 @@ class MpiWorld : public World {
   // All workers are at this collective with the same fingerprint, or DeadlineExceeded
   // naming the missing ones, or FailedPrecondition naming the workers that diverged.
   Status Arrive(std::chrono::milliseconds timeout, const std::string& what, uint64_t fingerprint);
+  // Arrive's messages in flight, one receive and one send per peer (mpi_world.cc: the MPI
+  // types stay out of this header).
+  struct Arrivals;
+  // Posts the receive of every peer's arrival and the send of this one's {sequence,
+  // fingerprint} (arrive_token_).
+  Status PostArrivals(uint64_t fingerprint, Arrivals& arrivals);
+  // One pass over the peers: notes the sends and arrivals completed, and fails on an MPI
+  // error (Unreachable) or a peer that diverged (CheckArrival).
+  Status PollArrivals(uint64_t fingerprint, const std::string& what, Arrivals& arrivals);
+  // Marks `peer` unreachable: the Unavailable of an MPI error `code` on its link.
+  Status Unreachable(int peer, uint64_t sequence, const std::string& what, int code);
+  // FailedPrecondition when a peer's arrival is at another collective or fingerprint.
+  Status CheckArrival(int peer, uint64_t their_sequence, uint64_t their_fingerprint,
+                      uint64_t sequence, uint64_t fingerprint, const std::string& what) const;
+  // At half the deadline: the warning naming the peers not through yet.
+  void WarnLateArrivals(const Arrivals& arrivals, const std::string& what,
+                        std::chrono::milliseconds timeout) const;
+  // At the deadline: cancels what is in flight, probes the missing peers, marks the silent
+  // ones unreachable, and returns the DeadlineExceeded naming them all.
+  Status MissedArrivals(const std::string& what, std::chrono::milliseconds timeout,
+                        Arrivals& arrivals);
   // Waits for a non-blocking MPI request with a deadline; on a stall or an MPI error, names
   // the workers that stopped answering (Probe).
   Status Wait(void* request, std::chrono::milliseconds timeout, const std::string& what);
