@@ -28,6 +28,7 @@ import os
 import re
 import sys
 
+sys.dont_write_bytecode = True  # no .ci/__pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import include_cycles  # noqa: E402
 

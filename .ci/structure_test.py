@@ -11,6 +11,7 @@ import sys
 import tempfile
 import unittest
 
+sys.dont_write_bytecode = True  # no .ci/__pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import structure  # noqa: E402
 
