@@ -590,13 +590,15 @@ def main(argv=None):
                         " and ".join(d + "/" for d in EXCLUDED_BY_DEFAULT))
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when any measure is not 0")
-    parser.add_argument("--max-function-lines", type=int, default=100, metavar="N")
-    parser.add_argument("--max-file-lines", type=int, default=700, metavar="N")
+    parser.add_argument("--max-function-lines", type=int, default=100, metavar="N",
+                        help="report functions longer than N lines (default: 100)")
+    parser.add_argument("--max-file-lines", type=int, default=700, metavar="N",
+                        help="report C++ files longer than N lines (default: 700)")
     args = parser.parse_args(argv)
     root = args.root
 
     files = cxx_files(root, args.all)
-    scope = "" if args.all else " (%s left out; --all)" % ", ".join(
+    scope = "" if args.all else " (%s left out: --all includes them)" % " and ".join(
         d + "/" for d in EXCLUDED_BY_DEFAULT)
 
     funcs = long_functions(root, files, args.max_function_lines)

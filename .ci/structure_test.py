@@ -77,11 +77,12 @@ class FunctionsTest(unittest.TestCase):
             statements(10) + "}\n"
         self.assertEqual(structure.functions(text), [("Long", 1, 15)])
 
-    def test_a_brace_in_a_string_or_a_character(self):
+    def test_a_brace_in_a_string_a_character_or_after_a_digit_separator(self):
         text = function("WithStrings", 20).replace(
-            "  x += 0;", '  s = "{{ \\" {";\n  c = \'{\';\n  d = \'\\\'\';\n  t = u8"}";') + \
+            "  x += 0;", '  s = "{{ \\" {";\n  c = \'{\';\n  d = \'\\\'\';\n  t = u8"}";\n'
+            "  n = 1'000; c = '{';") + \
             function("After", 5)
-        self.assertEqual(found(text), {"WithStrings": 23, "After": 5})
+        self.assertEqual(found(text), {"WithStrings": 24, "After": 5})
 
     def test_a_raw_string_with_braces(self):
         text = function("WithRaw", 20).replace(
