@@ -287,7 +287,7 @@ def table():
         "Besides the test targets: `.ci/cmake_consumer` (Tower installed and used from a CMake "
         "project), `.ci/fuzz` (each libFuzzer target of tests/fuzz for 20 s under ASan+UBSan), "
         "`.ci/layering`, `.ci/without_toolkit` (the build graph without a CUDA toolkit), this "
-        "table's check, `.ci/count_tests_test.py` and `.ci/leftovers`.",
+        "table's check, `.ci/count_tests_test.py`, `.ci/structure_test.py` and `.ci/leftovers`.",
         "",
         "| test target | " + " | ".join(stage.label for stage in STAGES) + " |",
         "|---|" + "---|" * len(STAGES),
