@@ -262,6 +262,19 @@ StatusOr<PassInputs> MakePassInputs(const StepModel& model, Device* device,
   return inputs;
 }
 
+// Every replica reads its loss: on a GPU this waits for the step's work, or, read early
+// (PassOptions::start_loss_read), for its forward pass only.
+StatusOr<float> ReadLoss(const Tensor& loss, bool started_early) {
+  float value = 0;
+  if (started_early) {
+    TOWER_RETURN_IF_ERROR(loss.device()->stream().FinishRead(&value));
+  } else {
+    TOWER_RETURN_IF_ERROR(CheckLossIsOneFloat(loss));
+    TOWER_RETURN_IF_ERROR(loss.ToHostBytes(&value));
+  }
+  return value;
+}
+
 // Clears a replica's pass when the step ends: nothing of a step outlives it (the next
 // step's peak memory must not hold these).
 struct ReleasePass {
@@ -411,15 +424,7 @@ Status StepRunner::RunReplica(ReplicaContext& ctx) {
     TOWER_RETURN_IF_ERROR(CheckSummedNumerics(model_, pass, training, request.iteration));
   }
   if (training) TOWER_RETURN_IF_ERROR(ApplyUpdate(ctx, pass, hand_over.on));
-  // Every replica reads its loss: on a GPU this waits for the step's work, or, read early,
-  // for its forward pass only.
-  float loss_value = 0;
-  if (read_loss_early) {
-    TOWER_RETURN_IF_ERROR(pass.loss.device()->stream().FinishRead(&loss_value));
-  } else {
-    TOWER_RETURN_IF_ERROR(CheckLossIsOneFloat(pass.loss));
-    TOWER_RETURN_IF_ERROR(pass.loss.ToHostBytes(&loss_value));
-  }
+  TOWER_ASSIGN_OR_RETURN(const float loss_value, ReadLoss(pass.loss, read_loss_early));
   if (r == 0) results.loss = loss_value;
   if (step.gather && r == 0) {
     TOWER_RETURN_IF_ERROR(all_outputs.ToHostBytes(request.predictions->data()));
