@@ -35,17 +35,12 @@ class Sequential::Factory : public VariableFactory {
   explicit Factory(Sequential* model) : model_(model) {}
   StatusOr<Variable*> Create(const std::string& name, const Shape& shape,
                              const Initializer& initializer, bool trainable) override {
-    std::vector<Tensor> copies;
     const uint64_t seed = VariableSeed(model_->seed_, name);
-    const Distribution& dist = *model_->distribution_;
-    // Shared: one copy, on replica 0's device.
-    const bool shared = dist.ReplicasShareVariables();
-    for (int r = 0; r < (shared ? 1 : dist.num_local_replicas()); ++r) {
-      TOWER_ASSIGN_OR_RETURN(Tensor value,
-                             Initialize(initializer, shape, seed, dist.replica_device(r)));
-      copies.push_back(std::move(value));
-    }
-    if (shared) copies = Variable::SharedCopies(copies.front(), dist.num_local_replicas());
+    TOWER_ASSIGN_OR_RETURN(
+        std::vector<Tensor> copies,
+        model_->distribution_->MakeCopies(
+            [&](Device* device) { return Initialize(initializer, shape, seed, device); },
+            Variable::SharedCopies));
     model_->variables_.push_back(std::make_unique<Variable>(name, std::move(copies), trainable));
     Variable* variable = model_->variables_.back().get();
     if (trainable) model_->trainable_.push_back(variable);
@@ -220,30 +215,24 @@ Status Sequential::Build(int64_t input_dim) {
     trainable_.clear();
     return consistent;
   }
-  if (distribution_->num_replicas_in_sync() > 1 && !distribution_->ReplicasShareVariables()) {
-    TOWER_RETURN_IF_ERROR(distribution_->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
-      std::vector<Tensor*> values;
-      for (const auto& variable : variables_) values.push_back(&variable->value(ctx.replica_id()));
-      return ctx.Broadcast(values);
-    }));
-  }
+  TOWER_RETURN_IF_ERROR(distribution_->BroadcastCopies([&](int replica) {
+    std::vector<Tensor*> values;
+    for (const auto& variable : variables_) values.push_back(&variable->value(replica));
+    return values;
+  }));
   input_dim_ = input_dim;
   return OkStatus();
 }
 
 Status Sequential::SetPrecisionPolicy(PrecisionPolicy policy) {
   TOWER_RETURN_IF_ERROR(CheckCompiled());
-  if (policy != PrecisionPolicy::kFloat32) {
-    for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
-      Device* device = distribution_->replica_device(r);
-      if (!device->is_cpu()) {
-        return UnimplementedError(
-            "precision policy " + std::string(PrecisionPolicyName(policy)) + ": replica " +
-            std::to_string(r) + " is on " + device->full_name() +
-            "; mixed precision runs on CPU replicas in this version (the 16-bit CUDA "
-            "kernels are not built yet)");
-      }
-    }
+  const int r = policy != PrecisionPolicy::kFloat32 ? distribution_->FirstReplicaNotOnCpu() : -1;
+  if (r >= 0) {
+    return UnimplementedError("precision policy " + std::string(PrecisionPolicyName(policy)) +
+                              ": replica " + std::to_string(r) + " is on " +
+                              distribution_->replica_device(r)->full_name() +
+                              "; mixed precision runs on CPU replicas in this version (the "
+                              "16-bit CUDA kernels are not built yet)");
   }
   // Every layer but the last in the compute dtype; the last in float32 (Keras's advice:
   // the loss sees float32 outputs).
@@ -318,7 +307,7 @@ Status Sequential::ForwardBackward(int replica, const Tensor& features,
   }
   if (!options.backward) return OkStatus();
   // Backward, last layer first; each gradient goes to the sink as soon as it exists (the
-  // runner's reducer may sum a full bucket while earlier layers are still in backward).
+  // step runner may start summing it while earlier layers are still in backward).
   pass->gradients.assign(trainable_.size(), Tensor());
   TOWER_ASSIGN_OR_RETURN(Tensor d, loss_->Gradient(activation, *options.targets, options.loss_rows));
   if (options.loss_scale != 1) {
@@ -369,7 +358,7 @@ StatusOr<Tensor> Sequential::PrepareTargets(Device* device, const float* targets
   return loss_->PrepareTargets(device, targets, rows, target_dim, output_dim(), source_rows);
 }
 
-Status Sequential::Update(int replica, int64_t iteration, std::vector<Tensor>& gradients,
+Status Sequential::Update(int replica, int64_t iteration, const std::vector<Tensor>& gradients,
                           int updaters) {
   return optimizer_->Apply(replica, iteration, trainable_, gradients, updaters);
 }
@@ -448,10 +437,7 @@ void Sequential::UpdateMetrics(const data::Batch& batch, const std::vector<float
 
 Status Sequential::WaitForDevices() {
   if (distribution_ == nullptr) return OkStatus();
-  for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
-    TOWER_RETURN_IF_ERROR(distribution_->replica_device(r)->stream().Synchronize());
-  }
-  return OkStatus();
+  return distribution_->SynchronizeDevices();
 }
 
 StatusOr<double> Sequential::TrainStep(const data::Batch& batch) {
@@ -490,9 +476,8 @@ Status Sequential::ApplyGradients(const std::vector<Tensor>& grads) {
                         grads[i].valid() ? grads[i].shape() : Shape{}, trainable_[i]->shape());
     }
   }
-  for (int r = 0; r < distribution_->num_local_replicas(); ++r) {
-    TOWER_RETURN_IF_ERROR(optimizer_->Apply(r, optimizer_->iterations(), trainable_, grads));
-  }
+  TOWER_RETURN_IF_ERROR(
+      runner_->UpdateEveryReplica(*distribution_, optimizer_->iterations(), grads));
   optimizer_->set_iterations(optimizer_->iterations() + 1);
   return OkStatus();
 }
@@ -519,14 +504,9 @@ StatusOr<ReplicaGradients> Sequential::ComputeGradients(ReplicaContext& ctx,
   TOWER_RETURN_IF_ERROR(loss_->CheckShapes(output_dim(), targets.shape().dim(1)));
   // The loss checks and converts targets on the host (class ids).
   TOWER_ASSIGN_OR_RETURN(std::vector<float> host_targets, targets.ToHost());
-  if (normalizes_targets()) {
-    host_targets = NormalizedTargets(host_targets.data(), targets.shape().dim(0),
-                                     targets.shape().dim(1));
-  }
   TOWER_ASSIGN_OR_RETURN(Tensor prepared,
-                         loss_->PrepareTargets(ctx.device(), host_targets.data(),
-                                               targets.shape().dim(0), targets.shape().dim(1),
-                                               output_dim(), nullptr));
+                         PrepareTargets(ctx.device(), host_targets.data(), targets.shape().dim(0),
+                                        targets.shape().dim(1), nullptr));
   PassOptions options;
   options.targets = &prepared;
   options.loss_rows = global_batch_size;
@@ -544,29 +524,19 @@ Status Sequential::ApplyGradients(ReplicaContext& ctx, std::vector<Tensor>& grad
                                 " gradients for " + std::to_string(trainable_.size()) +
                                 " trainable variables");
   }
-  // Read before the all-reduce, advanced after it by replica 0: every replica applies the
-  // same step (RunOnReplicas ends only when all have).
-  const int64_t iteration = optimizer_->iterations();
-  GradientReducer& reducer = ctx.gradient_reducer();
-  TOWER_RETURN_IF_ERROR(reducer.Begin(gradient_bytes_, /*pass=*/0, /*passes=*/1));
-  for (size_t i = layers_.size(); i-- > 0;) {
-    for (size_t k = 0; k < layers_[i]->variables().size(); ++k) {
-      Tensor& gradient = gradients[first_gradient_[i] + k];
-      if (!gradient.valid() || gradient.shape() != trainable_[first_gradient_[i] + k]->shape()) {
-        return ShapeError("ApplyGradients", "gradient of " +
-                                                trainable_[first_gradient_[i] + k]->name() +
-                                                " has the wrong shape:",
-                          gradient.valid() ? gradient.shape() : Shape{},
-                          trainable_[first_gradient_[i] + k]->shape());
-      }
-      TOWER_RETURN_IF_ERROR(reducer.Add(&gradient));
+  // Every gradient's shape, in backward order, before any is summed.
+  for (const size_t v : variable_of_gradient_) {
+    const Tensor& gradient = gradients[v];
+    if (!gradient.valid() || gradient.shape() != trainable_[v]->shape()) {
+      return ShapeError("ApplyGradients",
+                        "gradient of " + trainable_[v]->name() + " has the wrong shape:",
+                        gradient.valid() ? gradient.shape() : Shape{}, trainable_[v]->shape());
     }
   }
-  TOWER_RETURN_IF_ERROR(reducer.Finish({}));
-  TOWER_RETURN_IF_ERROR(optimizer_->Apply(ctx.replica_id(), iteration, trainable_, gradients));
-  // Shared variables: each replica updated a slice; none may read them before all have
-  // (an all-reduce of nothing is the replicas' barrier).
-  if (distribution_->ReplicasShareVariables()) TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({}));
+  // Read before the sums, advanced after them by replica 0: every replica applies the same
+  // step (the strategy's run ends only when all have).
+  const int64_t iteration = optimizer_->iterations();
+  TOWER_RETURN_IF_ERROR(runner_->SumAndUpdate(*distribution_, ctx, iteration, gradients));
   if (ctx.replica_id() == 0) optimizer_->set_iterations(iteration + 1);
   return OkStatus();
 }
@@ -593,36 +563,9 @@ StatusOr<std::vector<float>> Sequential::Predict(const std::vector<float>& featu
                                 " values are not " + std::to_string(rows) + " rows of " +
                                 std::to_string(input_dim_) + " features");
   }
-  const int64_t out_dim = output_dim();
-  std::vector<float> outputs(static_cast<size_t>(rows * out_dim));
-  Distribution& dist = *distribution_;
-  const bool other_workers = dist.num_replicas_in_sync() > dist.num_local_replicas();
-  TOWER_RETURN_IF_ERROR(dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
-    std::vector<RowRange> passes;
-    dist.PassRows(rows, ctx.global_replica_id(), /*micro_batches=*/1, &passes);
-    // Across workers, this replica's rows (zeros elsewhere) for one all-reduce.
-    std::vector<float> mine(other_workers ? static_cast<size_t>(rows * out_dim) : 0, 0.0f);
-    float* const destination = other_workers ? mine.data() : outputs.data();
-    for (const RowRange& pass_rows : passes) {
-      TOWER_ASSIGN_OR_RETURN(
-          Tensor x, Tensor::FromHostBytes(ctx.device(), Shape{pass_rows.count, input_dim_},
-                                          DType::kFloat32,
-                                          features.data() + pass_rows.first * input_dim_));
-      ReplicaPass pass;
-      TOWER_RETURN_IF_ERROR(ForwardBackward(ctx.replica_id(), x, PassOptions(), &pass));
-      if (pass_rows.count > 0) {
-        TOWER_RETURN_IF_ERROR(pass.outputs.ToHostBytes(destination + pass_rows.first * out_dim));
-      }
-    }
-    if (!other_workers) return OkStatus();
-    // Other workers hold the other rows: one all-reduce gives everyone all of them.
-    TOWER_ASSIGN_OR_RETURN(Tensor gathered,
-                           Tensor::FromHost(ctx.device(), Shape{rows, out_dim}, mine));
-    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({&gathered}));
-    TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
-    if (ctx.replica_id() != 0) return OkStatus();
-    return gathered.ToHostBytes(outputs.data());
-  }));
+  TOWER_ASSIGN_OR_RETURN(
+      std::vector<float> outputs,
+      runner_->Predict(*distribution_, features, rows, input_dim_, output_dim()));
   DenormalizeOutputs(outputs.data(), rows);
   return outputs;
 }

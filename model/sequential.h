@@ -4,15 +4,16 @@
 //   TOWER_CHECK_OK(model.Compile(tower::MeanSquaredErrorLoss(), tower::SGD(0.2f)));
 //   auto history = model.Fit(dataset.Batch(32), {.epochs = 10});
 //
-// Under a distribution (a strategy's scope when Compile is called; see model/distribution.h)
+// Under a distribution (a strategy's scope when Compile is called; see strategy/step/distribution.h)
 // every variable has one copy per replica, each global batch is split into per-replica
-// shards (Distribution::ShardRows), every replica computes its loss and gradients normalised
-// by the global batch size, the gradients are summed by the distribution's GradientReducer
-// as backward produces them, and every replica applies the same update: N replicas train
-// exactly as one device would on the whole batch (to float rounding).
+// shards, every replica computes its loss and gradients normalised by the global batch size,
+// the gradients are summed over the replicas as backward produces them, and every replica
+// applies the same update: N replicas train exactly as one device would on the whole batch
+// (to float rounding). The step itself is the strategy's (strategy/step/step_runner.h); the
+// model is its StepModel (strategy/step/step_model.h): it computes and updates.
 //
 // One forward/backward (ForwardBackward) serves the training step, Evaluate, Predict,
-// custom loops (ComputeGradients, strategy/towers.h) alike. The training loop (Fit,
+// custom loops (ComputeGradients, model/towers.h) alike. The training loop (Fit,
 // Evaluate, backups) is in training_loop.cc; weights and backups on disk in weights_io.cc.
 #ifndef TOWER_MODEL_SEQUENTIAL_H_
 #define TOWER_MODEL_SEQUENTIAL_H_
@@ -141,7 +142,7 @@ class Sequential : private StepModel {
   // error any of it met: what timing a loop of one-GPU TrainSteps needs at its end (each
   // returns before its backward ends; set_step_waits_for_device).
   Status WaitForDevices();
-  // Applies gradients computed elsewhere (towers, strategy/towers.h) to every replica's
+  // Applies gradients computed elsewhere (towers, model/towers.h) to every replica's
   // copies, in trainable_variables() order, and advances the optimizer's step: TensorFlow's
   // optimizer.apply_gradients outside a replica context.
   Status ApplyGradients(const std::vector<Tensor>& grads);
@@ -201,7 +202,7 @@ class Sequential : private StepModel {
   Status SetPrecisionPolicy(PrecisionPolicy policy);
   PrecisionPolicy precision_policy() const { return policy_; }
 
-  // Dynamic loss scaling (model/loss_scale.h) of Fit and TrainStep, with these options;
+  // Dynamic loss scaling (strategy/step/loss_scale.h) of Fit and TrainStep, with these options;
   // nullopt turns it off. Custom loops (ComputeGradients) scale nothing.
   Status SetLossScaling(const std::optional<LossScaleOptions>& options);
   // The scale and its count of good steps; nullptr when off.
@@ -293,7 +294,7 @@ class Sequential : private StepModel {
   GradientLayout Gradients() const override;
   StatusOr<Tensor> PrepareTargets(Device* device, const float* targets, int64_t rows,
                                   int64_t target_dim, const int64_t* source_rows) const override;
-  Status Update(int replica, int64_t iteration, std::vector<Tensor>& gradients,
+  Status Update(int replica, int64_t iteration, const std::vector<Tensor>& gradients,
                 int updaters) override;
   StatusOr<bool> PrepareSliceUpdates(int64_t iteration) override;
   void UpdateSlice(int replica, size_t gradient, int64_t begin, int64_t end,
@@ -318,7 +319,7 @@ class Sequential : private StepModel {
   std::vector<Variable*> trainable_;
   // Per layer, the index of its first gradient in trainable_ order.
   std::vector<size_t> first_gradient_;
-  // Gradient sizes in bytes, in the order backward produces them (for the reducer), and
+  // Gradient sizes in bytes, in the order backward produces them (Gradients()), and
   // the trainable_ index of each.
   std::vector<int64_t> gradient_bytes_;
   std::vector<size_t> variable_of_gradient_;

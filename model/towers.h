@@ -29,7 +29,7 @@ struct TowerGradients {
 };
 
 // `parts` contiguous shards of a batch, in order: the shard layout of a distribution
-// (ReplicaRows, model/distribution.h).
+// (ReplicaRows, strategy/step/distribution.h).
 std::vector<data::Batch> SplitBatch(const data::Batch& batch, int parts);
 
 // The loss (mean over the shard) and its gradients for a model built with one replica,

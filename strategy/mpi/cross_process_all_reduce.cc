@@ -93,7 +93,7 @@ Status CrossProcessAllReduce::SumAcrossWorkersIn16Bits(int64_t count, const std:
   const int workers = world_->size();
   const int me = world_->rank();
   // Worker w owns elements ReplicaRows(count, workers, w) (the one rule of contiguous
-  // splits, model/distribution.h).
+  // splits, strategy/step/distribution.h).
   std::vector<int> range_first(workers), range_count(workers), mine_from(workers),
       mine_offsets(workers);
   for (int w = 0; w < workers; ++w) {

@@ -84,6 +84,42 @@ RowRange Distribution::ShardRows(int64_t global_rows, int replica) const {
   return {passes.front().first, passes.back().end() - passes.front().first};
 }
 
+StatusOr<std::vector<Tensor>> Distribution::MakeCopies(
+    const std::function<StatusOr<Tensor>(Device*)>& make,
+    const std::function<std::vector<Tensor>(const Tensor&, int)>& share) const {
+  std::vector<Tensor> copies;
+  // Shared: one copy, on replica 0's device.
+  const bool shared = ReplicasShareVariables();
+  for (int r = 0; r < (shared ? 1 : num_local_replicas()); ++r) {
+    TOWER_ASSIGN_OR_RETURN(Tensor value, make(replica_device(r)));
+    copies.push_back(std::move(value));
+  }
+  if (shared) copies = share(copies.front(), num_local_replicas());
+  return copies;
+}
+
+Status Distribution::BroadcastCopies(const std::function<std::vector<Tensor*>(int)>& copies) {
+  if (num_replicas_in_sync() == 1 || ReplicasShareVariables()) return OkStatus();
+  return RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    const std::vector<Tensor*> values = copies(ctx.replica_id());
+    return ctx.Broadcast(values);
+  });
+}
+
+Status Distribution::SynchronizeDevices() const {
+  for (int r = 0; r < num_local_replicas(); ++r) {
+    TOWER_RETURN_IF_ERROR(replica_device(r)->stream().Synchronize());
+  }
+  return OkStatus();
+}
+
+int Distribution::FirstReplicaNotOnCpu() const {
+  for (int r = 0; r < num_local_replicas(); ++r) {
+    if (!replica_device(r)->is_cpu()) return r;
+  }
+  return -1;
+}
+
 void Distribution::BatchShards(int64_t global_rows, int batch,
                                std::vector<RowRange>* shards) const {
   shards->clear();

@@ -167,6 +167,23 @@ class Distribution {
   // The rows replica `replica` trains on: all of its passes' rows (contiguous).
   RowRange ShardRows(int64_t global_rows, int replica) const;
 
+  // ---- Values with a copy per replica (a model's variables), built on the calls above.
+  // The copies of a new value: one per local replica, each made by `make` on its replica's
+  // device, or where the replicas share their variables one made on replica 0's device and
+  // turned into every replica's handle by `share(value, num_local_replicas())`.
+  StatusOr<std::vector<Tensor>> MakeCopies(
+      const std::function<StatusOr<Tensor>(Device*)>& make,
+      const std::function<std::vector<Tensor>(const Tensor&, int)>& share) const;
+  // Makes every replica's copies (`copies(r)`: local replica r's, the same number and shapes
+  // on every replica) equal to the first replica's of rank 0, where the replicas hold copies
+  // of their own (several in sync, not sharing): a collective of every worker.
+  Status BroadcastCopies(const std::function<std::vector<Tensor*>(int)>& copies);
+  // Waits until every local replica's device has done the work queued so far, and reports
+  // an error any of it met.
+  Status SynchronizeDevices() const;
+  // The first local replica whose device is not a CPU, or -1.
+  int FirstReplicaNotOnCpu() const;
+
   // Checks, before the first step, that every worker of a multi-process job describes the
   // same training (`model_signature`, plus the distribution's own settings: replica counts,
   // gradient buckets): every worker then gets the same error naming the odd one out. One

@@ -93,7 +93,7 @@ class StepModel {
   // trainable order, as ReplicaPass holds them), as update number `iteration` + 1 (clipping
   // included). Where replicas share their variables, `updaters` replicas (0: every local
   // one) each update a slice. Does not advance the step counter.
-  virtual Status Update(int replica, int64_t iteration, std::vector<Tensor>& gradients,
+  virtual Status Update(int replica, int64_t iteration, const std::vector<Tensor>& gradients,
                         int updaters) = 0;
 
   // Whether the update of step `iteration` can be applied slice by slice as the sums form

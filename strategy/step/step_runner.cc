@@ -522,4 +522,61 @@ StatusOr<StepResult> StepRunner::Run(Distribution& dist, const StepRequest& requ
   return result;
 }
 
+StatusOr<std::vector<float>> StepRunner::Predict(Distribution& dist,
+                                                const std::vector<float>& features, int64_t rows,
+                                                int64_t in_dim, int64_t out_dim) {
+  std::vector<float> outputs(static_cast<size_t>(rows * out_dim));
+  const bool other_workers = dist.num_replicas_in_sync() > dist.num_local_replicas();
+  TOWER_RETURN_IF_ERROR(dist.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    std::vector<RowRange> passes;
+    dist.PassRows(rows, ctx.global_replica_id(), /*micro_batches=*/1, &passes);
+    // Across workers, this replica's rows (zeros elsewhere) for one all-reduce.
+    std::vector<float> mine(other_workers ? static_cast<size_t>(rows * out_dim) : 0, 0.0f);
+    float* const destination = other_workers ? mine.data() : outputs.data();
+    for (const RowRange& pass_rows : passes) {
+      TOWER_ASSIGN_OR_RETURN(
+          Tensor x, Tensor::FromHostBytes(ctx.device(), Shape{pass_rows.count, in_dim},
+                                          DType::kFloat32, features.data() + pass_rows.first * in_dim));
+      ReplicaPass pass;
+      TOWER_RETURN_IF_ERROR(model_.ForwardBackward(ctx.replica_id(), x, PassOptions(), &pass));
+      if (pass_rows.count > 0) {
+        TOWER_RETURN_IF_ERROR(pass.outputs.ToHostBytes(destination + pass_rows.first * out_dim));
+      }
+    }
+    if (!other_workers) return OkStatus();
+    // Other workers hold the other rows: one all-reduce gives everyone all of them.
+    TOWER_ASSIGN_OR_RETURN(Tensor gathered,
+                           Tensor::FromHost(ctx.device(), Shape{rows, out_dim}, mine));
+    TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({&gathered}));
+    TOWER_RETURN_IF_ERROR(ctx.FinishReductions());
+    if (ctx.replica_id() != 0) return OkStatus();
+    return gathered.ToHostBytes(outputs.data());
+  }));
+  return outputs;
+}
+
+Status StepRunner::SumAndUpdate(const Distribution& dist, ReplicaContext& ctx, int64_t iteration,
+                                std::vector<Tensor>& gradients) {
+  const GradientLayout layout = model_.Gradients();
+  GradientReducer& reducer = ctx.gradient_reducer();
+  TOWER_RETURN_IF_ERROR(reducer.Begin(layout.bytes, /*pass=*/0, /*passes=*/1));
+  for (const size_t variable : layout.variable) {
+    TOWER_RETURN_IF_ERROR(reducer.Add(&gradients[variable]));
+  }
+  TOWER_RETURN_IF_ERROR(reducer.Finish({}));
+  TOWER_RETURN_IF_ERROR(model_.Update(ctx.replica_id(), iteration, gradients, /*updaters=*/0));
+  // Shared variables: each replica updated a slice; none may read them before all have
+  // (an all-reduce of nothing is the replicas' barrier).
+  if (dist.ReplicasShareVariables()) TOWER_RETURN_IF_ERROR(ctx.AllReduceSum({}));
+  return OkStatus();
+}
+
+Status StepRunner::UpdateEveryReplica(const Distribution& dist, int64_t iteration,
+                                      const std::vector<Tensor>& gradients) {
+  for (int r = 0; r < dist.num_local_replicas(); ++r) {
+    TOWER_RETURN_IF_ERROR(model_.Update(r, iteration, gradients, /*updaters=*/0));
+  }
+  return OkStatus();
+}
+
 }  // namespace tower

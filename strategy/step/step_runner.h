@@ -89,6 +89,25 @@ class StepRunner {
   // replicas where they are batched). Updates the loss scale after a training step.
   StatusOr<StepResult> Run(Distribution& distribution, const StepRequest& request);
 
+  // Outputs [rows, out_dim] (host) for host features [rows, in_dim]: every replica of every
+  // worker computes its shard (ShardRows), and across workers one all-reduce gives every
+  // worker every row.
+  StatusOr<std::vector<float>> Predict(Distribution& distribution,
+                                       const std::vector<float>& features, int64_t rows,
+                                       int64_t in_dim, int64_t out_dim);
+
+  // A custom loop's optimizer.apply_gradients in a replica context: sums `gradients` (trainable
+  // order, shapes already checked) in place over every replica of every worker through the
+  // replica's reducer, then applies update number `iteration` + 1 to this replica's copies.
+  // Every replica calls it once per step; where they share their variables none returns
+  // before all have updated their slices.
+  Status SumAndUpdate(const Distribution& distribution, ReplicaContext& ctx, int64_t iteration,
+                      std::vector<Tensor>& gradients);
+  // Applies gradients summed elsewhere (towers) to every local replica's copies, outside a
+  // replica context, as update number `iteration` + 1.
+  Status UpdateEveryReplica(const Distribution& distribution, int64_t iteration,
+                            const std::vector<Tensor>& gradients);
+
  private:
   struct ReplicaStep;
   // The step on one replica (its passes, the numerics checks, the update, the loss's read),

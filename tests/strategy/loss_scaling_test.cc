@@ -1,4 +1,4 @@
-// Dynamic loss scaling under data parallelism (model/loss_scale.h): an overflow on one
+// Dynamic loss scaling under data parallelism (strategy/step/loss_scale.h): an overflow on one
 // replica makes every replica skip the same step, the scale halves (and may go below 1),
 // the copies stay bitwise equal and training goes on; without overflows a power-of-two
 // scale changes no bit of float32 training; backups carry the scale.
