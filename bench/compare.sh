@@ -50,8 +50,6 @@ for arg in "$@"; do
   esac
 done
 PY=/usr/bin/python3
-BUSY_MAX="${BUSY_MAX:-20}"
-WAIT_MAX="${WAIT_MAX:-600}"
 [[ -n "$OUT" ]] || OUT="$(mktemp -d /tmp/tower-bench.XXXXXX)"
 mkdir -p "$OUT"
 REPORT_ARGS=("$OUT")
@@ -85,22 +83,7 @@ if command -v mpicc >/dev/null && mpicc -O2 -o "$BIN/mpi_allreduce" bench/peers/
 fi
 
 # ---- Waiting for a quiet machine.
-busy_percent() {  # CPU use of the whole machine over 2 s, percent
-  local a b
-  a=($(head -1 /proc/stat)); sleep 2; b=($(head -1 /proc/stat))
-  local idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) total=0 i
-  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
-  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
-}
-wait_quiet() {
-  local waited=0 busy
-  while true; do
-    busy=$(busy_percent)
-    if (( busy <= BUSY_MAX )) || (( waited >= WAIT_MAX )); then break; fi
-    sleep 5; waited=$(( waited + 7 ))
-  done
-  echo "# busy=${busy}% waited=${waited}s load=$(cut -d' ' -f1-3 /proc/loadavg) $(date +%T)"
-}
+source bench/quiet.sh
 run() {  # run FILE CMD...: waits for quiet, runs CMD, output to $OUT/FILE and the terminal
   local file="$1"; shift
   # Bounded: a peer whose worker hangs at teardown (seen once with DDP, 4 processes) must not
