@@ -90,7 +90,7 @@ struct StepStats {
   // loss is known (set_step_waits_for_device): its time is the host's, which in a loop of
   // steps is the device's per step, the previous step's backward included.
   double step_seconds = 0;
-  // Wall time replica 0 spent inside its GradientReducer's Add and Finish calls during the
+  // Wall time replica 0 spent summing gradients (its reducer's calls: strategy/step) during the
   // step, seconds: the sums themselves, and the time it waited there for the other replicas
   // (and workers) to bring theirs, so a slow replica shows up here too. Under gradient
   // accumulation it includes the local sums of the earlier micro-batches. Measured only
