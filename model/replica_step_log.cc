@@ -6,7 +6,7 @@
 
 #include "strategy/step/distribution.h"
 #include "model/sequential.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 #include "util/logging.h"
 
 namespace tower {

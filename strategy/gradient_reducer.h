@@ -18,7 +18,7 @@
 #include "strategy/step/pass_accumulator.h"
 #include "strategy/cross_device_ops.h"
 #include "strategy/gradient_folding.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 #include "util/trace.h"
 
 namespace tower {

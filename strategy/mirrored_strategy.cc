@@ -18,7 +18,7 @@
 #include "strategy/gpu_collectives.h"
 #include "strategy/in_process_all_reduce.h"
 #include "strategy/reduction_to_one_device.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 #include "util/logging.h"
 #include "util/strings.h"
 #include "util/trace.h"

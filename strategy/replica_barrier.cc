@@ -4,7 +4,7 @@
 #include <sched.h>
 
 #include "strategy/replica_scheduler.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 #include "util/logging.h"
 #include "util/strings.h"
 #include "util/trace.h"

@@ -1,5 +1,5 @@
 // `tower doctor DIR`: reads the flight recorder files every rank wrote into DIR
-// (flight_recorder.rank<R>.json, util/flight_recorder.h) and says, in one paragraph, who
+// (flight_recorder.rank<R>.json, strategy/collectives/flight_recorder.h) and says, in one paragraph, who
 // went astray: the rank whose collective N differs from the others' (its fingerprint, and
 // what the collective was: kind, step, bucket, bytes), or the rank that never reached
 // collective N; then what every rank was doing when it wrote its file.

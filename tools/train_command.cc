@@ -29,7 +29,7 @@
 #include "strategy/strategy_from_environment.h"
 #include "util/file.h"
 #include "util/flags.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 #include "util/strings.h"
 
 namespace tower {

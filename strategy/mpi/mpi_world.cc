@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "strategy/mpi/worker_report.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 #include "util/trace.h"
 #include "util/logging.h"
 #include "util/strings.h"

@@ -102,7 +102,7 @@ class MpiWorld : public World {
                             const std::vector<int>& offsets, Element element,
                             std::chrono::milliseconds timeout, const std::string& what);
   // Starts collective number sequence_ + 1 of `kind`: records it in the flight recorder
-  // (util/flight_recorder.h) and returns its fingerprint (of kind, step, dtype, `elements`
+  // (strategy/collectives/flight_recorder.h) and returns its fingerprint (of kind, step, dtype, `elements`
   // and `layout`; pass elements 0 where workers legitimately send different counts).
   uint64_t BeginCollective(const char* kind, const char* dtype, int64_t elements,
                            uint64_t layout, int64_t bytes, const std::string& what);

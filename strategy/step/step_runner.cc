@@ -8,7 +8,7 @@
 #include "ops/math_ops.h"
 #include "strategy/step/numerics.h"
 #include "util/fiber.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 #include "util/trace.h"
 
 namespace tower {

@@ -15,7 +15,7 @@
 #include "model/dense.h"
 #include "model/sequential.h"
 #include "strategy/mirrored_strategy.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 
 namespace tower {
 namespace {

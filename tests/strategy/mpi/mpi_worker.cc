@@ -53,7 +53,7 @@
 #include "model/sequential.h"
 #include "strategy/strategy_from_environment.h"
 #include "tests/testing/inject_nonfinite_layer.h"
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 
 namespace tower {
 namespace {

@@ -12,8 +12,8 @@
 // aborted, and on SIGUSR1 (the process goes on) or SIGTERM (it then ends, as mpirun's abort
 // of a job sends it). DIR is SetDumpDirectory's, else $TOWER_FLIGHT_RECORDER_DIR; with
 // neither, nothing is written.
-#ifndef TOWER_UTIL_FLIGHT_RECORDER_H_
-#define TOWER_UTIL_FLIGHT_RECORDER_H_
+#ifndef TOWER_STRATEGY_COLLECTIVES_FLIGHT_RECORDER_H_
+#define TOWER_STRATEGY_COLLECTIVES_FLIGHT_RECORDER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -170,4 +170,4 @@ class RecordedCollective {
 
 }  // namespace tower
 
-#endif  // TOWER_UTIL_FLIGHT_RECORDER_H_
+#endif  // TOWER_STRATEGY_COLLECTIVES_FLIGHT_RECORDER_H_

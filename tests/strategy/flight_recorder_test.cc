@@ -1,6 +1,6 @@
 // The flight recorder's ring, its dump (read back as JSON), SIGUSR1, and the collective
 // fingerprint; the trace's spans, lanes and start/stop.
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 
 #include <signal.h>
 #include <unistd.h>

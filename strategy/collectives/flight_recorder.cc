@@ -1,4 +1,4 @@
-#include "util/flight_recorder.h"
+#include "strategy/collectives/flight_recorder.h"
 
 #include <signal.h>
 #include <time.h>
