@@ -519,5 +519,56 @@ TEST(InProcessAllReduceTest, TreeMismatchesAreReportedOnEveryReplica) {
   }
 }
 
+// ---- AllReduceOptions: what a path takes.
+//
+// Options a path does not take, or that contradict each other or the list, are refused on
+// the calling replica before it joins the collective (replica 0 calls alone here: it would
+// wait otherwise), naming the path and the option; Supports gives the same answer.
+TEST(CrossDeviceOpsTest, OptionsAPathDoesNotTakeAreRefusedBeforeTheCollective) {
+  auto context = Cpus(2);
+  std::vector<Device*> devices = *context->Devices("CPU");
+  InProcessAllReduce in_process(ReplicaNames(devices), std::chrono::seconds(30), false);
+  ReductionToOneDevice to_cpu(devices[0], ReplicaNames(devices), std::chrono::seconds(30), false);
+  Tensor a = *Tensor::Zeros(devices[0], Shape{4});
+  RecordingSink sink({4});
+  PartialSums part{kLeaves, {{0, 4}}, {{&a}}};
+  auto refused = [&](CrossDeviceOps& ops, const AllReduceOptions& options, StatusCode code,
+                     const std::string& what) {
+    EXPECT_FALSE(ops.Supports(options)) << ops.name() << ": " << what;
+    const Status status = ops.AllReduce(0, {&a}, options);
+    EXPECT_EQ(status.code(), code) << status;
+    EXPECT_THAT(status.message(), HasSubstr(ops.name())) << status;
+    EXPECT_THAT(status.message(), HasSubstr(what)) << status;
+  };
+  // A kind of sum the path lacks.
+  refused(to_cpu, AllReduceOptions::Folded(1, 2), StatusCode::kUnimplemented,
+          "AllReduceOptions::folded");
+  refused(to_cpu, AllReduceOptions::HandOver(1, 0, &sink), StatusCode::kUnimplemented,
+          "AllReduceOptions::handed");
+  // Folding for EnableFolding's group count only.
+  refused(in_process, AllReduceOptions::Folded(1, 2), StatusCode::kInvalidArgument,
+          "folding is not enabled");
+  in_process.EnableFolding(2);
+  EXPECT_TRUE(in_process.Supports(AllReduceOptions::Folded(1, 2)));
+  refused(in_process, AllReduceOptions::Folded(1, 3), StatusCode::kInvalidArgument, "it folds 2");
+  // Options that contradict each other or the list, on any path.
+  for (CrossDeviceOps* ops : std::vector<CrossDeviceOps*>{&in_process, &to_cpu}) {
+    AllReduceOptions tree_handing_over = AllReduceOptions::HandOver(1, 0, &sink);
+    tree_handing_over.tree = &part;
+    refused(*ops, tree_handing_over, StatusCode::kInvalidArgument, "AllReduceOptions::tree");
+    refused(*ops, AllReduceOptions::Folded(1, 0), StatusCode::kInvalidArgument, "from 0 groups");
+    EXPECT_TRUE(ops->Supports(AllReduceOptions::Tree(part))) << ops->name();
+  }
+  refused(in_process, AllReduceOptions::HandOver(1, 0, nullptr), StatusCode::kInvalidArgument,
+          "to no sink");
+  EXPECT_TRUE(in_process.Supports(AllReduceOptions::HandOver(2, 0, &sink)));
+  const Status too_many = in_process.AllReduce(0, {&a}, AllReduceOptions::HandOver(2, 0, &sink));
+  EXPECT_TRUE(IsInvalidArgument(too_many)) << too_many;
+  EXPECT_THAT(too_many.message(), HasSubstr("2 handed-over tensors of 1"));
+  // Nothing was joined: both paths sum as usual.
+  CheckAllReduce(in_process, devices, {3});
+  CheckAllReduce(to_cpu, devices, {3});
+}
+
 }  // namespace
 }  // namespace tower
