@@ -12,6 +12,45 @@ void Fingerprinter::MixLayout(Span<Tensor* const> tensors) {
   }
 }
 
+Status CrossDeviceOps::CheckSupported(const AllReduceOptions& options) const {
+  if (options.handed > 0) {
+    return UnimplementedError("the " + name() +
+                              " all-reduce cannot hand sums over (AllReduceOptions::handed)");
+  }
+  if (options.folded > 0) {
+    return UnimplementedError("the " + name() +
+                              " all-reduce cannot sum folded gradients (AllReduceOptions::folded)");
+  }
+  return OkStatus();
+}
+
+Status CrossDeviceOps::CheckOptions(const AllReduceOptions& options, size_t tensors) const {
+  if (options.tree != nullptr && (options.folded > 0 || options.handed > 0)) {
+    return InvalidArgumentError("the " + name() +
+                                " all-reduce: a tree sum (AllReduceOptions::tree) has no folded "
+                                "or handed-over tensors, but " +
+                                std::to_string(options.folded) + " are folded and " +
+                                std::to_string(options.handed) + " handed");
+  }
+  if (options.handed > 0 && options.sink == nullptr) {
+    return InvalidArgumentError("the " + name() + " all-reduce: " + std::to_string(options.handed) +
+                                " tensors to hand over (AllReduceOptions::handed) to no sink");
+  }
+  if (options.folded > 0 && options.fold_groups <= 0) {
+    return InvalidArgumentError("the " + name() + " all-reduce: " + std::to_string(options.folded) +
+                                " folded tensors (AllReduceOptions::folded) from " +
+                                std::to_string(options.fold_groups) + " groups");
+  }
+  TOWER_RETURN_IF_ERROR(CheckSupported(options));
+  if (options.folded > tensors || options.handed > tensors) {
+    return InvalidArgumentError("the " + name() + " all-reduce: " + std::to_string(options.folded) +
+                                " folded and " + std::to_string(options.handed) +
+                                " handed-over tensors of " + std::to_string(tensors) +
+                                " (AllReduceOptions)");
+  }
+  return OkStatus();
+}
+
 uint64_t TensorLayoutFingerprint(Span<Tensor* const> tensors) {
   Fingerprinter h;
   h.MixLayout(tensors);

@@ -171,17 +171,22 @@ Status BucketedGradientReducer::SumPending(size_t gradients) {
   return SumBucketRecorded(replica_, buckets_.bucket(), pending, [&]() -> Status {
     // The bucket's gradients are the last `gradients` counted so far.
     const size_t first = buckets_.added() - gradients;
+    AllReduceOptions options;
     if (folding_step_) {
-      return ops_->AllReduceSumFolded(replica_, pending, gradients,
-                                      sink_ == nullptr ? 0 : gradients, first, sink_);
+      options.folded = gradients;
+      options.fold_groups = folding_->groups();
     }
-    if (sink_ == nullptr) return ops_->AllReduceSum(replica_, pending);
-    return ops_->AllReduceSumHandingOver(replica_, pending, gradients, first, sink_);
+    if (sink_ != nullptr) {
+      options.handed = gradients;
+      options.first_gradient = first;
+      options.sink = sink_;
+    }
+    return ops_->AllReduce(replica_, pending, options);
   });
 }
 
 bool BucketedGradientReducer::HandOverSums(SummedGradientSink* sink) {
-  if (sink != nullptr && !ops_->CanHandOverSums()) return false;
+  if (sink != nullptr && !ops_->Supports(AllReduceOptions::HandOver(1, 0, sink))) return false;
   sink_ = sink;
   return sink != nullptr;
 }

@@ -97,7 +97,7 @@ class BucketedGradientReducer : public GradientReducer {
   Status Add(Tensor* gradient) override;
   StatusOr<Span<Tensor* const>> RunningSums(size_t first, size_t count) override;
   Status Finish(Span<Tensor* const> extra) override;
-  // Where the path can (CrossDeviceOps::CanHandOverSums).
+  // Where the path can (CrossDeviceOps::Supports AllReduceOptions::handed).
   bool HandOverSums(SummedGradientSink* sink) override;
 
   int64_t bucket_bytes() const { return buckets_.bucket_bytes(); }

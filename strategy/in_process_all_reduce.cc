@@ -189,33 +189,22 @@ Status InProcessAllReduce::CheckSummable(int replica, size_t t) const {
   return OkStatus();
 }
 
-Status InProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors) {
-  return Sum(replica, tensors, /*handed=*/0, /*first_gradient=*/0, /*sink=*/nullptr,
-             /*folded=*/0);
+Status InProcessAllReduce::RunAllReduce(int replica, Span<Tensor* const> tensors,
+                                        const AllReduceOptions& options) {
+  if (options.tree != nullptr) return SumTree(replica, *options.tree, tensors);
+  return Sum(replica, tensors, options.handed, options.first_gradient, options.sink,
+             options.folded);
 }
 
-Status InProcessAllReduce::AllReduceSumFolded(int replica, Span<Tensor* const> tensors,
-                                              size_t folded, size_t handed,
-                                              size_t first_gradient, SummedGradientSink* sink) {
-  if (fold_groups_ <= 0 || folded > tensors.size() || handed > tensors.size() ||
-      (handed > 0 && sink == nullptr)) {
-    return InvalidArgumentError("all-reduce: " + std::to_string(folded) + " folded and " +
-                                std::to_string(handed) + " handed-over tensors of " +
-                                std::to_string(tensors.size()) + (fold_groups_ <= 0
-                                    ? ", but folding is not enabled" : ""));
+Status InProcessAllReduce::CheckSupported(const AllReduceOptions& options) const {
+  if (options.folded > 0 && (fold_groups_ <= 0 || options.fold_groups != fold_groups_)) {
+    return InvalidArgumentError("the in-process all-reduce: " + std::to_string(options.folded) +
+                                " folded tensors (AllReduceOptions::folded) from " +
+                                std::to_string(options.fold_groups) + " groups, but " +
+                                (fold_groups_ <= 0 ? std::string("folding is not enabled")
+                                                   : "it folds " + std::to_string(fold_groups_)));
   }
-  return Sum(replica, tensors, handed, first_gradient, sink, folded);
-}
-
-Status InProcessAllReduce::AllReduceSumHandingOver(int replica, Span<Tensor* const> tensors,
-                                                   size_t handed, size_t first_gradient,
-                                                   SummedGradientSink* sink) {
-  if (handed > tensors.size() || (handed > 0 && sink == nullptr)) {
-    return InvalidArgumentError("all-reduce: " + std::to_string(handed) + " of " +
-                                std::to_string(tensors.size()) + " tensors handed over to " +
-                                (sink == nullptr ? "no sink" : "a sink"));
-  }
-  return Sum(replica, tensors, handed, first_gradient, sink, /*folded=*/0);
+  return OkStatus();
 }
 
 Status InProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors, size_t handed,
@@ -378,8 +367,8 @@ void InProcessAllReduce::SumTreeSlice(int replica, const SumPlan& plan, Span<Ten
   }
 }
 
-Status InProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
-                                          Span<Tensor* const> roots) {
+Status InProcessAllReduce::SumTree(int replica, const PartialSums& mine,
+                                   Span<Tensor* const> roots) {
   const int n = static_cast<int>(names_.size());
   if (n == 1 && mine.nodes.size() == 1 && mine.nodes[0] == TreeNode{0, mine.num_leaves} &&
       mine.values.size() == 1 && mine.values[0].size() == roots.size()) {

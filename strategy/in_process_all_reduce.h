@@ -6,7 +6,7 @@
 // replicas (in replica order, so every run gives the same bits) and writes the sum into
 // every replica's tensor; a second barrier ends the call. A small sum (at most 2 KB per
 // replica times the replica count) is checked and done whole by the last replica to arrive,
-// before it opens the barrier: one meeting instead of two, the same bits. AllReduceTree
+// before it opens the barrier: one meeting instead of two, the same bits. The tree sum
 // (deterministic mode) works the same way, evaluating the summation tree over each slice
 // (or over the whole, when small). Memory traffic: each element is read and written once
 // per replica, spread over all replica threads. Handing the sums over (replicas that share
@@ -31,25 +31,21 @@ class InProcessAllReduce : public CrossDeviceOps {
   InProcessAllReduce(std::vector<std::string> replica_names, std::chrono::milliseconds timeout,
                      bool spin);
   std::string name() const override { return "in-process"; }
-  Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
-  bool CanHandOverSums() const override { return true; }
-  Status AllReduceSumHandingOver(int replica, Span<Tensor* const> tensors, size_t handed,
-                                 size_t first_gradient, SummedGradientSink* sink) override;
-  // Folded gradients (strategy/gradient_folding.h) from replicas in `groups` groups; set
-  // once, before the first call.
+  // Folded gradients (strategy/gradient_folding.h) from replicas in `groups` groups
+  // (AllReduceOptions::folded with fold_groups == `groups`); set once, before the first call.
   void EnableFolding(int groups) { fold_groups_ = groups; }
-  bool CanFold(int groups) const override { return groups > 0 && groups == fold_groups_; }
-  Status AllReduceSumFolded(int replica, Span<Tensor* const> tensors, size_t folded,
-                            size_t handed, size_t first_gradient,
-                            SummedGradientSink* sink) override;
-  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override;
   Status Broadcast(int replica, Span<Tensor* const> tensors) override;
   void Abort(const Status& reason) override { barrier_.Abort(reason); }
   void Reset() override { barrier_.Reset(); }
 
  private:
-  // Every entry point: the first `handed` tensors' sums go to `sink`, the rest back; the
-  // first `folded` are read from the groups' first replicas only.
+  // Every option: the tree sum (SumTree), else Sum with the folded and handed-over tensors.
+  Status RunAllReduce(int replica, Span<Tensor* const> tensors,
+                      const AllReduceOptions& options) override;
+  // Hands sums over; folds once EnableFolding'd, for its group count only.
+  Status CheckSupported(const AllReduceOptions& options) const override;
+  // The sum of every non-tree option: the first `handed` tensors' sums go to `sink`, the
+  // rest back; the first `folded` are read from the groups' first replicas only.
   Status Sum(int replica, Span<Tensor* const> tensors, size_t handed, size_t first_gradient,
              SummedGradientSink* sink, size_t folded);
   // Sums elements [begin, end) of the tensors laid end to end over every published list, in
@@ -83,7 +79,9 @@ class InProcessAllReduce : public CrossDeviceOps {
   Status CheckAll() const;
   // Whether tensor t of replica `replica`'s list can be summed here: float32, in host memory.
   Status CheckSummable(int replica, size_t t) const;
-  // AllReduceTree's Publish: `mine` and `roots` as replica `replica`'s contribution, and
+  // The tree sum (AllReduceOptions::tree) of every replica's partial sums into its `roots`.
+  Status SumTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
+  // SumTree's Publish: `mine` and `roots` as replica `replica`'s contribution, and
   // their flat form (tree_lists_).
   void PublishTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
   // Once every replica has published: the contributions checked and the plan to sum them,
@@ -122,7 +120,7 @@ class InProcessAllReduce : public CrossDeviceOps {
   // shares a cache line with fields every replica reads each call, and a write every call
   // (an OK status) cost the other replicas a miss on them.
   Status decision_;
-  // AllReduceTree: each replica's partial sums and roots, and their flat form, as for Sum:
+  // SumTree: each replica's partial sums and roots, and their flat form, as for Sum:
   // the contribution's fingerprint and the data pointers, written only when they change.
   std::vector<const PartialSums*> published_parts_;
   struct alignas(kCacheLineBytes) TreeList {

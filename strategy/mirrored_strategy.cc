@@ -52,9 +52,8 @@ class MirroredStrategy::Replica : public ReplicaContext {
   Device* device() const override { return strategy_->devices_[id_]; }
   Status AllReduceSum(Span<Tensor* const> tensors) override {
     // A custom loop's sum: no bucket.
-    return SumBucketRecorded(id_, /*bucket=*/-1, tensors, [&]() -> Status {
-      return ops_->AllReduceSum(id_, tensors);
-    });
+    return SumBucketRecorded(id_, /*bucket=*/-1, tensors,
+                             [&]() -> Status { return ops_->AllReduce(id_, tensors); });
   }
   Status Broadcast(Span<Tensor* const> tensors) override { return ops_->Broadcast(id_, tensors); }
   Status FinishReductions() override { return ops_->FinishReductions(id_); }
@@ -369,7 +368,8 @@ MirroredStrategy::MirroredStrategy(std::string kind, World* world, LocalSetup se
       share_variables_(setup.share_variables),
       batch_ops_(std::move(setup.batch_ops)),
       batch_names_(std::move(setup.batch_names)) {
-  if (setup.fold_groups > 0 && cross_device_ops_->CanFold(setup.fold_groups)) {
+  if (setup.fold_groups > 0 &&
+      cross_device_ops_->Supports(AllReduceOptions::Folded(1, setup.fold_groups))) {
     folding_ = std::make_unique<GradientFolding>(static_cast<int>(devices_.size()),
                                                  setup.fold_groups);
   }

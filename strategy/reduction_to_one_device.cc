@@ -57,7 +57,13 @@ Status ReductionToOneDevice::CheckAll() const {
   return OkStatus();
 }
 
-Status ReductionToOneDevice::AllReduceSum(int replica, Span<Tensor* const> tensors) {
+Status ReductionToOneDevice::RunAllReduce(int replica, Span<Tensor* const> tensors,
+                                          const AllReduceOptions& options) {
+  if (options.tree != nullptr) return SumTree(replica, *options.tree, tensors);
+  return Sum(replica, tensors);
+}
+
+Status ReductionToOneDevice::Sum(int replica, Span<Tensor* const> tensors) {
   const int n = static_cast<int>(names_.size());
   if (n == 1) return OkStatus();
   TOWER_RETURN_IF_ERROR(Publish(replica, tensors));
@@ -96,8 +102,8 @@ Status ReductionToOneDevice::AllReduceSum(int replica, Span<Tensor* const> tenso
   return OkStatus();
 }
 
-Status ReductionToOneDevice::AllReduceTree(int replica, const PartialSums& mine,
-                                           Span<Tensor* const> roots) {
+Status ReductionToOneDevice::SumTree(int replica, const PartialSums& mine,
+                                     Span<Tensor* const> roots) {
   published_parts_[replica] = &mine;
   published_[replica] = roots;
   TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));

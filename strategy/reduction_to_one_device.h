@@ -18,16 +18,19 @@ class ReductionToOneDevice : public CrossDeviceOps {
   ReductionToOneDevice(Device* reduce_to, std::vector<std::string> replica_names,
                        std::chrono::milliseconds timeout, bool spin);
   std::string name() const override { return "to-cpu"; }
-  Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
-  // Every replica's partial sums go to the reduce device, replica 0 evaluates the tree
-  // there, and every replica copies the roots back.
-  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override;
   Status Broadcast(int replica, Span<Tensor* const> tensors) override;
   void Abort(const Status& reason) override { barrier_.Abort(reason); }
   void Reset() override { barrier_.Reset(); }
   Device* reduce_device() const { return reduce_to_; }
 
  private:
+  // The plain sum (Sum) or the tree sum (SumTree); no other option.
+  Status RunAllReduce(int replica, Span<Tensor* const> tensors,
+                      const AllReduceOptions& options) override;
+  Status Sum(int replica, Span<Tensor* const> tensors);
+  // Every replica's partial sums go to the reduce device, replica 0 evaluates the tree
+  // there, and every replica copies the roots back.
+  Status SumTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
   // Phase 1 of both collectives: publish, meet, check the lists agree.
   Status Publish(int replica, Span<Tensor* const> tensors);
   Status CheckAll() const;
@@ -40,7 +43,7 @@ class ReductionToOneDevice : public CrossDeviceOps {
   std::vector<Span<Tensor* const>> published_;
   std::vector<std::vector<Tensor>> staged_;  // [replica][tensor], on reduce_to_
   std::vector<Tensor> results_;              // [tensor], on reduce_to_
-  // AllReduceTree: each replica's partial sums, and their copies [replica][node][tensor].
+  // SumTree: each replica's partial sums, and their copies [replica][node][tensor].
   std::vector<const PartialSums*> published_parts_;
   std::vector<std::vector<std::vector<Tensor>>> staged_nodes_;
   TreePlanCache plan_;  // used by replica 0

@@ -113,8 +113,9 @@ Status TreeGradientReducer::Reduce(size_t first, size_t count, Span<Tensor* cons
       sums_.values[k].push_back(&subtree_values_[i][k]);
     }
   }
-  return SumBucketRecorded(replica_, buckets_.bucket(), roots,
-                           [&]() -> Status { return ops_->AllReduceTree(replica_, sums_, roots); });
+  return SumBucketRecorded(replica_, buckets_.bucket(), roots, [&]() -> Status {
+    return ops_->AllReduce(replica_, roots, AllReduceOptions::Tree(sums_));
+  });
 }
 
 Status TreeGradientReducer::Add(Tensor* gradient) {

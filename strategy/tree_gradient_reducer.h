@@ -4,10 +4,10 @@
 // produces a gradient, its leaves are added into the largest subtrees of the replica's
 // leaves in one blocked pass over memory (every level of the tree in cache: the leaves are
 // read once and each subtree written once, into buffers kept from step to step), and the
-// cross-device path combines every replica's subtrees into the root
-// (CrossDeviceOps::AllReduceTree) — in buckets of about `bucket_bytes` during the last
-// pass's backward, as BucketedGradientReducer does: the bucket size changes when sums are
-// sent, never what is added to what.
+// cross-device path combines every replica's subtrees into the root (CrossDeviceOps::AllReduce
+// with AllReduceOptions::tree) — in buckets of about `bucket_bytes` during the last pass's
+// backward, as BucketedGradientReducer does: the bucket size changes when sums are sent,
+// never what is added to what.
 #ifndef TOWER_STRATEGY_TREE_GRADIENT_REDUCER_H_
 #define TOWER_STRATEGY_TREE_GRADIENT_REDUCER_H_
 

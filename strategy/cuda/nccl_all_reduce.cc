@@ -142,11 +142,31 @@ class NcclAllReduce : public CrossDeviceOps {
 
   std::string name() const override { return "nccl"; }
 
-  Status AllReduceSum(int replica, Span<Tensor* const> tensors) override {
-    return Collective(replica, tensors, /*broadcast=*/false);
-  }
   Status Broadcast(int replica, Span<Tensor* const> tensors) override {
     return Collective(replica, tensors, /*broadcast=*/true);
+  }
+
+  // An asynchronous NCCL error (a peer's failure seen by the library) fails the step here.
+  Status FinishReductions(int replica) override {
+    if (devices_.size() == 1 && !across_processes_) return OkStatus();
+    return CheckAsyncError(replica);
+  }
+
+  void Abort(const Status& reason) override {
+    barrier_.Abort(reason);
+    if (!InFlightCollectivesFinish()) {
+      AbortCommunicators(InternalError("a collective could not finish after: " +
+                                       reason.ToString()));
+    }
+  }
+
+  void Reset() override { barrier_.Reset(); }
+
+ private:
+  Status RunAllReduce(int replica, Span<Tensor* const> tensors,
+                      const AllReduceOptions& options) override {
+    if (options.tree != nullptr) return SumTree(replica, *options.tree, tensors);
+    return Collective(replica, tensors, /*broadcast=*/false);
   }
 
   // Deterministic mode. NCCL's own reduction order depends on the rank count and topology,
@@ -158,7 +178,7 @@ class NcclAllReduce : public CrossDeviceOps {
   // The gather needs no metadata: NCCL rank g (global replica g) holds the cover of its
   // virtual shards, ReplicaRows(num_leaves, ranks, g), which every rank can compute; a
   // replica passing anything else is refused before anything is launched.
-  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override {
+  Status SumTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) {
     const std::string& where = names_[replica];
     TOWER_RETURN_IF_ERROR(Aborted().WithContext(where));
     const Status async = CheckAsyncError(replica);
@@ -172,7 +192,7 @@ class NcclAllReduce : public CrossDeviceOps {
     // Every local replica checks every local replica's contribution, so all report the same
     // error and none launches; the second wait keeps the published pointers valid until
     // all have read them. (A contribution is checked against the other processes' only
-    // through the layout: a mismatch there ends at the deadline, as for AllReduceSum.)
+    // through the layout: a mismatch there ends at the deadline, as for the plain sum.)
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
     const Status check = CheckTreeCall(replica);
     TOWER_RETURN_IF_ERROR(barrier_.Wait(replica));
@@ -244,9 +264,8 @@ class NcclAllReduce : public CrossDeviceOps {
     return OkStatus();
   }
 
-  // AllReduceTree's packing: this replica's subtrees copied into its slice of scratch.send
-  // (`elements` floats per node, `slice` floats in all), scratch.gathered sized for every
-  // rank's slice.
+  // SumTree's packing: this replica's subtrees copied into its slice of scratch.send (`elements`
+  // floats per node, `slice` floats in all), scratch.gathered sized for every rank's slice.
   Status PackSubtrees(int replica, const PartialSums& mine, Span<Tensor* const> roots,
                       int64_t elements, int64_t slice, int ranks, cudaStream_t stream) {
     const std::string& where = names_[replica];
@@ -276,23 +295,6 @@ class NcclAllReduce : public CrossDeviceOps {
     return OkStatus();
   }
 
-  // An asynchronous NCCL error (a peer's failure seen by the library) fails the step here.
-  Status FinishReductions(int replica) override {
-    if (devices_.size() == 1 && !across_processes_) return OkStatus();
-    return CheckAsyncError(replica);
-  }
-
-  void Abort(const Status& reason) override {
-    barrier_.Abort(reason);
-    if (!InFlightCollectivesFinish()) {
-      AbortCommunicators(InternalError("a collective could not finish after: " +
-                                       reason.ToString()));
-    }
-  }
-
-  void Reset() override { barrier_.Reset(); }
-
- private:
   struct Rank {
     std::mutex mu;                  // held while this rank's communicator is used or aborted
     ncclComm_t comm = nullptr;      // nullptr once aborted (or never made)
@@ -370,7 +372,7 @@ class NcclAllReduce : public CrossDeviceOps {
                                      ", replica k % " + n + ")");
   }
 
-  // AllReduceTree's state, per local replica (used by its thread only).
+  // SumTree's state, per local replica (used by its thread only).
   struct TreeScratch {
     int num_leaves = -1;                    // the layout below is for this leaf count
     std::vector<PartialSums> layout;        // every rank's nodes (no values), by NCCL rank
@@ -384,7 +386,7 @@ class NcclAllReduce : public CrossDeviceOps {
     std::vector<float*> outputs;
   };
 
-  // After the first barrier of AllReduceTree: checks every local replica's published
+  // After the first barrier of SumTree: checks every local replica's published
   // contribution (the same answer on each) and plans the tree into tree_[replica].
   Status CheckTreeCall(int replica) {
     TreeScratch& scratch = tree_[replica];
@@ -639,7 +641,7 @@ class NcclAllReduce : public CrossDeviceOps {
   bool across_processes_ = false;
   int first_rank_ = 0;   // across processes: this process's first NCCL rank
   int world_ranks_ = 0;  // and the number of ranks
-  // AllReduceTree: per local replica, its state; and each one's published contribution
+  // SumTree: per local replica, its state; and each one's published contribution
   // (written before the first barrier of a call, read by all until the second).
   std::vector<TreeScratch> tree_;
   std::vector<const PartialSums*> published_parts_;

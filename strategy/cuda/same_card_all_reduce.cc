@@ -5,7 +5,7 @@
 // Ordering without host syncs: each replica records an event on its stream (its gradients
 // are ready there) and meets the others on the host; replica 0's stream waits for every
 // event, runs the kernel, and records `done`; every other replica's stream waits for `done`
-// before its next work (the optimizer update). AllReduceTree (deterministic mode) orders the
+// before its next work (the optimizer update). The tree sum (deterministic mode) orders the
 // same way; its kernel evaluates the summation tree over every replica's partial sums.
 #include <cuda_runtime_api.h>
 
@@ -56,20 +56,22 @@ class SameCardAllReduce : public CrossDeviceOps {
 
   std::string name() const override { return "same-card"; }
 
-  Status AllReduceSum(int replica, Span<Tensor* const> tensors) override {
-    return Collective(replica, tensors, /*broadcast=*/false);
-  }
   Status Broadcast(int replica, Span<Tensor* const> tensors) override {
     return Collective(replica, tensors, /*broadcast=*/true);
-  }
-  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override {
-    published_parts_[replica] = &mine;
-    return Collective(replica, roots, /*broadcast=*/false, /*tree=*/true);
   }
   void Abort(const Status& reason) override { barrier_.Abort(reason); }
   void Reset() override { barrier_.Reset(); }
 
  private:
+  // The plain sum or the tree sum (`tensors` the roots); no other option.
+  Status RunAllReduce(int replica, Span<Tensor* const> tensors,
+                      const AllReduceOptions& options) override {
+    if (options.tree != nullptr) {
+      published_parts_[replica] = options.tree;
+      return Collective(replica, tensors, /*broadcast=*/false, /*tree=*/true);
+    }
+    return Collective(replica, tensors, /*broadcast=*/false);
+  }
   int ordinal() const { return devices_[0]->physical().index; }
   cudaStream_t stream(int replica) const {
     return static_cast<cudaStream_t>(devices_[replica]->stream().native_handle());
@@ -222,7 +224,7 @@ class SameCardAllReduce : public CrossDeviceOps {
   const std::vector<std::string> names_;
   ReplicaBarrier barrier_;
   std::vector<Span<Tensor* const>> published_;
-  // AllReduceTree: each replica's partial sums; a plan cache per replica thread; replica 0's
+  // The tree sum: each replica's partial sums; a plan cache per replica thread; replica 0's
   // launch scratch.
   std::vector<const PartialSums*> published_parts_;
   std::vector<TreePlanCache> plans_;

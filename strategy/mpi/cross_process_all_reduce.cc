@@ -66,8 +66,14 @@ Status CrossProcessAllReduce::CrossThenShare(int replica, Span<Tensor* const> te
   return copied;
 }
 
-Status CrossProcessAllReduce::AllReduceSum(int replica, Span<Tensor* const> tensors) {
-  TOWER_RETURN_IF_ERROR(local_->AllReduceSum(replica, tensors));
+Status CrossProcessAllReduce::RunAllReduce(int replica, Span<Tensor* const> tensors,
+                                           const AllReduceOptions& options) {
+  if (options.tree != nullptr) return SumTree(replica, *options.tree, tensors);
+  return Sum(replica, tensors);
+}
+
+Status CrossProcessAllReduce::Sum(int replica, Span<Tensor* const> tensors) {
+  TOWER_RETURN_IF_ERROR(local_->AllReduce(replica, tensors));
   published_[replica] = tensors;
   return CrossThenShare(replica, tensors, [&]() -> Status {
     // Every tensor in one message: pack, sum across workers, unpack.
@@ -132,8 +138,8 @@ Status CrossProcessAllReduce::SumAcrossWorkersIn16Bits(int64_t count, const std:
   return OkStatus();
 }
 
-Status CrossProcessAllReduce::AllReduceTree(int replica, const PartialSums& mine,
-                                            Span<Tensor* const> roots) {
+Status CrossProcessAllReduce::SumTree(int replica, const PartialSums& mine,
+                                      Span<Tensor* const> roots) {
   published_parts_[replica] = &mine;
   published_[replica] = roots;
   // Replica 0 reads every local replica's partial sums: all must have published them.

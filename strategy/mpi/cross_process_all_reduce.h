@@ -29,24 +29,28 @@ class CrossProcessAllReduce : public CrossDeviceOps {
                         std::vector<std::string> replica_names,
                         std::chrono::milliseconds timeout, bool spin,
                         DType wire_dtype = DType::kFloat32);
-  // Bytes this process has sent to the other workers in AllReduceSum: the 16-bit path counts
+  // Bytes this process has sent to the other workers in its sums: the 16-bit path counts
   // what its all-to-all and all-gather send to others (2·(W − 1)/W · 2 B per element); a
   // float32 all-reduce, inside MPI, counts what a ring all-reduce sends (2·(W − 1)/W · 4 B
   // per element; at 2 workers every algorithm sends that).
   int64_t bytes_sent_to_other_workers() const override { return bytes_sent_; }
   DType wire_dtype() const { return wire_dtype_; }
   std::string name() const override { return local_->name() + "+mpi"; }
-  Status AllReduceSum(int replica, Span<Tensor* const> tensors) override;
-  // Deterministic mode: replica 0 gathers this process's partial sums on the host and forms
-  // the process's subtrees; the workers exchange them by element range (MPI all-to-all),
-  // each evaluates the tree on its range, and an all-gather gives everyone every root.
-  Status AllReduceTree(int replica, const PartialSums& mine, Span<Tensor* const> roots) override;
   Status Broadcast(int replica, Span<Tensor* const> tensors) override;
   Status FinishReductions(int replica) override { return local_->FinishReductions(replica); }
   void Abort(const Status& reason) override;
   void Reset() override;
 
  private:
+  // The plain sum (Sum) or the tree sum (SumTree); no other option.
+  Status RunAllReduce(int replica, Span<Tensor* const> tensors,
+                      const AllReduceOptions& options) override;
+  // The local path's sum, then replica 0's across processes, then shared.
+  Status Sum(int replica, Span<Tensor* const> tensors);
+  // Deterministic mode: replica 0 gathers this process's partial sums on the host and forms
+  // the process's subtrees; the workers exchange them by element range (MPI all-to-all),
+  // each evaluates the tree on its range, and an all-gather gives everyone every root.
+  Status SumTree(int replica, const PartialSums& mine, Span<Tensor* const> roots);
   // Replica 0 runs `cross` (the MPI step); then every replica copies replica 0's tensors.
   // Each replica has published its `tensors` in published_ before calling (written once
   // per call: a second write would race with replica 0's reads in `cross`).
@@ -69,7 +73,8 @@ class CrossProcessAllReduce : public CrossDeviceOps {
   const DType wire_dtype_;
   int64_t bytes_sent_ = 0;
   std::vector<uint16_t> wire_send_, wire_receive_, wire_sums_;
-  // AllReduceTree (replica 0's): every local replica's partial sums; host buffers.
+  // SumTree's step across processes (replica 0's): every local replica's partial sums; host
+  // buffers.
   Status CrossTree(Span<Tensor* const> roots);
   // CrossTree's steps 1 and 2: every local partial sum on the host (local_nodes_), and from
   // them this process's largest subtrees `my_cover` (cover_, `elements` floats each).

@@ -53,7 +53,7 @@ void CheckAllReduce(CrossDeviceOps& ops, const std::vector<Device*>& devices,
   std::vector<Status> results = OnThreads(n, [&](int r) {
     std::vector<Tensor*> mine;
     for (Tensor& t : tensors[r]) mine.push_back(&t);
-    return ops.AllReduceSum(r, mine);
+    return ops.AllReduce(r, mine);
   });
   for (int r = 0; r < n; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
   for (int r = 0; r < n; ++r) {
@@ -98,9 +98,8 @@ TEST(InProcessAllReduceTest, ListsAtNewAddressesAreSummedNotTheOldOnes) {
             std::fill_n(mine[0].data<float>(), size, 1000.0f);
           }
         }
-        std::vector<Status> results = OnThreads(n, [&](int r) {
-          return ops.AllReduceSum(r, {&sets[round][r][0]});
-        });
+        std::vector<Status> results =
+            OnThreads(n, [&](int r) { return ops.AllReduce(r, {&sets[round][r][0]}); });
         for (const Status& s : results) ASSERT_TRUE(s.ok()) << s;
         for (int r = 0; r < n; ++r) {
           const std::vector<float> got = *sets[round][r][0].ToHost();
@@ -163,13 +162,15 @@ void CheckHandOver(const std::vector<int64_t>& sizes) {
     auto context = Cpus(n);
     std::vector<Device*> devices = *context->Devices("CPU");
     InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), false);
-    ASSERT_TRUE(ops.CanHandOverSums());
     std::vector<std::vector<Tensor>> tensors = ReplicaTensors(devices, sizes);
     RecordingSink sink({0, 0, 0, 0, 0, sizes[0], sizes[1]});
+    const AllReduceOptions hand_over =
+        AllReduceOptions::HandOver(/*handed=*/2, /*first_gradient=*/5, &sink);
+    ASSERT_TRUE(ops.Supports(hand_over));
     std::vector<Status> results = OnThreads(n, [&](int r) {
       std::vector<Tensor*> mine;
       for (Tensor& t : tensors[r]) mine.push_back(&t);
-      return ops.AllReduceSumHandingOver(r, mine, /*handed=*/2, /*first_gradient=*/5, &sink);
+      return ops.AllReduce(r, mine, hand_over);
     });
     for (int r = 0; r < n; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
     for (int t = 0; t < 2; ++t) {
@@ -203,7 +204,7 @@ TEST(InProcessAllReduceTest, MismatchIsReportedOnEveryReplicaWithBothSides) {
   Tensor b = *Tensor::Zeros(devices[1], Shape{5});
   std::vector<Status> results = OnThreads(2, [&](int r) {
     Tensor* t = r == 0 ? &a : &b;
-    return ops.AllReduceSum(r, {t});
+    return ops.AllReduce(r, {t});
   });
   for (const Status& s : results) {
     EXPECT_TRUE(IsInvalidArgument(s)) << s;
@@ -231,7 +232,7 @@ TEST(InProcessAllReduceTest, ASmallAndALargeListAreAMismatchOnEveryReplica) {
       for (int round = 0; round < 20; ++round) {  // each first in turn, the others 0.2 ms later
         std::vector<Status> results = OnThreads(n, [&](int r) {
           if (r != round % n) std::this_thread::sleep_for(std::chrono::microseconds(200));
-          return ops.AllReduceSum(r, {&tensors[r]});
+          return ops.AllReduce(r, {&tensors[r]});
         });
         for (const Status& s : results) {
           ASSERT_TRUE(IsInvalidArgument(s)) << s;
@@ -255,7 +256,7 @@ TEST(InProcessAllReduceTest, ListsOfOneLayoutAndListsThatDifferAreReportedByEver
     InProcessAllReduce ops(ReplicaNames(devices), std::chrono::seconds(30), false);
     std::vector<Tensor> ints;
     for (int r = 0; r < n; ++r) ints.push_back(*Tensor::Zeros(devices[r], Shape{4}, DType::kInt32));
-    std::vector<Status> same = OnThreads(n, [&](int r) { return ops.AllReduceSum(r, {&ints[r]}); });
+    std::vector<Status> same = OnThreads(n, [&](int r) { return ops.AllReduce(r, {&ints[r]}); });
     for (const Status& s : same) EXPECT_THAT(s.message(), HasSubstr("sums float32 tensors")) << n;
     // The last replica passes int32 where the others pass float32 of the same shape.
     std::vector<Tensor> mixed;
@@ -263,7 +264,7 @@ TEST(InProcessAllReduceTest, ListsOfOneLayoutAndListsThatDifferAreReportedByEver
       mixed.push_back(*Tensor::Zeros(devices[r], Shape{4}, r == n - 1 ? DType::kInt32
                                                                     : DType::kFloat32));
     }
-    std::vector<Status> odd = OnThreads(n, [&](int r) { return ops.AllReduceSum(r, {&mixed[r]}); });
+    std::vector<Status> odd = OnThreads(n, [&](int r) { return ops.AllReduce(r, {&mixed[r]}); });
     for (const Status& s : odd) {
       EXPECT_THAT(s.message(), HasSubstr("mismatch at tensor 0")) << n;
       EXPECT_THAT(s.message(), HasSubstr("int32[4]")) << n;
@@ -301,10 +302,11 @@ TEST(ReductionToOneDeviceTest, CannotHandSumsOver) {
   auto context = Cpus(2);
   std::vector<Device*> devices = *context->Devices("CPU");
   ReductionToOneDevice ops(devices[0], ReplicaNames(devices), std::chrono::seconds(30), false);
-  EXPECT_FALSE(ops.CanHandOverSums());
   Tensor a = *Tensor::Zeros(devices[0], Shape{4});
   RecordingSink sink({4});
-  EXPECT_EQ(ops.AllReduceSumHandingOver(0, {&a}, 1, 0, &sink).code(), StatusCode::kUnimplemented);
+  const AllReduceOptions hand_over = AllReduceOptions::HandOver(1, 0, &sink);
+  EXPECT_FALSE(ops.Supports(hand_over));
+  EXPECT_EQ(ops.AllReduce(0, {&a}, hand_over).code(), StatusCode::kUnimplemented);
 }
 
 TEST(ReductionToOneDeviceTest, AbortFromAFailingReplicaReleasesTheOthers) {
@@ -319,7 +321,7 @@ TEST(ReductionToOneDeviceTest, AbortFromAFailingReplicaReleasesTheOthers) {
       ops.Abort(failure);  // what the strategy does when a replica fails
       return failure;
     }
-    return ops.AllReduceSum(r, {&tensors[r]});
+    return ops.AllReduce(r, {&tensors[r]});
   });
   EXPECT_THAT(results[0].message(), HasSubstr("out of coffee"));
   EXPECT_THAT(results[1].message(), HasSubstr("out of coffee"));
@@ -371,7 +373,7 @@ void CheckAllReduceTree(CrossDeviceOps& ops, const std::vector<Device*>& devices
   std::vector<Status> results = OnThreads(n, [&](int r) {
     std::vector<Tensor*> mine;
     for (Tensor& t : roots[r]) mine.push_back(&t);
-    return ops.AllReduceTree(r, parts[r], mine);
+    return ops.AllReduce(r, mine, AllReduceOptions::Tree(parts[r]));
   });
   for (int r = 0; r < n; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
   for (int r = 0; r < n; ++r) {
@@ -434,7 +436,7 @@ TEST(InProcessAllReduceTest, TreeContributionsAtNewAddressesAreSummedNotTheOldOn
           }
         }
         std::vector<Status> results = OnThreads(n, [&](int r) {
-          return ops.AllReduceTree(r, parts[round][r], {&roots[round][r]});
+          return ops.AllReduce(r, {&roots[round][r]}, AllReduceOptions::Tree(parts[round][r]));
         });
         for (const Status& s : results) ASSERT_TRUE(s.ok()) << s;
         for (int r = 0; r < n; ++r) {
@@ -466,7 +468,8 @@ TEST(InProcessAllReduceTest, TreeSmallAndLargeContributionsAreAMismatchOnEveryRe
     for (int round = 0; round < 10; ++round) {  // each first in turn, the other 0.2 ms later
       std::vector<Status> results = OnThreads(2, [&](int r) {
         if (r != round % 2) std::this_thread::sleep_for(std::chrono::microseconds(200));
-        return ops.AllReduceTree(r, r == 0 ? first : second, {r == 0 ? &a : &b});
+        return ops.AllReduce(r, {r == 0 ? &a : &b},
+                             AllReduceOptions::Tree(r == 0 ? first : second));
       });
       for (const Status& s : results) {
         ASSERT_TRUE(IsInvalidArgument(s)) << s;
@@ -502,7 +505,8 @@ TEST(InProcessAllReduceTest, TreeMismatchesAreReportedOnEveryReplica) {
       PartialSums first{kLeaves, {{0, 4}}, {{&a}}};
       PartialSums second{kLeaves, {{missing_leaf ? 5 : 4, missing_leaf ? 6 : 8}}, {{&b}}};
       std::vector<Status> results = OnThreads(2, [&](int r) {
-        return path->AllReduceTree(r, r == 0 ? first : second, {r == 0 ? &a : &b});
+        return path->AllReduce(r, {r == 0 ? &a : &b},
+                               AllReduceOptions::Tree(r == 0 ? first : second));
       });
       for (const Status& s : results) {
         EXPECT_TRUE(IsInvalidArgument(s)) << path->name() << ": " << s;
@@ -513,6 +517,57 @@ TEST(InProcessAllReduceTest, TreeMismatchesAreReportedOnEveryReplica) {
     path->Reset();  // as the strategy does after a failed step
     CheckAllReduceTree(*path, devices, {3});  // usable afterwards
   }
+}
+
+// ---- AllReduceOptions: what a path takes.
+//
+// Options a path does not take, or that contradict each other or the list, are refused on
+// the calling replica before it joins the collective (replica 0 calls alone here: it would
+// wait otherwise), naming the path and the option; Supports gives the same answer.
+TEST(CrossDeviceOpsTest, OptionsAPathDoesNotTakeAreRefusedBeforeTheCollective) {
+  auto context = Cpus(2);
+  std::vector<Device*> devices = *context->Devices("CPU");
+  InProcessAllReduce in_process(ReplicaNames(devices), std::chrono::seconds(30), false);
+  ReductionToOneDevice to_cpu(devices[0], ReplicaNames(devices), std::chrono::seconds(30), false);
+  Tensor a = *Tensor::Zeros(devices[0], Shape{4});
+  RecordingSink sink({4});
+  PartialSums part{kLeaves, {{0, 4}}, {{&a}}};
+  auto refused = [&](CrossDeviceOps& ops, const AllReduceOptions& options, StatusCode code,
+                     const std::string& what) {
+    EXPECT_FALSE(ops.Supports(options)) << ops.name() << ": " << what;
+    const Status status = ops.AllReduce(0, {&a}, options);
+    EXPECT_EQ(status.code(), code) << status;
+    EXPECT_THAT(status.message(), HasSubstr(ops.name())) << status;
+    EXPECT_THAT(status.message(), HasSubstr(what)) << status;
+  };
+  // A kind of sum the path lacks.
+  refused(to_cpu, AllReduceOptions::Folded(1, 2), StatusCode::kUnimplemented,
+          "AllReduceOptions::folded");
+  refused(to_cpu, AllReduceOptions::HandOver(1, 0, &sink), StatusCode::kUnimplemented,
+          "AllReduceOptions::handed");
+  // Folding for EnableFolding's group count only.
+  refused(in_process, AllReduceOptions::Folded(1, 2), StatusCode::kInvalidArgument,
+          "folding is not enabled");
+  in_process.EnableFolding(2);
+  EXPECT_TRUE(in_process.Supports(AllReduceOptions::Folded(1, 2)));
+  refused(in_process, AllReduceOptions::Folded(1, 3), StatusCode::kInvalidArgument, "it folds 2");
+  // Options that contradict each other or the list, on any path.
+  for (CrossDeviceOps* ops : std::vector<CrossDeviceOps*>{&in_process, &to_cpu}) {
+    AllReduceOptions tree_handing_over = AllReduceOptions::HandOver(1, 0, &sink);
+    tree_handing_over.tree = &part;
+    refused(*ops, tree_handing_over, StatusCode::kInvalidArgument, "AllReduceOptions::tree");
+    refused(*ops, AllReduceOptions::Folded(1, 0), StatusCode::kInvalidArgument, "from 0 groups");
+    EXPECT_TRUE(ops->Supports(AllReduceOptions::Tree(part))) << ops->name();
+  }
+  refused(in_process, AllReduceOptions::HandOver(1, 0, nullptr), StatusCode::kInvalidArgument,
+          "to no sink");
+  EXPECT_TRUE(in_process.Supports(AllReduceOptions::HandOver(2, 0, &sink)));
+  const Status too_many = in_process.AllReduce(0, {&a}, AllReduceOptions::HandOver(2, 0, &sink));
+  EXPECT_TRUE(IsInvalidArgument(too_many)) << too_many;
+  EXPECT_THAT(too_many.message(), HasSubstr("2 handed-over tensors of 1"));
+  // Nothing was joined: both paths sum as usual.
+  CheckAllReduce(in_process, devices, {3});
+  CheckAllReduce(to_cpu, devices, {3});
 }
 
 }  // namespace

@@ -195,13 +195,13 @@ TEST(GradientFoldingTest, AFailedReplicaEndsItsGroupsWaitsAndTheNextRunWorks) {
 TEST(GradientFoldingTest, AFoldedReplicaWithATensorOfItsOwnIsRefused) {
   auto context = Cpus(4);
   auto strategy = Strategy(*context, 2, /*fold=*/true);
-  ASSERT_TRUE(strategy->cross_device_ops().CanFold(2));
+  const AllReduceOptions folded = AllReduceOptions::Folded(/*folded=*/1, /*fold_groups=*/2);
+  ASSERT_TRUE(strategy->cross_device_ops().Supports(folded));
   for (int64_t elements : {int64_t{1}, int64_t{100000}}) {
     const Status status = strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
       TOWER_ASSIGN_OR_RETURN(Tensor own, Tensor::Zeros(ctx.device(), Shape{elements}));
       Tensor* list[] = {&own};
-      return strategy->cross_device_ops().AllReduceSumFolded(ctx.replica_id(), list,
-                                                              /*folded=*/1, 0, 0, nullptr);
+      return strategy->cross_device_ops().AllReduce(ctx.replica_id(), list, folded);
     });
     EXPECT_TRUE(IsInvalidArgument(status)) << elements << ": " << status;
     EXPECT_THAT(status.message(), HasSubstr("passed another tensor 0 than replica"));

@@ -16,11 +16,20 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// Records each collective as "reduce:<bytes,...>" or "finish".
+// Records each collective as "reduce:<bytes,...>", a sum with a sink as
+// "handover:<first gradient>:<handed>/<tensors>", or "finish".
 class RecordingOps : public CrossDeviceOps {
  public:
   std::string name() const override { return "recording"; }
-  Status AllReduceSum(int replica, Span<Tensor* const> tensors) override {
+  Status RunAllReduce(int, Span<Tensor* const> tensors, const AllReduceOptions& options) override {
+    if (options.tree != nullptr) {
+      return UnimplementedError("the bucketed reducer never sums along the tree");
+    }
+    if (options.sink != nullptr) {
+      calls.push_back("handover:" + std::to_string(options.first_gradient) + ":" +
+                      std::to_string(options.handed) + "/" + std::to_string(tensors.size()));
+      return OkStatus();
+    }
     std::string call = "reduce:";
     for (size_t i = 0; i < tensors.size(); ++i) {
       call += (i ? "," : "") + std::to_string(tensors[i]->bytes());
@@ -28,16 +37,10 @@ class RecordingOps : public CrossDeviceOps {
     calls.push_back(call);
     return OkStatus();
   }
-  bool CanHandOverSums() const override { return can_hand_over; }
-  // "handover:<first gradient>:<handed>/<tensors>".
-  Status AllReduceSumHandingOver(int, Span<Tensor* const> tensors, size_t handed,
-                                 size_t first_gradient, SummedGradientSink*) override {
-    calls.push_back("handover:" + std::to_string(first_gradient) + ":" +
-                    std::to_string(handed) + "/" + std::to_string(tensors.size()));
-    return OkStatus();
-  }
-  Status AllReduceTree(int, const PartialSums&, Span<Tensor* const>) override {
-    return UnimplementedError("the bucketed reducer never sums along the tree");
+  // Hands sums over where can_hand_over says; never folds.
+  Status CheckSupported(const AllReduceOptions& options) const override {
+    if (can_hand_over && options.folded == 0) return OkStatus();
+    return CrossDeviceOps::CheckSupported(options);
   }
   Status Broadcast(int, Span<Tensor* const>) override { return OkStatus(); }
   Status FinishReductions(int) override {

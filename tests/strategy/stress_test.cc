@@ -64,7 +64,7 @@ void Stress(CrossDeviceOps& ops, const std::vector<Device*>& devices) {
         }
         std::vector<Tensor*> list;
         for (Tensor& tensor : tensors) list.push_back(&tensor);
-        Status status = ops.AllReduceSum(r, list);
+        Status status = ops.AllReduce(r, list);
         for (size_t t = 0; t < sizes.size() && status.ok(); ++t) {
           StatusOr<std::vector<float>> got = tensors[t].ToHost();
           if (!got.ok()) {

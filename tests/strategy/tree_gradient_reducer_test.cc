@@ -23,10 +23,11 @@ using ::testing::HasSubstr;
 class RecordingTreeOps : public CrossDeviceOps {
  public:
   std::string name() const override { return "recording"; }
-  Status AllReduceSum(int, Span<Tensor* const>) override {
-    return InternalError("deterministic mode must not use AllReduceSum");
-  }
-  Status AllReduceTree(int, const PartialSums& mine, Span<Tensor* const> roots) override {
+  Status RunAllReduce(int, Span<Tensor* const> roots, const AllReduceOptions& options) override {
+    if (options.tree == nullptr) {
+      return InternalError("deterministic mode must not use the plain all-reduce");
+    }
+    const PartialSums& mine = *options.tree;
     std::string call = "tree:";
     for (const TreeNode& node : mine.nodes) call += node.ToString() + ";";
     call += std::to_string(roots.size());

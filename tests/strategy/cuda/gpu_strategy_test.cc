@@ -42,7 +42,7 @@ void CheckClosedForm(CrossDeviceOps& ops, const std::vector<Device*>& devices) {
       threads.emplace_back([&, r] {
         std::vector<Tensor*> mine;
         for (Tensor& t : tensors[r]) mine.push_back(&t);
-        results[r] = ops.AllReduceSum(r, mine);
+        results[r] = ops.AllReduce(r, mine);
         if (results[r].ok()) results[r] = ops.FinishReductions(r);
       });
     }

@@ -87,10 +87,10 @@ TEST(NcclAcrossProcessesTest, AKernelAfterACollectiveThatHadToWaitSucceeds) {
   std::thread late([&] {
     std::this_thread::sleep_for(milliseconds(200));  // worker 0 polls its stream meanwhile
     Tensor* mine[] = {&b};
-    late_status = workers[1].ops->AllReduceSum(0, mine);
+    late_status = workers[1].ops->AllReduce(0, mine);
   });
   Tensor* mine[] = {&a};
-  const Status status = workers[0].ops->AllReduceSum(0, mine);
+  const Status status = workers[0].ops->AllReduce(0, mine);
   late.join();
   ASSERT_TRUE(status.ok()) << status;
   ASSERT_TRUE(late_status.ok()) << late_status;
@@ -121,10 +121,10 @@ TEST(NcclAcrossProcessesTest, TwoReplicasTimingOutTogetherEachAbortTheirCommunic
   Status s0, s1;
   std::thread other([&] {
     Tensor* mine[] = {&t1};
-    s1 = workers[0].ops->AllReduceSum(1, mine);
+    s1 = workers[0].ops->AllReduce(1, mine);
   });
   Tensor* mine[] = {&t0};
-  s0 = workers[0].ops->AllReduceSum(0, mine);
+  s0 = workers[0].ops->AllReduce(0, mine);
   other.join();
   // Whichever replica aborted first reports the deadline; the other, that the communicators
   // were aborted because of it.
@@ -135,7 +135,7 @@ TEST(NcclAcrossProcessesTest, TwoReplicasTimingOutTogetherEachAbortTheirCommunic
   EXPECT_EQ(cudaemu::testing::NcclCommunicatorsAborted() - aborted_before, 2);
 #endif
   // Later collectives say the communicator is gone rather than using it.
-  const Status again = workers[0].ops->AllReduceSum(0, mine);
+  const Status again = workers[0].ops->AllReduce(0, mine);
   EXPECT_FALSE(again.ok());
   workers[0].ops.reset();  // destroys nothing twice
 #ifdef CUDAEMU
@@ -187,10 +187,10 @@ TEST(NcclSingleProcessTest, AbortReleasesAReplicaWhoseCollectiveCanNeverFinish) 
   Tensor t1 = Filled(gpus[1], 64, 2.0f);
   std::thread replica1([&] {
     Tensor* mine[] = {&t1};
-    (void)(*ops)->AllReduceSum(1, mine);
+    (void)(*ops)->AllReduce(1, mine);
   });
   Tensor* mine[] = {&t0};
-  (void)(*ops)->AllReduceSum(0, mine);
+  (void)(*ops)->AllReduce(0, mine);
   replica1.join();
   // Replica 1 fails later in its step; the strategy aborts the collectives.
   (*ops)->Abort(InternalError("replica 1 failed"));
@@ -200,7 +200,7 @@ TEST(NcclSingleProcessTest, AbortReleasesAReplicaWhoseCollectiveCanNeverFinish) 
     return true;
   });
   (*ops)->Reset();
-  const Status again = (*ops)->AllReduceSum(0, mine);
+  const Status again = (*ops)->AllReduce(0, mine);
   EXPECT_FALSE(again.ok());
   EXPECT_THAT(again.message(), HasSubstr("aborted"));
 #endif

@@ -1,6 +1,7 @@
-// Deterministic mode's tree all-reduce (CrossDeviceOps::AllReduceTree) on the GPU paths:
-// same-card over virtual GPUs of one card, NCCL across cards in one process, and NCCL across
-// "processes" (threads holding ranks of one communicator, as nccl_all_reduce_test does).
+// Deterministic mode's tree all-reduce (CrossDeviceOps::AllReduce with AllReduceOptions::tree)
+// on the GPU paths: same-card over virtual GPUs of one card, NCCL across cards in one
+// process, and NCCL across "processes" (threads holding ranks of one communicator, as
+// nccl_all_reduce_test does).
 //
 // Every replica's root must have the bits of the summation tree evaluated on the host. The
 // reference here is independent of the code under test: the tree is restated (a node splits
@@ -196,7 +197,8 @@ void CheckTree(const std::vector<Replica>& replicas, int num_leaves,
 
   const std::vector<Status> results = OnThreads(n, [&](int g) -> Status {
     const Replica& replica = replicas[g];
-    TOWER_RETURN_IF_ERROR(replica.ops->AllReduceTree(replica.local, parts[g], roots[g]));
+    TOWER_RETURN_IF_ERROR(
+        replica.ops->AllReduce(replica.local, roots[g], AllReduceOptions::Tree(parts[g])));
     return replica.ops->FinishReductions(replica.local);
   });
   for (int g = 0; g < n; ++g) ASSERT_TRUE(results[g].ok()) << "replica " << g << ": " << results[g];
@@ -361,8 +363,9 @@ struct BadCall {
 
 void ExpectRefusedEverywhere(CrossDeviceOps& ops, BadCall& call) {
   const int n = static_cast<int>(call.parts.size());
-  const std::vector<Status> results = OnThreads(
-      n, [&](int r) { return ops.AllReduceTree(r, call.parts[r], call.roots[r]); });
+  const std::vector<Status> results = OnThreads(n, [&](int r) {
+    return ops.AllReduce(r, call.roots[r], AllReduceOptions::Tree(call.parts[r]));
+  });
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(IsInvalidArgument(results[r])) << call.name << ", replica " << r << ": "
                                                << results[r];
