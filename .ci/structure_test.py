@@ -153,13 +153,14 @@ class FunctionsTest(unittest.TestCase):
         tree = Tree()
         try:
             tree.write("model/a.cc", function("Long", 101) + function("Short", 100))
-            tree.write("strategy/cuda/b.cu", function("Kernel", 130, "__global__ void Kernel()"))
+            tree.write("strategy/collectives/cuda/b.cu",
+                       function("Kernel", 130, "__global__ void Kernel()"))
             tree.write("tests/model/a_test.cc", function("LongTest", 200))
             tree.write("cudaemu/c.cc", function("Emulated", 200))
             tree.write("tools/script.py", "x = 1\n" * 200)
             status, output = tree.run()
             self.assertEqual(status, 0)
-            self.assertIn("  strategy/cuda/b.cu:1  Kernel  130 lines\n", output)
+            self.assertIn("  strategy/collectives/cuda/b.cu:1  Kernel  130 lines\n", output)
             self.assertIn("  model/a.cc:1  Long  101 lines\n", output)
             self.assertEqual(tree.summary()["functions over 100 lines"], 2)
             self.assertEqual(tree.summary("--all")["functions over 100 lines"], 4)

@@ -109,7 +109,8 @@ struct TowerTurn {
     return tower::OkStatus();
   }
   // The same products as a training step computes them (model/dense.cc, ops/cpu/
-  // shared_packing.h, strategy/gradient_folding.h): the forward and input-gradient products
+  // shared_packing.h, strategy/reducers/gradient_folding.h): the forward and input-gradient
+  // products
   // read the weights packed once per step (`version`) for every replica; the weight gradients
   // of the replicas that share a thread are folded: the thread's first replica writes them
   // (`sums` empty), each later one adds its own into them.

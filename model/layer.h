@@ -55,7 +55,8 @@ class Layer {
                                     bool need_input_grad, std::vector<Tensor>* grads) = 0;
   // Backward for a replica whose gradients are added into running sums (one per variable,
   // in variables() order, float32, each shaped as its variable: another replica's
-  // gradients so far, strategy/gradient_folding.h; null where not ready). For each variable
+  // gradients so far, strategy/reducers/gradient_folding.h; null where not ready). For each
+  // variable
   // the layer either adds its gradient into the sum and appends the sum itself to `grads`,
   // or appends a new gradient as Backward does (the caller adds it; always for a null sum). Adding in place spares a zeroed buffer
   // and a pass over it; Dense does it for its kernel. By default: Backward.

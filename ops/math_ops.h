@@ -39,7 +39,8 @@ StatusOr<Tensor> FusedMatMul(const Tensor& x, const Tensor& weight, const Tensor
 // sum += op(a) · op(b), in place, on sum's device: float32 a, b and sum [m, n]. The product
 // is added as MatMul computes it into zeros, without zeroing first: one rounding per depth
 // block (one in all, for a depth within Eigen's block on the CPU) instead of MatMul, then
-// Add. What a replica adds into its group's running gradient (strategy/gradient_folding.h).
+// Add. What a replica adds into its group's running gradient
+// (strategy/reducers/gradient_folding.h).
 Status MatMulAddInto(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
                      Tensor& sum);
 // x[..., c] + bias[c], the bias added to every row. x may be bfloat16 or float16 (mixed

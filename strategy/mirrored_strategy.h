@@ -12,9 +12,10 @@
 // for host replicas that outnumber the cores, by fibers on one thread per core; all meeting
 // in the all-reduce; every replica computes its own shard (batch_replica_rows, an opt-in,
 // computes colocated host replicas' rows as one batch instead). The all-reduce path is chosen
-// once, from the devices (strategy/cross_device_ops_selection.h), and logged with its reason.
+// once, from the devices (strategy/collectives/cross_device_ops_selection.h), and logged with its
+// reason.
 //
-// A strategy runs over a World (strategy/world.h): this process alone, or every worker of
+// A strategy runs over a World (strategy/runtime/world.h): this process alone, or every worker of
 // an MPI job (MultiWorkerMirroredStrategy, strategy/mpi). Everything that depends on the
 // other workers (the global replica count and index, the shard layout, Reduce, the
 // consistency check, the chief) is written once, here, against the world.
@@ -34,13 +35,13 @@
 
 #include "data/dataset.h"
 #include "strategy/step/distribution.h"
-#include "strategy/cross_device_ops.h"
-#include "strategy/cross_device_ops_selection.h"
-#include "strategy/gradient_reducer.h"
+#include "strategy/collectives/cross_device_ops.h"
+#include "strategy/collectives/cross_device_ops_selection.h"
+#include "strategy/reducers/gradient_reducer.h"
 #include "strategy/per_replica.h"
-#include "strategy/replica_scheduler.h"
-#include "strategy/tree_gradient_reducer.h"
-#include "strategy/world.h"
+#include "strategy/runtime/replica_scheduler.h"
+#include "strategy/reducers/tree_gradient_reducer.h"
+#include "strategy/runtime/world.h"
 #include "util/cache_line.h"
 
 namespace tower {
@@ -68,7 +69,7 @@ struct MirroredStrategyOptions {
   std::chrono::milliseconds max_clock_skew{0};
   // How many OS threads run host (CPU) replicas: 0 = tower::config's inter-op setting, whose
   // default is one per core. Host replicas beyond it run as fibers on those threads
-  // (strategy/replica_scheduler.h): 8 replicas on 2 cores cost about what 2 do. GPU
+  // (strategy/runtime/replica_scheduler.h): 8 replicas on 2 cores cost about what 2 do. GPU
   // replicas always have a thread each (they mostly wait for their streams). 1 puts every
   // host replica on one thread: strategy.Run then runs the replicas' own code one after
   // another on it (a model's batched steps are the same either way: batch_threads).
@@ -81,7 +82,8 @@ struct MirroredStrategyOptions {
   bool share_variables = true;
   // Host replicas that run as fibers (more of them than replica threads) fold their
   // gradients: the replicas of one thread add theirs into one running sum, and the
-  // all-reduce reads one sum per thread (strategy/gradient_folding.h). Less memory and fewer
+  // all-reduce reads one sum per thread (strategy/reducers/gradient_folding.h). Less memory and
+  // fewer
   // reads per step; the bits are still the same run after run for the same replicas and
   // threads, but not those of a thread per replica (off), which adds every replica's
   // gradients in replica order whatever the threads. Deterministic mode never folds.
@@ -113,7 +115,8 @@ struct MirroredStrategyOptions {
   int batch_threads = 0;
   // Reduced-precision all-reduce across workers (MultiWorkerMirroredStrategy over MPI):
   // bfloat16 or float16 sends each gradient in 16 bits and sums in float32 (half the bytes
-  // of float32, each sum rounded once to 16 bits; strategy/mpi/cross_process_all_reduce.h).
+  // of float32, each sum rounded once to 16 bits;
+  // strategy/collectives/mpi/cross_process_all_reduce.h).
   // Sums among one process's replicas move no bytes between hosts and stay float32. Every
   // worker must give the same value. float32: off.
   DType cross_process_dtype = DType::kFloat32;

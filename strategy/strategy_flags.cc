@@ -3,7 +3,7 @@
 #include <chrono>
 #include <vector>
 
-#include "strategy/cross_device_ops_selection.h"
+#include "strategy/collectives/cross_device_ops_selection.h"
 #include "strategy/replica_devices.h"
 #include "util/strings.h"
 

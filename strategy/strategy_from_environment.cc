@@ -1,7 +1,7 @@
 #include "strategy/strategy_from_environment.h"
 
-#include "strategy/mpi/mpi_world.h"
-#include "strategy/mpi/multi_worker_mirrored_strategy.h"
+#include "strategy/collectives/mpi/mpi_world.h"
+#include "strategy/collectives/mpi/multi_worker_mirrored_strategy.h"
 
 namespace tower {
 

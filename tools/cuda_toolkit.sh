@@ -26,7 +26,8 @@
 #     third_party/cuda.BUILD), else the system's library folders.
 # CUDA_TOOLKIT_SYSTEM_ROOT (default /usr) stands for the system's folders, for tests.
 
-# NCCL 2.14 or newer: strategy/cuda/nccl_all_reduce.cc makes its cross-process communicators
+# NCCL 2.14 or newer: strategy/collectives/cuda/nccl_all_reduce.cc makes its cross-process
+# communicators
 # with ncclCommInitRankConfig and an ncclConfig_t with `blocking = 0` (non-blocking
 # communicators, so that setup has a deadline and can be aborted), and ends them with
 # ncclCommFinalize, all new in NCCL 2.14; the rest it calls is older (ncclGetLastError 2.13;

@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "strategy/mpi/worker_report.h"
+#include "strategy/collectives/mpi/worker_report.h"
 #include "util/flags.h"
 #include "util/statusor.h"
 #include "util/strings.h"

@@ -15,7 +15,8 @@
 //
 // How a lost host is found: every worker gives up on a collective after
 // --collective-timeout, names the workers that never came or stopped answering, and prints a
-// report line (strategy/mpi/worker_report.h) that this command reads from mpirun's output.
+// report line (strategy/collectives/mpi/worker_report.h) that this command reads from mpirun's
+// output.
 // mpirun itself may hang on a host it cannot reach: it is ended --grace seconds after the
 // first report. The job succeeded when every worker printed its "finished" report (mpirun's
 // exit status is not enough: with the recovery mode used here it exits 0 after failures).

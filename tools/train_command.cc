@@ -23,7 +23,7 @@
 #include "model/sequential.h"
 #include "model/tensorboard/tensorboard_callback.h"
 #include "strategy/mirrored_strategy.h"
-#include "strategy/mpi/worker_report.h"
+#include "strategy/collectives/mpi/worker_report.h"
 #include "strategy/replica_devices.h"
 #include "strategy/strategy_flags.h"
 #include "strategy/strategy_from_environment.h"

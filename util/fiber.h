@@ -1,7 +1,7 @@
 // Fibers: contexts of execution with stacks of their own, switched by hand on one OS thread
 // (the CUDA emulation runs the threads of a kernel's block as fibers on the stream's worker
 // thread; MirroredStrategy runs more host replicas than cores as fibers on one thread per
-// core, strategy/replica_scheduler.h). x86-64 only:
+// core, strategy/runtime/replica_scheduler.h). x86-64 only:
 // the switch saves the callee-saved registers and MXCSR, nothing else (not the x87 control
 // word, whose fnstcw/fldcw pair tripled the switch's cost: device code does not use the x87
 // unit), so it costs a few nanoseconds (ucontext's swapcontext makes a system call).

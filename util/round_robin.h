@@ -2,7 +2,8 @@
 // rule, each owner's items (o, o + owners, o + 2·owners, …) and which of them comes first (o).
 //
 // It is how a strategy's local replicas are dealt to its replica threads
-// (strategy/replica_scheduler.h). Gradient folding's groups (strategy/gradient_folding.h) are
+// (strategy/runtime/replica_scheduler.h). Gradient folding's groups
+// (strategy/reducers/gradient_folding.h) are
 // the replicas of one thread: they must be dealt exactly as the scheduler deals them (a
 // group's sum is added to by its thread alone). Batched replicas' batches
 // (strategy/step/distribution.h, strategy/mirrored_strategy.cc) are dealt by the same rule over the

@@ -47,7 +47,8 @@ class SummedGradientSink {
 };
 
 // Sums one step's gradients over every replica, in buckets, as backward produces them
-// (PyTorch's Reducer). Strategies implement it (strategy/gradient_reducer.h); a model feeds
+// (PyTorch's Reducer). Strategies implement it (strategy/reducers/gradient_reducer.h); a model
+// feeds
 // it and knows nothing of buckets. Each replica has its own, used by one thread.
 class GradientReducer {
  public:
@@ -65,7 +66,7 @@ class GradientReducer {
   virtual Status Add(Tensor* gradient) = 0;
   // Where this replica may add its next `count` gradients (from the `first`-th of the pass,
   // 0-based) instead of making new ones: the running sums of the replicas before it in its
-  // group, when its reducer folds gradients (strategy/gradient_folding.h), once they hold
+  // group, when its reducer folds gradients (strategy/reducers/gradient_folding.h), once they hold
   // them (it may wait for them). Empty otherwise, and for a group's first replica. Either
   // way Add still receives every gradient (a running sum the layer added into, or a new
   // tensor the reducer adds).
@@ -130,7 +131,8 @@ class Distribution {
   // into this many fixed virtual shards (ReplicaRows over them), each computed by its own
   // forward/backward pass whichever replica runs it, global replica g running virtual
   // shards ReplicaRows(virtual_shards(), num_replicas_in_sync(), g); every sum over the
-  // batch follows one fixed tree over the shards (strategy/summation_tree.h). The weights
+  // batch follows one fixed tree over the shards (strategy/collectives/summation_tree.h). The
+  // weights
   // then have the same bits on any replica and process count. 0: off (one pass per replica).
   virtual int virtual_shards() const { return 0; }
 

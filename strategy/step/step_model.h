@@ -36,7 +36,7 @@ class GradientSink {
   virtual ~GradientSink() = default;
   // Tensors the next `count` gradients (the `first`-th of the pass on, in backward order)
   // are to be added into instead of made anew (running sums of other replicas' gradients,
-  // strategy/gradient_folding.h); empty: make new ones. May wait until they are ready.
+  // strategy/reducers/gradient_folding.h); empty: make new ones. May wait until they are ready.
   virtual StatusOr<Span<Tensor* const>> AddInto(size_t first, size_t count) = 0;
   // The next gradient, in backward order. The tensor stays the caller's (in ReplicaPass)
   // and must live until the runner's step ends; the runner may sum it in place.

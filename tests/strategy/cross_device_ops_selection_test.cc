@@ -1,5 +1,6 @@
-// Every row of the selection table (strategy/cross_device_ops_selection.h), from fake device descriptions.
-#include "strategy/cross_device_ops_selection.h"
+// Every row of the selection table (strategy/collectives/cross_device_ops_selection.h), from fake
+// device descriptions.
+#include "strategy/collectives/cross_device_ops_selection.h"
 
 #include <cstdlib>
 

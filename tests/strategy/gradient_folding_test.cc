@@ -1,4 +1,4 @@
-// Gradient folding (strategy/gradient_folding.h): replicas that share a thread add their
+// Gradient folding (strategy/reducers/gradient_folding.h): replicas that share a thread add their
 // gradients into one running sum per thread, and the all-reduce adds the sums in thread
 // order. Closed-form sums whose bits tell the orders apart, waits that end when a replica
 // fails, and a model trained folded: the same bits run after run and for any bucket size,
@@ -15,7 +15,7 @@
 #include "device/testing/fake_gpu_platform.h"
 #include "model/dense.h"
 #include "model/sequential.h"
-#include "strategy/gradient_folding.h"
+#include "strategy/reducers/gradient_folding.h"
 #include "strategy/mirrored_strategy.h"
 #include "util/logging.h"
 

@@ -1,6 +1,6 @@
 // Gradient buckets: the plan (closed form), the calls a step makes on the cross-device ops,
 // and the errors of a step that does not keep its announcement.
-#include "strategy/gradient_reducer.h"
+#include "strategy/reducers/gradient_reducer.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "strategy/replica_barrier.h"
+#include "strategy/collectives/replica_barrier.h"
 #include "tests/testing/replica_threads.h"
 #include "util/logging.h"
 

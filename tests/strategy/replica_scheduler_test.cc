@@ -1,5 +1,5 @@
 // More replicas than threads: replicas as fibers on a few threads, meeting in barriers.
-#include "strategy/replica_scheduler.h"
+#include "strategy/runtime/replica_scheduler.h"
 
 #include <atomic>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "strategy/replica_barrier.h"
+#include "strategy/collectives/replica_barrier.h"
 #include "util/cache_line.h"
 #include "util/fiber.h"
 #include "tests/testing/replica_threads.h"

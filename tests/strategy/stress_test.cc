@@ -10,8 +10,8 @@
 
 #include "device/testing/fake_gpu_platform.h"
 #include "ops/testing/fake_gpu_kernels.h"
-#include "strategy/in_process_all_reduce.h"
-#include "strategy/reduction_to_one_device.h"
+#include "strategy/collectives/in_process_all_reduce.h"
+#include "strategy/collectives/reduction_to_one_device.h"
 
 namespace tower {
 namespace {

@@ -1,7 +1,7 @@
 // The summation tree of deterministic mode: its shape in closed form, the plans' refusals,
 // and RunSumPlan against an independent recursive statement of the tree, for every way of
 // spreading the leaves over replicas (and over processes of replicas, as MPI does).
-#include "strategy/summation_tree.h"
+#include "strategy/collectives/summation_tree.h"
 
 #include <cmath>
 #include <random>

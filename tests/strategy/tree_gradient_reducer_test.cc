@@ -1,7 +1,7 @@
 // Deterministic mode's reducer: the partial sums a replica hands to the tree all-reduce after
 // its passes (which subtrees, holding which sums), the buckets of the last pass, the roots'
 // destination, and the errors of steps that do not keep the pass structure.
-#include "strategy/tree_gradient_reducer.h"
+#include "strategy/reducers/tree_gradient_reducer.h"
 
 #include <string>
 #include <vector>

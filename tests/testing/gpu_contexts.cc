@@ -5,7 +5,7 @@
 
 #include "device/cpu_platform.h"
 #include "device/gpu_platform.h"
-#include "strategy/gpu_collectives.h"
+#include "strategy/collectives/gpu_collectives.h"
 
 namespace tower::testing {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "device/context.h"
-#include "strategy/cross_device_ops.h"
+#include "strategy/collectives/cross_device_ops.h"
 
 namespace tower::testing {
 

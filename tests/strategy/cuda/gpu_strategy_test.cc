@@ -13,7 +13,7 @@
 #include "device/gpu_platform.h"
 #include "model/dense.h"
 #include "model/sequential.h"
-#include "strategy/gpu_collectives.h"
+#include "strategy/collectives/gpu_collectives.h"
 #include "strategy/mirrored_strategy.h"
 #include "tests/testing/gpu.h"
 #include "tests/testing/gpu_contexts.h"

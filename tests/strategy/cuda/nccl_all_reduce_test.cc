@@ -22,7 +22,7 @@
 #include "device/cpu_platform.h"
 #include "device/gpu_platform.h"
 #include "ops/nn_ops.h"
-#include "strategy/gpu_collectives.h"
+#include "strategy/collectives/gpu_collectives.h"
 #include "strategy/mirrored_strategy.h"
 #include "tests/testing/emulation.h"
 #include "tests/testing/gpu.h"

@@ -1,6 +1,6 @@
 // The report lines between MPI workers and `tower launch`: what a worker prints is what the
 // supervisor reads back, and nothing else is taken for a report.
-#include "strategy/mpi/worker_report.h"
+#include "strategy/collectives/mpi/worker_report.h"
 
 #include <gtest/gtest.h>
 
