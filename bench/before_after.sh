@@ -6,21 +6,25 @@
 # steps per second. The peers' columns of compare.sh do not change with Tower's code, so a
 # row's ratio to its peer moves by exactly this factor.
 #
-#   bench/before_after.sh OLD_DIR NEW_DIR [--rounds=5] [--out=DIR]
+#   bench/before_after.sh OLD_DIR NEW_DIR [--rounds=5] [--out=DIR] [--rows=0,4]
+#
+# --rows: only these rows (0-based, in the order of ROWS below).
 #
 # OLD_DIR and NEW_DIR each hold a train_bench binary (copy bazel-bin/bench/train_bench of
 # each commit there). Every run waits for a quiet machine first (bench/quiet.sh). Runs with
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, as compare.sh runs every program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -ge 2 ]] || { sed -n '2,13p' "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,15p' "$0"; exit 2; }
 OLD="$1"; NEW="$2"; shift 2
 ROUNDS=5
 OUT=""
+ONLY=""
 for arg in "$@"; do
   case "$arg" in
     --rounds=*) ROUNDS="${arg#--rounds=}" ;;
     --out=*) OUT="${arg#--out=}" ;;
+    --rows=*) ONLY=",${arg#--rows=}," ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -48,6 +52,7 @@ steps_per_s() {  # steps_per_s DIR ARGS...: the median window's steps per second
 }
 for k in $(seq 1 "$ROUNDS"); do
   for i in "${!ROWS[@]}"; do
+    [[ -z "$ONLY" || "$ONLY" == *",$i,"* ]] || continue
     # Old first in odd rounds, new first in even ones: a drift of the host within a pair
     # falls on both alike over the rounds.
     if ((k % 2 == 1)); then order=(old new); else order=(new old); fi
@@ -71,7 +76,6 @@ for i, row in enumerate(rows):
     pairs = [v for (k, r), v in sorted(rates.items()) if r == i and "old" in v and "new" in v]
     ratios = [p["new"] / p["old"] for p in pairs if p["old"] > 0 and p["new"] == p["new"]]
     if not ratios:
-        print(f"{row:<50} {'—':>12} {'—':>12} {'—':>8}")
         continue
     ratio = statistics.median(ratios)
     worst = ratio if worst is None else min(worst, ratio)
