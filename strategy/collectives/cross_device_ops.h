@@ -129,7 +129,8 @@ class CrossDeviceOps {
   // place, every replica ending with the same bits). Options that the path does not take
   // (Supports), that contradict each other, or that name more tensors than `tensors` holds
   // are refused on each replica before it joins the collective, naming the path and the
-  // option: Unimplemented for a kind of sum the path lacks, InvalidArgument for the rest.
+  // option: a kind of sum the path lacks with the status code of a missing feature, the rest
+  // as InvalidArgument.
   // (Not virtual, so that its default argument is one for every path: paths implement
   // RunAllReduce. The plain sum costs one branch more than a virtual call.)
   Status AllReduce(int replica, Span<Tensor* const> tensors, const AllReduceOptions& options = {}) {
@@ -164,7 +165,7 @@ class CrossDeviceOps {
                               const AllReduceOptions& options) = 0;
   // The kinds of sum this path lacks, for options consistent in themselves: OkStatus, or the
   // error AllReduce returns. By default the plain and the tree sums only: handing over and
-  // folding are Unimplemented.
+  // folding are refused as features this path lacks.
   virtual Status CheckSupported(const AllReduceOptions& options) const;
 
  private:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "ops/math_ops.h"
@@ -383,7 +384,8 @@ Status StepRunner::RunReplica(ReplicaContext& ctx) {
   std::vector<RowRange>& shards = computed_shards.Get();
   if (step.batched) dist.BatchShards(batch.rows, r, &shards);
   RowsScratch& scratch = rows_scratch.Get();
-  const GradientLayout layout = model_.Gradients();
+  const Span<const int64_t> gradient_bytes =
+      training ? model_.Gradients().bytes : Span<const int64_t>();
   for (size_t p = 0; p < passes.size(); ++p) {
     const Span<const RowRange> ranges =
         step.batched ? Span<const RowRange>(shards) : Span<const RowRange>(&passes[p], 1);
@@ -397,8 +399,8 @@ Status StepRunner::RunReplica(ReplicaContext& ctx) {
     options.backward = training;
     options.sink = &reducer;
     options.start_loss_read = read_loss_early;
-    TOWER_RETURN_IF_ERROR(reducer.Begin(training ? layout.bytes : Span<const int64_t>(),
-                                        static_cast<int>(p), static_cast<int>(passes.size())));
+    TOWER_RETURN_IF_ERROR(
+        reducer.Begin(gradient_bytes, static_cast<int>(p), static_cast<int>(passes.size())));
     const int code_before = first_nonfinite;
     TOWER_RETURN_IF_ERROR(model_.ForwardBackward(r, inputs.features, options, &pass));
     // The loss comes before every gradient: the first non-finite tensor when it is one.
@@ -506,8 +508,9 @@ StatusOr<StepResult> StepRunner::Run(Distribution& dist, const StepRequest& requ
   step.micro_batches = settings_.micro_batches;
   step.loss_scale = scaling ? settings_.loss_scale->scale() : 0.0f;
   {
-    WeightsVersion weights_version(model_,
-                                   SharesWeightPacking(dist) ? NextWeightsVersion() : 0);
+    // Only where the replicas share a weight's packing: otherwise every version stays 0.
+    std::optional<WeightsVersion> weights_version;
+    if (SharesWeightPacking(dist)) weights_version.emplace(model_, NextWeightsVersion());
     TOWER_RETURN_IF_ERROR(step.batched ? dist.RunOnReplicaBatches(replica_step.fn)
                                        : dist.RunOnReplicas(replica_step.fn));
   }
