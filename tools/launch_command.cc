@@ -100,8 +100,8 @@ std::set<std::string> LocalAddresses() {
       inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, text,
                 sizeof(text));
     } else if (family == AF_INET6) {
-      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr)->sin6_addr,
-                text, sizeof(text));
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr)->sin6_addr, text,
+                sizeof(text));
     }
     if (text[0] != '\0') addresses.insert(text);
   }
@@ -303,13 +303,11 @@ Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
 }
 
 // mpirun flags that would move ranks away from the placement this command computes.
-constexpr const char* kPlacingMpirunFlags[] = {
-    "-H",         "-host",     "--host",     "-hostfile",   "--hostfile", "-machinefile",
-    "--machinefile", "-default-hostfile", "--default-hostfile", "-np", "-n", "-c",
-    "--np",       "-map-by",   "--map-by",   "-rf",         "-rankfile",  "--rankfile",
-    "-npernode",  "--npernode", "-N",        "-npersocket", "--npersocket", "-ppr",
-    "--ppr",      "-bynode",   "--bynode",   "-byslot",     "--byslot",   "-rank-by",
-    "--rank-by",  "-nolocal",  "--nolocal"};
+constexpr char kPlacingMpirunFlags[] =
+    "-H -host --host -hostfile --hostfile -machinefile --machinefile -default-hostfile "
+    "--default-hostfile -np --np -n -c -map-by --map-by -rf -rankfile --rankfile -npernode "
+    "--npernode -N -npersocket --npersocket -ppr --ppr -bynode --bynode -byslot --byslot "
+    "-rank-by --rank-by -nolocal --nolocal";
 
 }  // namespace
 
@@ -341,7 +339,7 @@ Status CheckLaunch(const LaunchFlags& flags, std::vector<std::string>* hosts,
   }
   for (const std::string& word : Words(flags.mpirun_args)) {
     const std::string name = word.substr(0, word.find('='));
-    for (const char* placing : kPlacingMpirunFlags) {
+    for (const std::string& placing : Words(kPlacingMpirunFlags)) {
       if (name == placing) {
         return InvalidArgumentError(
             "--mpirun-args gives " + name +
@@ -384,10 +382,10 @@ std::vector<std::string> MpirunArgv(const LaunchFlags& flags, const Placement& p
   }
   std::vector<std::string> argv = {flags.mpirun};
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-  argv.insert(argv.end(), {"-H", Join(slots, ","), "-np", std::to_string(placement.workers()),
-                           "--map-by", "slot", "--enable-recovery", "--mca",
-                           "orte_abort_on_non_zero_status", "0", "-x",
-                           std::string(kWorkerReportEnv) + "=1"});
+  argv.insert(argv.end(),
+              {"-H", Join(slots, ","), "-np", std::to_string(placement.workers()), "--map-by",
+               "slot", "--enable-recovery", "--mca", "orte_abort_on_non_zero_status", "0", "-x",
+               std::string(kWorkerReportEnv) + "=1"});
   for (const std::string& word : Words(flags.mpirun_args)) argv.push_back(word);
   argv.push_back(self);
   for (const std::string& arg : command) argv.push_back(arg);
@@ -400,17 +398,16 @@ std::vector<std::string> MpirunArgv(const LaunchFlags& flags, const Placement& p
 // the name its worker calls its host by is only shown.
 StatusOr<std::vector<std::string>> HostsAfterLoss(const LaunchFlags& flags,
                                                   const Placement& placement,
-                                                  const std::string& local,
-                                                  const Attempt& attempt, int64_t restart,
-                                                  std::ostream& out) {
+                                                  const std::string& local, const Attempt& attempt,
+                                                  int64_t restart, std::ostream& out) {
   std::vector<std::string> dropped, lines;
   for (const UnreachableWorker& worker : attempt.lost) {
     const std::string host = placement.HostOf(worker.rank);
     if (host.empty()) {
-      return FailedPreconditionError(
-          "workers report rank " + std::to_string(worker.rank) + " (host " + worker.host +
-          ") unreachable, but only ranks 0-" + std::to_string(placement.workers() - 1) +
-          " were placed (on " + Join(placement.hosts, ", ") + "); not restarting");
+      return FailedPreconditionError("workers report rank " + std::to_string(worker.rank) +
+                                     " (host " + worker.host + ") unreachable, but only ranks 0-" +
+                                     std::to_string(placement.workers() - 1) + " were placed (on " +
+                                     Join(placement.hosts, ", ") + "); not restarting");
     }
     if (host == local) {
       return FailedPreconditionError(
@@ -457,7 +454,10 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
   std::vector<std::string> command(dashes == args.end() ? args.end() : dashes + 1, args.end());
   LaunchFlags flags;
   FlagParser parser("tower launch [flags] -- train [train flags]");
-  parser.AddString("hosts", &flags.hosts, "hosts to run on, comma-separated names or addresses (as mpirun's -H takes them); this machine's entry, where mpirun runs, gets the first ranks and is never dropped");
+  parser.AddString(
+      "hosts", &flags.hosts,
+      "hosts to run on, comma-separated names or addresses (as mpirun's -H takes them); this "
+      "machine's entry, where mpirun runs, gets the first ranks and is never dropped");
   parser.AddInt("workers-per-host", &flags.workers_per_host, "worker processes on each host (each runs the train command's --replicas)");
   parser.AddInt("min-hosts", &flags.min_hosts, "give up when fewer hosts than this would remain");
   parser.AddInt("max-restarts", &flags.max_restarts, "relaunches at most (0: report the lost host and stop)");
@@ -523,7 +523,8 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
                            "): see the errors above; not restarting",
                   1);
     }
-    StatusOr<std::vector<std::string>> rest = HostsAfterLoss(flags, placement, local, attempt, restart, out);
+    StatusOr<std::vector<std::string>> rest =
+        HostsAfterLoss(flags, placement, local, attempt, restart, out);
     if (!rest.ok()) return Fail(err, rest.status().message(), 1);
     out << "tower launch: relaunching on " << Join(*rest, ", ") << " from the backup (restart "
         << restart + 1 << " of at most " << flags.max_restarts << ")\n"

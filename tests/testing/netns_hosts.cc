@@ -266,8 +266,8 @@ void NetnsHosts::WriteAgent() const {
   // A host by its name or its address (mpirun is given either, as by `tower launch --hosts`).
   std::string cases;
   for (const std::string& host : names_) {
-    cases += "  " + host + "|" + Address(host) + ") ns=" + Namespace(host) + " host=" + host +
-             " ;;\n";
+    cases +=
+        "  " + host + "|" + Address(host) + ") ns=" + Namespace(host) + " host=" + host + " ;;\n";
   }
   const std::string agent =
       "#!/bin/sh\n"

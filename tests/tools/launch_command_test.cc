@@ -25,8 +25,9 @@ using testing::Tower;
 // A stand-in for mpirun: appends its arguments to calls.txt, then plays the scene its host
 // list (-H) selects from scenes.txt ("<hosts> <scene>"; the first match): `ok` (every rank
 // starts and finishes), `lose-R:NAME[,R:NAME...]` (every rank starts, rank 0 reports ranks R
-// unreachable on hosts that call themselves NAME, then it hangs until killed), `no-start` (exits at once, printing Open MPI's daemon error),
-// `hang` (prints nothing, hangs), `error` (every rank starts, one prints Tower's error line).
+// unreachable on hosts that call themselves NAME, then it hangs until killed), `no-start` (exits at
+// once, printing Open MPI's daemon error), `hang` (prints nothing, hangs), `error` (every rank
+// starts, one prints Tower's error line).
 class LaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -34,26 +35,34 @@ class LaunchTest : public ::testing::Test {
     mkdir(dir_.c_str(), 0755);
     mpirun_ = dir_ + "/mpirun";
     std::ofstream script(mpirun_);
-    script << "#!/bin/sh\n"
-              "echo \"$*\" >> " << dir_ << "/calls.txt\n"
-              "hosts=''; np=0; prev=''\n"
-              "for a in \"$@\"; do\n"
-              "  [ \"$prev\" = -H ] && hosts=\"$a\"\n"
-              "  [ \"$prev\" = -np ] && np=\"$a\"\n"
-              "  prev=\"$a\"\n"
-              "done\n"
-              "scene=$(awk -v h=\"$hosts\" '$1 == h {print $2; exit}' " << dir_ << "/scenes.txt)\n"
-              "started() { r=0; while [ $r -lt $np ]; do echo \"tower-worker: started: rank $r of $np\"; r=$((r+1)); done; }\n"
-              "case \"$scene\" in\n"
-              "  ok) started; r=0; while [ $r -lt $np ]; do echo \"[rank $r] tower-worker: finished: rank $r of $np\"; r=$((r+1)); done ;;\n"
-              "  lose-*) started; lost=$(echo \"${scene#lose-}\" | sed 's/\\([0-9]*\\):\\([^,]*\\)/rank \\1 on \\2/g; s/,/, /g')\n"
-              "          echo \"error: $lost never reached collective 7\";\n"
-              "          echo \"[rank 0] tower-worker: unreachable: $lost\"; exec sleep 600 ;;\n"
-              "  no-start) echo 'ORTE was unable to reliably start one or more daemons.'; exit 1 ;;\n"
-              "  hang) exec sleep 600 ;;\n"
-              "  error) started; echo 'error: --data=x.csv: no such file'; exit 0 ;;\n"
-              "  *) echo \"stand-in mpirun: no scene for $hosts\"; exit 3 ;;\n"
-              "esac\n";
+    script
+        << "#!/bin/sh\n"
+           "echo \"$*\" >> "
+        << dir_
+        << "/calls.txt\n"
+           "hosts=''; np=0; prev=''\n"
+           "for a in \"$@\"; do\n"
+           "  [ \"$prev\" = -H ] && hosts=\"$a\"\n"
+           "  [ \"$prev\" = -np ] && np=\"$a\"\n"
+           "  prev=\"$a\"\n"
+           "done\n"
+           "scene=$(awk -v h=\"$hosts\" '$1 == h {print $2; exit}' "
+        << dir_
+        << "/scenes.txt)\n"
+           "started() { r=0; while [ $r -lt $np ]; do echo \"tower-worker: started: rank $r of "
+           "$np\"; r=$((r+1)); done; }\n"
+           "case \"$scene\" in\n"
+           "  ok) started; r=0; while [ $r -lt $np ]; do echo \"[rank $r] tower-worker: finished: "
+           "rank $r of $np\"; r=$((r+1)); done ;;\n"
+           "  lose-*) started; lost=$(echo \"${scene#lose-}\" | sed "
+           "'s/\\([0-9]*\\):\\([^,]*\\)/rank \\1 on \\2/g; s/,/, /g')\n"
+           "          echo \"error: $lost never reached collective 7\";\n"
+           "          echo \"[rank 0] tower-worker: unreachable: $lost\"; exec sleep 600 ;;\n"
+           "  no-start) echo 'ORTE was unable to reliably start one or more daemons.'; exit 1 ;;\n"
+           "  hang) exec sleep 600 ;;\n"
+           "  error) started; echo 'error: --data=x.csv: no such file'; exit 0 ;;\n"
+           "  *) echo \"stand-in mpirun: no scene for $hosts\"; exit 3 ;;\n"
+           "esac\n";
     script.close();
     chmod(mpirun_.c_str(), 0755);
   }
@@ -80,7 +89,8 @@ TEST_F(LaunchTest, ALostHostIsDroppedAndTheJobRelaunchedOnTheRestWithResume) {
   EXPECT_THAT(out.text, HasSubstr("tower launch: done on 2 hosts (host1, host2) after 1 restart"));
   const std::vector<std::string> calls = Calls();
   ASSERT_EQ(calls.size(), 2u) << out.text;
-  EXPECT_THAT(calls[0], HasSubstr("-H host1:2,host2:2,host3:2 -np 6 --map-by slot --enable-recovery"));
+  EXPECT_THAT(calls[0],
+              HasSubstr("-H host1:2,host2:2,host3:2 -np 6 --map-by slot --enable-recovery"));
   EXPECT_THAT(calls[1], HasSubstr("-H host1:2,host2:2 -np 4 --map-by slot --enable-recovery"));
   for (const std::string& call : calls) {
     EXPECT_THAT(call, HasSubstr("-x TOWER_WORKER_REPORTS=1"));
@@ -108,7 +118,8 @@ TEST_F(LaunchTest, ALostRankIsMappedToItsHostByPlacementWhateverTheNames) {
       {"mixed, 2 workers a host", "node1,203.0.113.2,node3.cluster", "--workers-per-host=2",
        "node1:2,203.0.113.2:2,node3.cluster:2 lose-3:x,4:y\nnode1:2 ok\n",
        "lost 203.0.113.2, where rank 3 (host x) was placed; node3.cluster, where rank 4 (host y) "
-       "was placed", "node1"},
+       "was placed",
+       "node1"},
       {"3 workers a host, the last rank", "203.0.113.1,nodeB", "--workers-per-host=3",
        "203.0.113.1:3,nodeB:3 lose-5:nodeB.example\n203.0.113.1:3 ok\n",
        "lost nodeB, where rank 5 (host nodeB.example) was placed", "203.0.113.1"},
