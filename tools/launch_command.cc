@@ -51,8 +51,9 @@ struct Attempt {
 
 // Where mpirun puts each rank: `hosts` in -H order, `workers_per_host` ranks on each, rank r
 // on hosts[r / workers_per_host] (--map-by slot). mpirun always maps onto its own host first
-// when that host is listed (measured, Open MPI 4.1.4: -H 10.0.0.2:2,10.0.0.1:2 run on
-// 10.0.0.1 puts ranks 0-1 on 10.0.0.1), so the list is ordered with this machine's entry
+// when that host is listed, then follows -H (measured, Open MPI 4.1.4, run on host1:
+// -H host2:2,host1:2 puts ranks 0-1 on host1; -H host2,host1,host3 puts rank 1 on host2 and
+// rank 2 on host3; the same with addresses), so the list is ordered with this machine's entry
 // first (LocalFirst): the order is then the one mpirun follows.
 struct Placement {
   std::vector<std::string> hosts;
