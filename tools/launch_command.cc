@@ -137,10 +137,14 @@ bool IsThisMachine(const std::string& host, const std::set<std::string>& local_a
 
 // `hosts` with this machine's entry first, where mpirun puts it whatever -H says (and where
 // mpirun and this command run, so it is never dropped); the others keep their order.
-std::vector<std::string> LocalFirst(const std::vector<std::string>& hosts, std::ostream& out) {
+// `*local`: that entry, "" when none is this machine.
+std::vector<std::string> LocalFirst(const std::vector<std::string>& hosts, std::string* local,
+                                    std::ostream& out) {
   const std::set<std::string> addresses = LocalAddresses();
+  *local = "";
   for (size_t i = 0; i < hosts.size(); ++i) {
     if (!IsThisMachine(hosts[i], addresses)) continue;
+    *local = hosts[i];
     if (i == 0) return hosts;
     std::vector<std::string> ordered = {hosts[i]};
     for (size_t j = 0; j < hosts.size(); ++j) {
@@ -478,9 +482,8 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
   const std::string self = SelfPath();
   if (self.empty()) return Fail(err, "cannot find this program's path (/proc/self/exe)", 1);
 
-  hosts = LocalFirst(hosts, out);
-  const std::set<std::string> addresses = LocalAddresses();
-  const std::string local = IsThisMachine(hosts.front(), addresses) ? hosts.front() : "";
+  std::string local;
+  hosts = LocalFirst(hosts, &local, out);
   const std::chrono::milliseconds grace(static_cast<int64_t>(flags.grace_s * 1000));
   const std::chrono::milliseconds start_timeout(static_cast<int64_t>(flags.start_timeout_s * 1000));
   for (int64_t restart = 0;; ++restart) {
