@@ -164,17 +164,23 @@ ReplicaSetup Replicas(int replicas) {
   return setup;
 }
 
+// A request for `batch` as step `iteration` (training) or an evaluation.
+StepRequest Request(const data::Batch& batch, bool training, int64_t iteration = 0) {
+  StepRequest request;
+  request.batch = &batch;
+  request.training = training;
+  request.in_dim = kInDim;
+  request.out_dim = 1;
+  request.iteration = iteration;
+  return request;
+}
+
 // Runs `steps` training steps of 10-row global batches; the losses come back.
 std::vector<double> Train(StepRunner& runner, LeastSquares& model, Distribution& dist, int steps) {
   std::vector<double> losses;
   for (int s = 0; s < steps; ++s) {
     const data::Batch batch = MakeBatch(10, s);
-    StepRequest request;
-    request.batch = &batch;
-    request.training = true;
-    request.in_dim = kInDim;
-    request.out_dim = 1;
-    request.iteration = s;
+    const StepRequest request = Request(batch, /*training=*/true, s);
     model.iteration_ = s;
     StatusOr<StepResult> result = runner.Run(dist, request);
     EXPECT_TRUE(result.ok()) << result.status().message();
@@ -238,12 +244,7 @@ TEST(StepRunnerTest, LossScalingSkipsAStepWhoseSumIsNotFiniteAndHalvesTheScale) 
   for (int s = 0; s < 3; ++s) {
     if (s == 1) before = model.weights(0);
     const data::Batch batch = MakeBatch(10, s);
-    StepRequest request;
-    request.batch = &batch;
-    request.training = true;
-    request.in_dim = kInDim;
-    request.out_dim = 1;
-    request.iteration = s;
+    const StepRequest request = Request(batch, /*training=*/true, s);
     model.iteration_ = s;
     StatusOr<StepResult> result = runner.Run(setup.strategy->extended(), request);
     ASSERT_TRUE(result.ok()) << result.status().message();
@@ -269,11 +270,7 @@ TEST(StepRunnerTest, CheckNumericsNamesTheFirstReplicaWhoseOwnGradientWasNotFini
   StepRunner runner(model);
   runner.settings().check_numerics = true;
   const data::Batch batch = MakeBatch(9, 0);
-  StepRequest request;
-  request.batch = &batch;
-  request.training = true;
-  request.in_dim = kInDim;
-  request.out_dim = 1;
+  const StepRequest request = Request(batch, /*training=*/true);
   StatusOr<StepResult> result = runner.Run(setup.strategy->extended(), request);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(result.status().message(), HasSubstr("replica 2 of 3 was first"));
@@ -289,12 +286,8 @@ TEST(StepRunnerTest, EvaluationComputesTheLossAndEveryRowsPredictionWithoutAnUpd
   const std::vector<float> w = model.weights(0);
   const data::Batch batch = MakeBatch(7, 5);
   std::vector<float> predictions;
-  StepRequest request;
-  request.batch = &batch;
-  request.training = false;
+  StepRequest request = Request(batch, /*training=*/false);
   request.predictions = &predictions;
-  request.in_dim = kInDim;
-  request.out_dim = 1;
   StatusOr<StepResult> result = runner.Run(setup.strategy->extended(), request);
   ASSERT_TRUE(result.ok()) << result.status().message();
   double loss = 0;
