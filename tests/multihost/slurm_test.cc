@@ -5,8 +5,11 @@
 // Needs root and the packages slurmctld, slurmd, slurm-client and munge (./bazelw installs
 // them): otherwise every case skips, saying why (with TOWER_REQUIRE_ROOT=1, as in CI, it fails).
 //
-//   - `sbatch` of the script over 3 and over 2 nodes (srun --mpi=pmix, one worker a node)
-//     saves the bytes one device saves with --deterministic.
+//   - `sbatch` of the script over 3 and over 2 nodes (mpirun inside the allocation, one
+//     worker a node) saves the bytes one device saves with --deterministic;
+//   - a node killed mid-job: the job ends, non-zero, naming the node (mpirun's words: it
+//     loses its daemon there first); the same script submitted again on the 2 nodes left
+//     resumes from the backup (--backup --resume) to the bytes of an uninterrupted run.
 //
 // Nothing is left: the hosts' teardown kills every process in their namespaces (slurmctld,
 // slurmd, slurmstepd, munged, the workers), the test then checks that no process with this
@@ -32,10 +35,12 @@
 #include "tests/testing/netns_hosts.h"
 #include "tests/testing/tower_cli.h"
 #include "util/statusor.h"
+#include "util/strings.h"
 
 namespace tower {
 namespace {
 
+using testing::BackgroundProgram;
 using ::testing::HasSubstr;
 using testing::NetnsHosts;
 using testing::ProgramOutput;
@@ -44,11 +49,12 @@ using testing::RunCommand;
 using testing::Runfile;
 using testing::TempPath;
 using testing::Tower;
+using testing::WaitForBackups;
 using Clock = std::chrono::steady_clock;
 
 // The daemons these tests run (Debian 12's packages slurmctld, slurmd, slurm-client, munge).
 const char* const kPrograms[] = {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged",
-                                 "/usr/bin/sbatch",     "/usr/bin/srun",     "/usr/bin/sinfo"};
+                                 "/usr/bin/sbatch",     "/usr/bin/srun",    "/usr/bin/sinfo"};
 
 // 600 rows in batches of 48, as in multihost_test: every epoch ends on a batch of 24.
 const char kTrainFlags[] =
@@ -136,49 +142,63 @@ Status SlurmCluster::WriteConfiguration() const {
   std::string nodes;
   for (const std::string& node : nodes_) {
     // host<k> is at 10.231.0.<k> (netns_hosts.h); its slurmd takes its name from its hostname.
-    nodes += "NodeName=" + node + " NodeAddr=10.231.0." + node.substr(4) +
-             " CPUs=2 State=UNKNOWN\n";
+    nodes +=
+        "NodeName=" + node + " NodeAddr=10.231.0." + node.substr(4) + " CPUs=2 State=UNKNOWN\n";
   }
   std::string node_list;
   for (const std::string& node : nodes_) node_list += (node_list.empty() ? "" : ",") + node;
-  const std::string slurm_conf =
-      "# A test cluster (tests/multihost/slurm_test.cc): every path in " + dir_ + ".\n"
-      "ClusterName=tower\n"
-      "SlurmctldHost=" + controller + "(10.231.0.1)\n"
-      "SlurmUser=root\nSlurmdUser=root\n"
-      "AuthType=auth/munge\nCredType=cred/munge\n"
-      "AuthInfo=socket=" + own + "/munge.socket\n"
-      "StateSaveLocation=" + dir_ + "/state\n"
-      "SlurmctldPidFile=" + own + "/slurmctld.pid\nSlurmctldLogFile=" + own + "/slurmctld.log\n"
-      "SlurmdSpoolDir=" + own + "/spool\nSlurmdPidFile=" + own + "/slurmd.pid\n"
-      "SlurmdLogFile=" + own + "/slurmd.log\n"
+  const std::vector<std::string> slurm_conf = {
+      "# A test cluster (tests/multihost/slurm_test.cc): every path in " + dir_ + ".",
+      "ClusterName=tower",
+      "SlurmctldHost=" + controller + "(10.231.0.1)",
+      "SlurmUser=root",
+      "SlurmdUser=root",
+      "AuthType=auth/munge",
+      "CredType=cred/munge",
+      "AuthInfo=socket=" + own + "/munge.socket",
+      "StateSaveLocation=" + dir_ + "/state",
+      "SlurmctldPidFile=" + own + "/slurmctld.pid",
+      "SlurmctldLogFile=" + own + "/slurmctld.log",
+      "SlurmdSpoolDir=" + own + "/spool",
+      "SlurmdPidFile=" + own + "/slurmd.pid",
+      "SlurmdLogFile=" + own + "/slurmd.log",
       // No cgroups: `ip netns exec` mounts a sysfs of its own, without /sys/fs/cgroup.
-      "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
-      "JobAcctGatherType=jobacct_gather/none\n"
-      "SchedulerType=sched/builtin\nSelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n"
+      "ProctrackType=proctrack/linuxproc",
+      "TaskPlugin=task/none",
+      "JobAcctGatherType=jobacct_gather/none",
+      "SchedulerType=sched/builtin",
+      "SelectType=select/cons_tres",
+      "SelectTypeParameters=CR_CPU",
       // The configured CPUs, not the machine's (2 cores shared by every host).
-      "SlurmdParameters=config_overrides\n"
-      "ReturnToService=2\nMpiDefault=none\nKillOnBadExit=1\n"
-      // A node whose slurmd is silent for 10 s is DOWN (and its jobs end: NODE_FAIL).
-      "SlurmdTimeout=10\n"
-      "SlurmctldDebug=info\nSlurmdDebug=info\n" +
-      nodes + "PartitionName=tower Nodes=" + node_list +
-      " Default=YES MaxTime=INFINITE State=UP\n";
+      "SlurmdParameters=config_overrides",
+      "ReturnToService=2",
+      "MpiDefault=none",
+      "KillOnBadExit=1",
+      // A node whose slurmd is silent for 10 s is DOWN (and its jobs end: NODE_FAIL); srun
+      // waits KillWait + 2 s for the tasks of a step being ended (default 30 s).
+      "SlurmdTimeout=10",
+      "KillWait=5",
+      "SlurmctldDebug=info",
+      "SlurmdDebug=info",
+      nodes + "PartitionName=tower Nodes=" + node_list + " Default=YES MaxTime=INFINITE State=UP",
+  };
   // Slurm 22.05's slurmd loads a cgroup plugin even when nothing uses it; naming v1 skips the
   // detection that fails without /sys/fs/cgroup (v1 then loads without touching it).
   const std::string cgroup_conf = "CgroupPlugin=cgroup/v1\n";
   // The PMIx plugin's client directory, per node: by default /tmp, which the hosts share.
   const std::string mpi_conf = "PMIxCliTmpDirBase=" + own + "/pmix\n";
   for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
-           {"slurm.conf", slurm_conf}, {"cgroup.conf", cgroup_conf}, {"mpi.conf", mpi_conf}}) {
+           {"slurm.conf", Join(slurm_conf, "\n") + "\n"},
+           {"cgroup.conf", cgroup_conf},
+           {"mpi.conf", mpi_conf}}) {
     if (!WriteText(dir_ + "/" + name, text)) {
       return FailedPreconditionError("cannot write " + dir_ + "/" + name);
     }
   }
   // One munge key for every host (as a cluster copies /etc/munge/munge.key to each node).
-  const ProgramOutput key = RunCommand("dd if=/dev/urandom of=" + dir_ +
-                                       "/munge.key bs=1024 count=1 2>&1 && chmod 400 " + dir_ +
-                                       "/munge.key");
+  const ProgramOutput key =
+      RunCommand("dd if=/dev/urandom of=" + dir_ + "/munge.key bs=1024 count=1 2>&1 && chmod 400 " +
+                 dir_ + "/munge.key");
   if (key.exit_code != 0) return FailedPreconditionError("munge key: " + key.text);
   return OkStatus();
 }
@@ -188,10 +208,10 @@ Status SlurmCluster::StartDaemons() const {
   // Each daemon forks into the background (writing its pid file) and stays in its host's
   // namespaces, where the hosts' teardown finds it.
   for (const std::string& host : hosts_.names()) {
-    const ProgramOutput munge = RunCommand(hosts_.OnHost(
-        host, "munged --socket=" + own + "/munge.socket --key-file=" + dir_ +
-                  "/munge.key --pid-file=" + own + "/munged.pid --log-file=" + own +
-                  "/munged.log --seed-file=" + own + "/munged.seed </dev/null"));
+    const ProgramOutput munge = RunCommand(
+        hosts_.OnHost(host, "munged --socket=" + own + "/munge.socket --key-file=" + dir_ +
+                                "/munge.key --pid-file=" + own + "/munged.pid --log-file=" + own +
+                                "/munged.log --seed-file=" + own + "/munged.seed </dev/null"));
     if (munge.exit_code != 0) {
       return FailedPreconditionError("munged on " + host + " failed: " + munge.text +
                                      Tail(HostDir(host) + "/munged.log"));
@@ -199,8 +219,7 @@ Status SlurmCluster::StartDaemons() const {
   }
   const std::string env = "SLURM_CONF=" + conf() + " ";
   const std::string& controller = hosts_.names()[0];
-  const ProgramOutput ctld =
-      RunCommand(hosts_.OnHost(controller, env + "slurmctld -i </dev/null"));
+  const ProgramOutput ctld = RunCommand(hosts_.OnHost(controller, env + "slurmctld -i </dev/null"));
   if (ctld.exit_code != 0) {
     return FailedPreconditionError("slurmctld failed: " + ctld.text +
                                    Tail(HostDir(controller) + "/slurmctld.log"));
@@ -229,8 +248,8 @@ Status SlurmCluster::WaitUntilIdle() const {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return DeadlineExceededError("the Slurm nodes were not idle within 30 s: " + states +
-                               "\nslurmctld.log:\n" + Tail(HostDir(hosts_.names()[0]) +
-                                                           "/slurmctld.log"));
+                               "\nslurmctld.log:\n" +
+                               Tail(HostDir(hosts_.names()[0]) + "/slurmctld.log"));
 }
 
 // The processes alive whose environment names `conf` as SLURM_CONF: the daemons, their job
@@ -263,7 +282,8 @@ class SlurmTest : public ::testing::Test {
     std::string why = NetnsHosts::WhyNot();
     for (const char* program : kPrograms) {
       if (why.empty() && access(program, X_OK) != 0) {
-        why = std::string(program) + " is missing: install Debian's slurmctld, slurmd, "
+        why = std::string(program) +
+              " is missing: install Debian's slurmctld, slurmd, "
               "slurm-client and munge (./bazelw does, as root)";
       }
     }
@@ -298,15 +318,22 @@ class SlurmTest : public ::testing::Test {
 
   // sbatch of examples/slurm/train.sbatch on `nodes` nodes with `train_flags`, waiting for the
   // job's end (sbatch -W: its exit code is the job's), bounded in time; the job's output in
-  // `log`. TCP on the hosts' network: the environment, which sbatch passes on to the job.
+  // `log`. The environment, which sbatch passes on to the job, lets mpirun run as root (CI's
+  // user) and keeps Open MPI on TCP over the hosts' network.
   ProgramOutput SubmitAndWait(int nodes, const std::string& train_flags,
                               const std::string& log) const {
-    return RunCommand(cluster_->OnLoginNode(
+    return RunCommand(Submission(std::to_string(nodes), train_flags, log));
+  }
+  // The command line of SubmitAndWait; `options`: sbatch's, before the script.
+  std::string Submission(const std::string& options, const std::string& train_flags,
+                         const std::string& log) const {
+    return (cluster_->OnLoginNode(
         "export TOWER=" + Runfile("tools/tower") +
+        " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
         " OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=10.231.0.0/24 "
         "OMPI_MCA_oob_tcp_if_include=10.231.0.0/24; timeout -k 5 120 sbatch -W --nodes=" +
-        std::to_string(nodes) + " --output=" + log + " " +
-        Runfile("examples/slurm/train.sbatch") + " " + train_flags));
+        options + " --output=" + log + " " + Runfile("examples/slurm/train.sbatch") + " " +
+        train_flags));
   }
 
   std::unique_ptr<NetnsHosts> hosts_;
@@ -332,12 +359,64 @@ TEST_F(SlurmTest, AnSbatchJobOverTwoAndThreeNodesSavesTheBytesOfOneDevice) {
     ASSERT_EQ(job.exit_code, 0) << job.text << "\n" << text;
     // One worker on each node, ranks in node order.
     const std::string last = cluster_->nodes()[nodes - 1];
-    EXPECT_THAT(text, HasSubstr("Worker rank " + std::to_string(nodes - 1) + " (host " + last +
-                                ") of " + std::to_string(nodes) + ": " +
-                                std::to_string(nodes) + " replicas in sync"))
+    EXPECT_THAT(
+        text, HasSubstr("Worker rank " + std::to_string(nodes - 1) + " (host " + last + ") of " +
+                        std::to_string(nodes) + ": " + std::to_string(nodes) + " replicas in sync"))
         << text;
     EXPECT_TRUE(ReadBytes(saved) == expected) << "saved other bytes than one device\n" << text;
   }
+}
+
+TEST_F(SlurmTest, ALostNodeEndsTheJobNamingItAndAResubmittedJobResumesToTheSameBytes) {
+  // The same command line for both jobs, as a script resubmitted (or requeued) would run it:
+  // --resume starts afresh when there is no backup yet.
+  const std::string backup = TempPath("lost.backup");
+  const std::string saved = TempPath("lost.safetensors");
+  const std::string train = std::string(kTrainFlags) + " --epochs=20 --collective-timeout=2" +
+                            " --backup=" + backup + " --backup-every=10 --resume";
+  const std::string reference = TempPath("uninterrupted.safetensors");
+  const ProgramOutput one =
+      Tower("train " + std::string(kTrainFlags) + " --epochs=20 --save=" + reference);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  const std::string expected = ReadBytes(reference);
+  ASSERT_FALSE(expected.empty());
+
+  const std::string first_log = TempPath("lost_first.log");
+  {
+    BackgroundProgram job(
+        // --no-requeue: Slurm would requeue the job when it declares host4 DOWN (NODE_FAIL;
+        // JobRequeue=1 is the default), to wait for 3 nodes again; this job is to end.
+        BackgroundProgram::ShellCommand{
+            Submission("3 --no-requeue", train + " --save=" + saved, first_log)},
+        TempPath("lost_sbatch.log"));
+    ASSERT_TRUE(job.started());
+    ASSERT_TRUE(WaitForBackups(job, backup, 2)) << ReadBytes(first_log);
+    const auto at = Clock::now();
+    ASSERT_TRUE(hosts_->KillHost("host4").ok());
+    const int code = job.Wait();
+    std::printf("host4 killed: the job ended %.1f s later (sbatch -W exit %d)\n",
+                std::chrono::duration<double>(Clock::now() - at).count(), code);
+    const std::string text = ReadBytes(first_log);
+    EXPECT_NE(code, 0) << text;
+    // The lost node named: mpirun loses its daemon there and ends every worker (before
+    // Tower's deadline, which would name rank 2 on host4, runs out).
+    EXPECT_THAT(text, HasSubstr("ORTE has lost communication with a remote daemon")) << text;
+    EXPECT_THAT(text, HasSubstr("on node host4")) << text;
+    EXPECT_FALSE(std::ifstream(saved).good()) << "the lost job saved weights\n" << text;
+  }
+  std::printf("sinfo after the loss:\n%s",
+              RunCommand(cluster_->OnLoginNode("sinfo -N -o '%N %T'")).text.c_str());
+  // Resubmitted on the 2 nodes left: it resumes from the backup.
+  const std::string second_log = TempPath("lost_second.log");
+  const auto start = Clock::now();
+  const ProgramOutput second = SubmitAndWait(2, train + " --save=" + saved, second_log);
+  std::printf("the resubmitted job took %.1f s\n",
+              std::chrono::duration<double>(Clock::now() - start).count());
+  const std::string text = ReadBytes(second_log);
+  ASSERT_EQ(second.exit_code, 0) << second.text << "\n" << text;
+  EXPECT_THAT(text, HasSubstr("Resuming from " + backup)) << text;
+  EXPECT_THAT(text, HasSubstr("Worker rank 1 (host host3) of 2")) << text;
+  EXPECT_TRUE(ReadBytes(saved) == expected) << "the resumed job saved other bytes\n" << text;
 }
 
 }  // namespace
