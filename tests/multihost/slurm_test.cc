@@ -178,6 +178,9 @@ Status SlurmCluster::WriteConfiguration() const {
       // waits KillWait + 2 s for the tasks of a step being ended (default 30 s).
       "SlurmdTimeout=10",
       "KillWait=5",
+      // sbatch -W polls every 2 s while that is under half of MinJobAge, then 8 s, then 32 s
+      // (default 300 s: a 6 s job then takes 10 s to be seen ending, a 12 s one 42 s).
+      "MinJobAge=4",
       "SlurmctldDebug=info",
       "SlurmdDebug=info",
       nodes + "PartitionName=tower Nodes=" + node_list + " Default=YES MaxTime=INFINITE State=UP",
@@ -404,8 +407,20 @@ TEST_F(SlurmTest, ALostNodeEndsTheJobNamingItAndAResubmittedJobResumesToTheSameB
     EXPECT_THAT(text, HasSubstr("on node host4")) << text;
     EXPECT_FALSE(std::ifstream(saved).good()) << "the lost job saved weights\n" << text;
   }
-  std::printf("sinfo after the loss:\n%s",
-              RunCommand(cluster_->OnLoginNode("sinfo -N -o '%N %T'")).text.c_str());
+  // Slurm releases the failed job's nodes once it has ended its steps there; until then a new
+  // job waits in the queue (sbatch -W below would only take longer): measured apart.
+  const auto ended = Clock::now();
+  std::string states;
+  while (Clock::now() - ended < std::chrono::seconds(90)) {
+    states = RunCommand(cluster_->OnLoginNode("sinfo -h -N -o '%N %T' | tr '\\n' ' '")).text;
+    if (states.find("host2 idle") != std::string::npos &&
+        states.find("host3 idle") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  std::printf("host2 and host3 idle again %.1f s after the job ended (%s)\n",
+              std::chrono::duration<double>(Clock::now() - ended).count(), states.c_str());
   // Resubmitted on the 2 nodes left: it resumes from the backup.
   const std::string second_log = TempPath("lost_second.log");
   const auto start = Clock::now();
