@@ -208,11 +208,14 @@ Status SlurmCluster::WriteConfiguration() const {
 
 Status SlurmCluster::StartDaemons() const {
   const std::string own = dir_ + "/host";
+  // SLURM_CONF in every daemon's environment (munged ignores it): what tells this cluster's
+  // processes from others' (ProcessesOfCluster).
+  const std::string env = "SLURM_CONF=" + conf() + " ";
   // Each daemon forks into the background (writing its pid file) and stays in its host's
   // namespaces, where the hosts' teardown finds it.
   for (const std::string& host : hosts_.names()) {
     const ProgramOutput munge = RunCommand(
-        hosts_.OnHost(host, "munged --socket=" + own + "/munge.socket --key-file=" + dir_ +
+        hosts_.OnHost(host, env + "munged --socket=" + own + "/munge.socket --key-file=" + dir_ +
                                 "/munge.key --pid-file=" + own + "/munged.pid --log-file=" + own +
                                 "/munged.log --seed-file=" + own + "/munged.seed </dev/null"));
     if (munge.exit_code != 0) {
@@ -220,7 +223,6 @@ Status SlurmCluster::StartDaemons() const {
                                      Tail(HostDir(host) + "/munged.log"));
     }
   }
-  const std::string env = "SLURM_CONF=" + conf() + " ";
   const std::string& controller = hosts_.names()[0];
   const ProgramOutput ctld = RunCommand(hosts_.OnHost(controller, env + "slurmctld -i </dev/null"));
   if (ctld.exit_code != 0) {
