@@ -287,8 +287,7 @@ class SlurmTest : public ::testing::Test {
     std::string why = NetnsHosts::WhyNot();
     for (const char* program : kPrograms) {
       if (why.empty() && access(program, X_OK) != 0) {
-        why = std::string(program) +
-              " is missing: install Debian's slurmctld, slurmd, "
+        why = std::string(program) + " is missing: install Debian's slurmctld, slurmd, " +
               "slurm-client and munge (./bazelw does, as root)";
       }
     }
@@ -389,8 +388,9 @@ TEST_F(SlurmTest, ALostNodeEndsTheJobNamingItAndAResubmittedJobResumesToTheSameB
   const std::string first_log = TempPath("lost_first.log");
   {
     BackgroundProgram job(
-        // --no-requeue: Slurm would requeue the job when it declares host4 DOWN (NODE_FAIL;
-        // JobRequeue=1 is the default), to wait for 3 nodes again; this job is to end.
+        // --no-requeue: a batch job still running when Slurm declares its node DOWN is
+        // requeued by default (JobRequeue=1: seen with srun --mpi=pmix, whose step waited for
+        // the lost node), and would wait for 3 nodes again; this job is to end.
         BackgroundProgram::ShellCommand{
             Submission("3 --no-requeue", train + " --save=" + saved, first_log)},
         TempPath("lost_sbatch.log"));
