@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -104,8 +105,9 @@ class LeastSquares final : public StepModel {
   float lr_;
   const int64_t bytes_[1] = {kInDim * 4};
   const size_t variable_[1] = {0};
-  int passes_ = 0;
-  int updates_ = 0;
+  // Counted by every replica's thread at once.
+  std::atomic<int> passes_{0};
+  std::atomic<int> updates_{0};
 };
 
 // A global batch of `rows` rows: x[i][k] = sin(1 + 7i + 3k), t[i] = cos(2i) (no pattern a
