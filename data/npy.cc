@@ -375,23 +375,39 @@ StatusOr<std::shared_ptr<const NpySource>> NpySource::Create(NpyArray features, 
   return std::shared_ptr<const NpySource>(std::move(source));
 }
 
+namespace {
+
+// Rows [first, first + count) of `array` as float32 into `out`: read straight into `out` for
+// float32, else through `scratch` and converted.
+Status ReadRows(const NpyArray& array, int64_t first, int64_t count, std::vector<uint8_t>* scratch,
+                float* out) {
+  const int64_t values = count * array.columns();
+  const size_t row_bytes = static_cast<size_t>(array.columns()) * array.header.item_bytes;
+  const uint64_t offset = array.offset + static_cast<uint64_t>(first) * row_bytes;
+  const size_t bytes = static_cast<size_t>(count) * row_bytes;
+  if (array.header.kind == 'f' && array.header.item_bytes == 4) {
+    return array.file->ReadAt(offset, bytes, out);
+  }
+  scratch->resize(bytes);
+  TOWER_RETURN_IF_ERROR(array.file->ReadAt(offset, bytes, scratch->data()));
+  Convert(array.header, scratch->data(), values, out);
+  return OkStatus();
+}
+
+}  // namespace
+
 Status NpySource::Read(const int64_t* rows, int64_t n, float* features, float* targets) const {
-  const int64_t feature_dim = features_.columns();
-  const int64_t target_dim = targets_.columns();
-  const size_t feature_row_bytes = static_cast<size_t>(feature_dim) * features_.header.item_bytes;
-  const size_t target_row_bytes = static_cast<size_t>(target_dim) * targets_.header.item_bytes;
-  const uint8_t* feature_data = features_.file->data() + features_.offset;
-  const uint8_t* target_data = targets_.file->data() + targets_.offset;
+  std::vector<uint8_t> scratch;
   int64_t i = 0;
   while (i < n) {
-    // The run rows[i..j) of consecutive indices is contiguous in both files.
+    // The run rows[i..j) of consecutive indices is contiguous in both files: one read each.
     const int64_t first = rows[i];
     int64_t j = i + 1;
     while (j < n && rows[j] == first + (j - i)) ++j;
-    Convert(features_.header, feature_data + first * feature_row_bytes, (j - i) * feature_dim,
-            features + i * feature_dim);
-    Convert(targets_.header, target_data + first * target_row_bytes, (j - i) * target_dim,
-            targets + i * target_dim);
+    TOWER_RETURN_IF_ERROR(
+        ReadRows(features_, first, j - i, &scratch, features + i * features_.columns()));
+    TOWER_RETURN_IF_ERROR(
+        ReadRows(targets_, first, j - i, &scratch, targets + i * targets_.columns()));
     i = j;
   }
   return OkStatus();

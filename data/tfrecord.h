@@ -30,7 +30,9 @@ inline constexpr size_t kTfRecordFooterBytes = 4;
 // Appends one record holding `data` to `out`.
 void AppendTfRecord(std::string_view data, std::string* out);
 
-// A TFRecord file, mapped (MappedFile) and indexed: 8 bytes per record, no record data held.
+// A TFRecord file, indexed: 8 bytes per record, no record data held. The indexing pass reads
+// through a mapping (MappedFile), letting go of its pages behind it; records are read with
+// pread.
 class TfRecordReader {
  public:
   // Called on each record's data during Open's pass, with its 0-based index: a caller's check
@@ -45,10 +47,15 @@ class TfRecordReader {
                                                         const Visitor& visit = nullptr);
 
   const std::string& path() const { return file_->path(); }
-  int64_t num_records() const { return static_cast<int64_t>(offsets_.size()); }
-  // Record `index`'s data (a view into the mapping, valid as long as the reader), its CRC
-  // checked again (the file may have changed since Open).
-  StatusOr<std::string_view> Record(int64_t index) const;
+  int64_t num_records() const { return static_cast<int64_t>(offsets_.size()) - 1; }
+  // Record `index`'s data, read (pread) into `scratch` (the view points into it), its CRCs
+  // checked again (the file may have changed since Open). Safe from several threads with a
+  // scratch each.
+  StatusOr<std::string_view> Record(int64_t index, std::string* scratch) const;
+  // Records [first, first + count) in one read into `scratch`, each checked as Record checks
+  // it; `records` gets their data (views into `scratch`).
+  Status ReadRecords(int64_t first, int64_t count, std::string* scratch,
+                     std::vector<std::string_view>* records) const;
   // "train.tfrecord: record 3", for messages.
   std::string DescribeRecord(int64_t index) const;
 
@@ -56,7 +63,9 @@ class TfRecordReader {
   TfRecordReader() = default;
 
   std::shared_ptr<const MappedFile> file_;
-  std::vector<uint64_t> offsets_;  // where each record's header starts
+  // Where each record's header starts, then where the last one ends: record i is
+  // [offsets_[i], offsets_[i + 1]).
+  std::vector<uint64_t> offsets_;
 };
 
 }  // namespace tower::data

@@ -132,15 +132,25 @@ Status TfRecordSource::DecodeRow(std::string_view example, float* features, floa
 
 Status TfRecordSource::Read(const int64_t* rows, int64_t n, float* features, float* targets) const {
   Scratch scratch;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t row = rows[i];
+  std::vector<std::string_view> examples;
+  int64_t i = 0;
+  while (i < n) {
+    const int64_t first = rows[i];
     const size_t file = static_cast<size_t>(
-        std::upper_bound(first_row_.begin(), first_row_.end(), row) - first_row_.begin() - 1);
-    const TfRecordReader& reader = *files_[file];
-    TOWER_ASSIGN_OR_RETURN(std::string_view example, reader.Record(row - first_row_[file]));
-    const Status decoded =
-        DecodeRow(example, features + i * feature_dim_, targets + i * target_dim_, &scratch);
-    if (!decoded.ok()) return Status(decoded.code(), DescribeRow(row) + ": " + decoded.message());
+        std::upper_bound(first_row_.begin(), first_row_.end(), first) - first_row_.begin() - 1);
+    // The run rows[i..j) of consecutive rows in one file: one read.
+    int64_t j = i + 1;
+    while (j < n && rows[j] == first + (j - i) && rows[j] < first_row_[file + 1]) ++j;
+    TOWER_RETURN_IF_ERROR(
+        files_[file]->ReadRecords(first - first_row_[file], j - i, &scratch.record, &examples));
+    for (int64_t k = i; k < j; ++k) {
+      const Status decoded = DecodeRow(examples[k - i], features + k * feature_dim_,
+                                       targets + k * target_dim_, &scratch);
+      if (!decoded.ok()) {
+        return Status(decoded.code(), DescribeRow(rows[k]) + ": " + decoded.message());
+      }
+    }
+    i = j;
   }
   return OkStatus();
 }

@@ -9,7 +9,7 @@
 // which also indexes the records: 8 bytes each, no feature data kept), so that a bad record
 // is reported before training, with its file and 0-based record:
 //   train.tfrecord: record 7 (byte 1180): feature 'x' is missing (the first record has it)
-// Read decodes the rows it is asked for from the mapped files.
+// Read reads (pread) and decodes the rows it is asked for.
 #ifndef TOWER_DATA_TFRECORD_SOURCE_H_
 #define TOWER_DATA_TFRECORD_SOURCE_H_
 
@@ -60,6 +60,7 @@ class TfRecordSource final : public Source {
   };
   // Per-call scratch of DecodeRow.
   struct Scratch {
+    std::string record;
     FeatureList list;
     std::vector<char> seen;
   };

@@ -86,9 +86,10 @@ TEST(TfRecordTest, ReaderIndexesEveryRecord) {
   StatusOr<std::unique_ptr<TfRecordReader>> reader = TfRecordReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status();
   ASSERT_EQ((*reader)->num_records(), 3);
-  EXPECT_EQ(*(*reader)->Record(2), "third!");
-  EXPECT_EQ(*(*reader)->Record(1), "");
-  EXPECT_EQ(*(*reader)->Record(0), "first");
+  std::string scratch;
+  EXPECT_EQ(*(*reader)->Record(2, &scratch), "third!");
+  EXPECT_EQ(*(*reader)->Record(1, &scratch), "");
+  EXPECT_EQ(*(*reader)->Record(0, &scratch), "first");
 }
 
 std::string OpenError(const std::string& name, const std::string& bytes) {
