@@ -197,6 +197,12 @@ TEST(TfRecordSourceTest, ReadsNamedFeaturesAcrossFiles) {
   EXPECT_THAT(features, ElementsAre(7, 8, 1, 2, 5, 6));
   EXPECT_THAT(targets, ElementsAre(3, 0, 2));
   EXPECT_EQ(dataset->DescribeRow(2), two + ": record 0");
+  // A run of consecutive rows across the two files (read a file at a time).
+  const int64_t run[] = {0, 1, 2, 3};
+  std::vector<float> run_features(8), run_targets(4);
+  ASSERT_TRUE(dataset->source()->Read(run, 4, run_features.data(), run_targets.data()).ok());
+  EXPECT_THAT(run_features, ElementsAre(1, 2, 3, 4, 5, 6, 7, 8));
+  EXPECT_THAT(run_targets, ElementsAre(0, 1, 2, 3));
 
   // Named features, in the order given; a target of several values.
   options.features = {"label", "a"};
