@@ -74,4 +74,12 @@ StatusOr<data::Dataset> LoadBinaryData(const std::string& spec, const std::strin
   return data::Dataset::FromTfRecords(files, options);
 }
 
+Status CheckBinaryValidationData(const std::string& spec) {
+  if (!EndsWith(spec, ".npy")) return OkStatus();
+  return InvalidArgumentError("--validation-data=" + spec +
+                              ": a .npy file cannot be paired with its targets here (--target "
+                              "names the training targets' file): use --validation-split, or "
+                              "put both in a .npz");
+}
+
 }  // namespace tower

@@ -28,6 +28,10 @@ bool IsBinaryData(const std::string& spec);
 StatusOr<data::Dataset> LoadBinaryData(const std::string& spec, const std::string& target,
                                        const std::string& features);
 
+// --validation-data=`spec` shares --target (and --features) with the training data: fine for
+// .npz and TFRecord (names), not for .npy, whose --target is the training targets' file.
+Status CheckBinaryValidationData(const std::string& spec);
+
 }  // namespace tower
 
 #endif  // TOWER_TOOLS_BINARY_DATA_H_

@@ -27,11 +27,11 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target, 
     }
     TOWER_ASSIGN_OR_RETURN(data::SyntheticOptions options, data::ParseSyntheticSpec(spec));
     TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(options));
-    return Prepared{std::move(dataset), options.name};
+    return Prepared{std::move(dataset), options.name, ""};
   }
   if (IsBinaryData(spec)) {
     TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, LoadBinaryData(spec, target, features));
-    return Prepared{std::move(dataset), ""};
+    return Prepared{std::move(dataset), "", features};
   }
   if (target.empty()) {
     return InvalidArgumentError("--target is required for CSV data: the column(s) to predict");
@@ -42,7 +42,7 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target, 
   csv.class_names = class_names;
   if (!features.empty()) csv.feature_columns = Split(features, ',');
   TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(spec, csv));
-  return Prepared{std::move(dataset), ""};
+  return Prepared{std::move(dataset), "", features};
 }
 
 Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {
@@ -93,8 +93,9 @@ Status PrepareValidation(const ValidationFlags& flags, const Prepared& prepared,
   if (flags.data.empty()) return OkStatus();
   // The training data's class names, in its order: the same ids on both sides.
   const std::vector<std::string>& class_names = prepared.dataset.schema().class_names;
+  TOWER_RETURN_IF_ERROR(CheckBinaryValidationData(flags.data));
   StatusOr<Prepared> loaded = LoadData(flags.data, flags.target, classes.has_value(),
-                                       class_names);
+                                       class_names, prepared.features);
   if (!loaded.ok()) return loaded.status().WithContext("--validation-data");
   const data::Schema& want = prepared.dataset.schema();
   const data::Schema& got = loaded->dataset.schema();

@@ -18,6 +18,7 @@ namespace tower {
 struct Prepared {
   data::Dataset dataset;
   std::string synthetic;  // the workload name, or "" for CSV
+  std::string features;   // --features, for a --validation-data file
 };
 
 // `spec`: a CSV file (with `target` naming its target columns), a .npy, .npz or TFRecord

@@ -163,6 +163,19 @@ TEST_F(BinaryDataTest, DamagedFilesAreRefusedNamingTheFileAndRecord) {
   ExpectRefused("--data=" + short_npy + " --target=" + File("y.npy"), "short.npy", "truncated");
   ExpectRefused("--data=" + File("x.npy") + " --target=" + File("part-0.tfrecord"), "x.npy",
                 "--target names the .npy file");
+  // A .npy validation file would be paired with the training targets' file.
+  ExpectRefused("--data=" + File("x.npy") + " --target=" + File("y.npy") +
+                    " --validation-data=" + File("x.npy"),
+                "--validation-data=" + File("x.npy"), "use --validation-split");
+}
+
+TEST_F(BinaryDataTest, ValidationFilesShareTargetAndFeatures) {
+  // The second file validates with the training data's --target and --features.
+  const ProgramOutput run = testing::Tower("train --data=" + File("part-0.tfrecord") +
+                                           " --validation-data=" + File("part-1.tfrecord") +
+                                           " --target=y --features=a,b --layers=1 --epochs=2");
+  EXPECT_EQ(run.exit_code, 0) << run.text;
+  EXPECT_THAT(run.text, HasSubstr("val_loss"));
 }
 
 }  // namespace
