@@ -113,6 +113,15 @@ TEST_F(BinaryDataTest, TfRecordFilesTrainLikeTheSameRowsInCsv) {
   EXPECT_TRUE(csv ==
               TrainAndSave("--data='" + File("part-*.tfrecord") + "' --target=y --features=a,b",
                            kRegression, "tfr_glob.st"));
+  // TensorFlow's shard names.
+  for (int shard = 0; shard < 2; ++shard) {
+    std::ofstream(File("train.tfrecord-0000" + std::to_string(shard) + "-of-00002"),
+                  std::ios::binary)
+        << testing::ReadBytes(File("part-" + std::to_string(shard) + ".tfrecord"));
+  }
+  EXPECT_TRUE(csv ==
+              TrainAndSave("--data='" + File("train.tfrecord-*") + "' --target=y --features=a,b",
+                           kRegression, "tfr_shards.st"));
   // Class ids from an int64_list feature.
   const std::string classes =
       TrainAndSave("--data=" + File("class.csv") + " --target=label", kClassifier, "ctf.st");
