@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "data/index_stream.h"
+#include "data/npy.h"
 #include "data/prefetch.h"
 #include "data/random.h"
 #include "data/tensor_source.h"
@@ -202,6 +203,65 @@ StatusOr<Dataset> Dataset::FromCsv(const std::string& path, const CsvOptions& op
   TOWER_ASSIGN_OR_RETURN(Dataset dataset, FromSource(source));
   auto plan = std::make_shared<Plan>(*dataset.plan_);
   plan->description = "FromCsv(" + path + ")";
+  return Dataset(std::move(plan));
+}
+
+StatusOr<Dataset> Dataset::FromNpy(const std::string& features_path,
+                                   const std::string& targets_path) {
+  TOWER_ASSIGN_OR_RETURN(NpyArray features, OpenNpy(features_path));
+  TOWER_ASSIGN_OR_RETURN(NpyArray targets, OpenNpy(targets_path));
+  TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const NpySource> source,
+                         NpySource::Create(std::move(features), std::move(targets)));
+  TOWER_ASSIGN_OR_RETURN(Dataset dataset, FromSource(source));
+  auto plan = std::make_shared<Plan>(*dataset.plan_);
+  plan->description = "FromNpy(" + features_path + ", " + targets_path + ")";
+  return Dataset(std::move(plan));
+}
+
+StatusOr<Dataset> Dataset::FromNpz(const std::string& path, const std::string& target,
+                                   const std::string& features) {
+  TOWER_ASSIGN_OR_RETURN(std::vector<NpyArray> arrays, OpenNpz(path));
+  std::vector<std::string> names;
+  for (const NpyArray& array : arrays) names.push_back(array.name.substr(path.size() + 1));
+  const auto find = [&](const std::string& name) -> int {
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == name) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  std::string listed;
+  for (const std::string& name : names) listed += (listed.empty() ? "" : ", ") + name;
+  const int y = find(target);
+  if (y < 0) {
+    return InvalidArgumentError(path + ": no array named '" + target + "' (the archive holds " +
+                                listed + ")");
+  }
+  int x = features.empty() ? -1 : find(features);
+  if (features.empty() && names.size() == 2) x = 1 - y;
+  if (x < 0 && features.empty()) {
+    return InvalidArgumentError(path + ": name the features' array (--features=NAME; the "
+                                "archive holds " + listed + ")");
+  }
+  if (x < 0 || x == y) {
+    return InvalidArgumentError(path + ": no features array named '" + features +
+                                "' other than the target (the archive holds " + listed + ")");
+  }
+  TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const NpySource> source,
+                         NpySource::Create(std::move(arrays[x]), std::move(arrays[y])));
+  TOWER_ASSIGN_OR_RETURN(Dataset dataset, FromSource(source));
+  auto plan = std::make_shared<Plan>(*dataset.plan_);
+  plan->description = "FromNpz(" + path + ", " + names[x] + " -> " + names[y] + ")";
+  return Dataset(std::move(plan));
+}
+
+StatusOr<Dataset> Dataset::FromTfRecords(const std::vector<std::string>& paths,
+                                         const TfRecordOptions& options) {
+  TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const TfRecordSource> source,
+                         TfRecordSource::Open(paths, options));
+  TOWER_ASSIGN_OR_RETURN(Dataset dataset, FromSource(source));
+  auto plan = std::make_shared<Plan>(*dataset.plan_);
+  plan->description = "FromTfRecords(" + std::to_string(paths.size()) + " file(s), " +
+                      std::to_string(source->num_rows()) + " records)";
   return Dataset(std::move(plan));
 }
 

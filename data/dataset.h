@@ -14,10 +14,11 @@
 //     }
 //   }
 //
-// Sources are random access (data/source.h): in-memory tensors, a CSV file read whole, or a
-// synthetic generator. Before Batch(), Shuffle/Repeat/Take/Skip move row indices only; a
-// batch gathers its rows in one Source::Read (one memcpy per run of consecutive rows). After
-// Batch() (or Prefetch()), the same operations act on whole elements, as in tf.data:
+// Sources are random access (data/source.h): in-memory tensors, a CSV file read whole, .npy
+// files and TFRecord files read in place, or a synthetic generator. Before Batch(),
+// Shuffle/Repeat/Take/Skip move row indices only; a batch gathers its rows in one Source::Read (one
+// memcpy per run of consecutive rows). After Batch() (or Prefetch()), the same operations act on
+// whole elements, as in tf.data:
 //   Repeat(n).Batch(b)  mixes passes into batches;   Batch(b).Repeat(n) keeps each pass's
 //   partial batch;   Batch(b).Shuffle(k) shuffles whole batches.
 // Shuffling is deterministic: the order depends on the seed, the epoch given to
@@ -40,6 +41,7 @@
 #include "data/schema.h"
 #include "data/source.h"
 #include "data/synthetic.h"
+#include "data/tfrecord_source.h"
 #include "util/statusor.h"
 
 namespace tower::data {
@@ -60,6 +62,18 @@ class Dataset {
                                        Schema schema = {});
   // Reads and parses the whole file now (data/csv.h); DescribeRow gives "path:line".
   static StatusOr<Dataset> FromCsv(const std::string& path, const CsvOptions& options);
+  // .npy files mapped, not read whole (data/npy.h): features [rows] or [rows, feature_dim],
+  // targets [rows] or [rows, target_dim]. DescribeRow gives "x.npy: row 12".
+  static StatusOr<Dataset> FromNpy(const std::string& features_path,
+                                   const std::string& targets_path);
+  // A .npz archive of np.savez: the array named `target`, and the array named `features`
+  // ("": the one other array of the archive).
+  static StatusOr<Dataset> FromNpz(const std::string& path, const std::string& target,
+                                   const std::string& features = "");
+  // TFRecord files of tf.train.Example, indexed and checked now, decoded as batches ask
+  // (data/tfrecord_source.h). DescribeRow gives "train.tfrecord: record 12".
+  static StatusOr<Dataset> FromTfRecords(const std::vector<std::string>& paths,
+                                         const TfRecordOptions& options);
   // "linreg" or "mlp" (data/synthetic.h).
   static StatusOr<Dataset> Synthetic(const SyntheticOptions& options);
   // Any other source.

@@ -35,7 +35,7 @@ namespace {
 
 struct TrainFlags {
   std::string data;
-  std::string target;
+  std::string target, features;  // --features: columns, .npz array or TFRecord features
   std::string layers;
   std::string loss = "mse";
   std::string optimizer = "sgd";
@@ -204,8 +204,9 @@ struct TrainPlan {
 };
 
 void AddTrainFlags(FlagParser* parser, TrainFlags* flags) {
-  parser->AddString("data", &flags->data, "a CSV file with a header row, or synthetic:linreg / synthetic:mlp");
-  parser->AddString("target", &flags->target, "CSV column(s) to predict, comma-separated");
+  parser->AddString("data", &flags->data, "a CSV file with a header row, x.npy, d.npz, TFRecord files of tf.train.Example (a.tfrecord,b.tfrecord or a glob), or synthetic:linreg / synthetic:mlp");
+  parser->AddString("target", &flags->target, "what to predict: CSV column(s) or TFRecord feature(s), comma-separated; the targets' .npy file (with --data=x.npy); the array's name (with .npz)");
+  parser->AddString("features", &flags->features, "what to predict from (default: everything but --target): CSV columns or TFRecord features, comma-separated; the array's name (with .npz)");
   parser->AddString("layers", &flags->layers, "dense layers UNITS[:ACTIVATION],... (e.g. 64:relu,64:relu,1)");
   parser->AddString("loss", &flags->loss, "mse or sparse_categorical_crossentropy");
   parser->AddString("optimizer", &flags->optimizer, "sgd, adam or adamw");
@@ -255,9 +256,8 @@ void AddTrainFlags(FlagParser* parser, TrainFlags* flags) {
 Status CheckTrainFlags(const TrainFlags& flags, const FlagParser& parser, TrainPlan* plan) {
   Status status;
   if (flags.data.empty()) {
-    return InvalidArgumentError(
-        "--data is required: a CSV file, synthetic:linreg or "
-        "synthetic:mlp (see --help)");
+    return InvalidArgumentError("--data is required: a CSV, .npy, .npz or TFRecord file, "
+                                "synthetic:linreg or synthetic:mlp (see --help)");
   }
   if (flags.epochs < 0 || flags.steps < 0 || (flags.epochs == 0 && flags.steps == 0)) {
     return InvalidArgumentError("give --epochs=E or --steps=S (positive)");
@@ -335,7 +335,7 @@ Status PlanModelAndData(const TrainFlags& flags, const FlagParser& parser, Train
         "--normalize-target is for regression (--loss=mse): "
         "class ids are not scaled");
   }
-  StatusOr<Prepared> prepared = LoadData(flags.data, flags.target, classifier);
+  StatusOr<Prepared> prepared = LoadData(flags.data, flags.target, classifier, {}, flags.features);
   if (!prepared.ok()) return prepared.status();
   const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
   // The model's layers as the file will describe them: a leading "normalize" with --normalize.

@@ -6,22 +6,32 @@
 #include "data/csv.h"
 #include "data/statistics.h"
 #include "data/synthetic.h"
+#include "tools/binary_data.h"
 #include "util/strings.h"
 
 namespace tower {
 
-StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
-                            bool class_labels, const std::vector<std::string>& class_names) {
+StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target, bool class_labels,
+                            const std::vector<std::string>& class_names,
+                            const std::string& features) {
   if (spec.empty()) {
-    return InvalidArgumentError("--data is required: a CSV file, synthetic:linreg or synthetic:mlp");
+    return InvalidArgumentError(
+        "--data is required: a CSV, .npy, .npz or TFRecord file, "
+        "synthetic:linreg or synthetic:mlp");
   }
   if (StartsWith(spec, "synthetic:")) {
-    if (!target.empty()) {
-      return InvalidArgumentError("--target applies to CSV data; synthetic data has its own");
+    if (!target.empty() || !features.empty()) {
+      return InvalidArgumentError(std::string(target.empty() ? "--features" : "--target") +
+                                  " applies to CSV data and the binary formats; synthetic data "
+                                  "has its own");
     }
     TOWER_ASSIGN_OR_RETURN(data::SyntheticOptions options, data::ParseSyntheticSpec(spec));
     TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(options));
-    return Prepared{std::move(dataset), options.name};
+    return Prepared{std::move(dataset), options.name, ""};
+  }
+  if (IsBinaryData(spec)) {
+    TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, LoadBinaryData(spec, target, features));
+    return Prepared{std::move(dataset), "", features};
   }
   if (target.empty()) {
     return InvalidArgumentError("--target is required for CSV data: the column(s) to predict");
@@ -30,8 +40,9 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
   csv.target_columns = Split(target, ',');
   csv.class_labels = class_labels;
   csv.class_names = class_names;
+  if (!features.empty()) csv.feature_columns = Split(features, ',');
   TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(spec, csv));
-  return Prepared{std::move(dataset), ""};
+  return Prepared{std::move(dataset), "", features};
 }
 
 Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {
@@ -82,8 +93,9 @@ Status PrepareValidation(const ValidationFlags& flags, const Prepared& prepared,
   if (flags.data.empty()) return OkStatus();
   // The training data's class names, in its order: the same ids on both sides.
   const std::vector<std::string>& class_names = prepared.dataset.schema().class_names;
+  TOWER_RETURN_IF_ERROR(CheckBinaryValidationData(flags.data));
   StatusOr<Prepared> loaded = LoadData(flags.data, flags.target, classes.has_value(),
-                                       class_names);
+                                       class_names, prepared.features);
   if (!loaded.ok()) return loaded.status().WithContext("--validation-data");
   const data::Schema& want = prepared.dataset.schema();
   const data::Schema& got = loaded->dataset.schema();

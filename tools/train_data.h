@@ -18,14 +18,17 @@ namespace tower {
 struct Prepared {
   data::Dataset dataset;
   std::string synthetic;  // the workload name, or "" for CSV
+  std::string features;   // --features, for a --validation-data file
 };
 
-// `spec`: a CSV file (with `target` naming its target columns) or synthetic:... . A
-// classifier's CSV target may hold class names (`class_labels`), mapped as `class_names` says
-// (empty: sorted).
+// `spec`: a CSV file (with `target` naming its target columns), a .npy, .npz or TFRecord
+// file (tools/binary_data.h) or synthetic:... . A classifier's CSV target may hold class names
+// (`class_labels`), mapped as `class_names` says (empty: sorted). `features` (--features):
+// the feature columns, arrays or features to read (empty: all but the targets).
 StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
                             bool class_labels = false,
-                            const std::vector<std::string>& class_names = {});
+                            const std::vector<std::string>& class_names = {},
+                            const std::string& features = "");
 
 // Class ids must be integers in [0, classes): checked for every row before training, so a
 // bad label is reported with its file and line ("d.csv:12") instead of mid-run.

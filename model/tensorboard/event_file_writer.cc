@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cerrno>
 
+#include "data/tfrecord.h"
 #include "model/tensorboard/event.pb.h"
-#include "util/crc32c.h"
 #include "util/file.h"
 
 namespace tower {
@@ -21,10 +21,6 @@ constexpr char kScalarsPlugin[] = "scalars";
 
 // Writers opened by this process so far: the <n> of the file name.
 std::atomic<int> writers_opened{0};
-
-void AppendLittleEndian(uint64_t value, int bytes, std::string* out) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
-}
 
 std::string HostName() {
   char name[256] = {};
@@ -134,18 +130,8 @@ Status EventFileWriter::WriteEvent(const Event& event) {
   if (!event.SerializeToString(&scratch_)) {
     return Fail(InternalError("TensorBoard: could not serialize an event for '" + path_ + "'"));
   }
-  AppendRecord(scratch_);
+  data::AppendTfRecord(scratch_, &buffer_);
   return OkStatus();
-}
-
-void EventFileWriter::AppendRecord(const std::string& data) {
-  std::string header;
-  AppendLittleEndian(data.size(), 8, &header);
-  const uint32_t length_crc = MaskedCrc32c(header.data(), header.size());
-  buffer_ += header;
-  AppendLittleEndian(length_crc, 4, &buffer_);
-  buffer_ += data;
-  AppendLittleEndian(MaskedCrc32c(data.data(), data.size()), 4, &buffer_);
 }
 
 Status EventFileWriter::Flush() {

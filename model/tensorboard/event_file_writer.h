@@ -9,7 +9,7 @@
 //   uint64 length (little-endian) | uint32 masked CRC-32C of those 8 bytes |
 //   `length` bytes of the Event   | uint32 masked CRC-32C of those bytes
 //
-// (util/crc32c.h: the CRC and its mask). The first record is an Event whose file_version is
+// (data/tfrecord.h writes the framing). The first record is an Event whose file_version is
 // "brain.Event:2"; each later one holds a Summary of scalars of one step.
 //
 // Writes are buffered in memory and reach the file on Flush, on Close, and at the first write
@@ -67,8 +67,6 @@ class EventFileWriter {
  private:
   EventFileWriter(std::string path, int fd, double flush_seconds);
   Status WriteEvent(const Event& event);
-  // Appends one TFRecord holding `data` to the buffer.
-  void AppendRecord(const std::string& data);
   Status Fail(Status status);
 
   std::string path_;
