@@ -206,19 +206,9 @@ class ShareIterator final : public Iterator {
     const int64_t t = batch->target_dim;
     batch->features.resize(static_cast<size_t>((batch->rows + 1) * f));
     batch->targets.resize(static_cast<size_t>((batch->rows + 1) * t));
-    float* targets = batch->targets.data() + batch->rows * t;
     TOWER_RETURN_IF_ERROR(parser_->ParseLine(line, line_number_, byte,
-                                             batch->features.data() + batch->rows * f, targets));
-    const int64_t classes = files_->options().class_count;
-    if (classes > 0) {
-      const float label = targets[0];
-      if (!(label >= 0 && label < static_cast<float>(classes)) || std::floor(label) != label) {
-        return parser_->Error(CsvLineParser::Where(line_number_, byte) + ": target " +
-                              std::to_string(label) + " is not a class id in [0, " +
-                              std::to_string(classes) + ") (the last layer has " +
-                              std::to_string(classes) + " units)");
-      }
-    }
+                                             batch->features.data() + batch->rows * f,
+                                             batch->targets.data() + batch->rows * t));
     batch->source_rows.push_back(StreamRowId(pieces_[piece_].file, byte));
     ++batch->rows;
     ++rows_in_piece_;
@@ -549,6 +539,21 @@ class ShardedBatchIterator final : public Iterator {
       std::copy_n(from.source_rows.data() + feed.used, n, batch->source_rows.data() + to);
       feed.used += n;
       filled += n;
+    }
+    return CheckClassIds(*batch, first, count);
+  }
+
+  Status CheckClassIds(const Batch& batch, int64_t first, int64_t count) const {
+    const int64_t classes = options_.class_count;
+    if (classes <= 0) return OkStatus();
+    for (int64_t r = first; r < first + count; ++r) {
+      const float label = batch.targets[static_cast<size_t>(r * batch.target_dim)];
+      if (!(label >= 0 && label < static_cast<float>(classes)) || std::floor(label) != label) {
+        return InvalidArgumentError(
+            files_->DescribeRow(batch.source_rows[static_cast<size_t>(r)]) + ": target " +
+            std::to_string(label) + " is not a class id in [0, " + std::to_string(classes) +
+            ") (the last layer has " + std::to_string(classes) + " units)");
+      }
     }
     return OkStatus();
   }

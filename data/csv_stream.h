@@ -62,8 +62,6 @@ struct CsvStreamOptions {
   CsvOptions csv;  // class_labels must be numeric ids (text labels need every row first)
   // Bytes per read (the bound on a reader's buffer, but for a line longer than it).
   int64_t chunk_bytes = 1 << 20;
-  // > 0: every target must be a class id in [0, class_count), checked as rows are read.
-  int64_t class_count = 0;
 };
 
 class CsvFileSet {
@@ -127,6 +125,9 @@ struct ShardedBatchOptions {
   int64_t global_batch = 1;  // a multiple of shares
   int64_t shuffle_buffer = 0;  // rows per share's buffer; 0: file order
   uint64_t seed = 0;
+  // > 0: every target of this worker's rows must be a class id in [0, class_count), checked
+  // as they are read (the error names the file and the line's byte).
+  int64_t class_count = 0;
 };
 
 // The endless global batches (see the design above).

@@ -21,7 +21,7 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
     }
     TOWER_ASSIGN_OR_RETURN(data::SyntheticOptions options, data::ParseSyntheticSpec(spec));
     TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(options));
-    return Prepared{std::move(dataset), options.name};
+    return Prepared{std::move(dataset), options.name, nullptr};
   }
   if (target.empty()) {
     return InvalidArgumentError("--target is required for CSV data: the column(s) to predict");
@@ -31,10 +31,11 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
   csv.class_labels = class_labels;
   csv.class_names = class_names;
   TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(spec, csv));
-  return Prepared{std::move(dataset), ""};
+  return Prepared{std::move(dataset), "", nullptr};
 }
 
 Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {
+  if (dataset.stream() != nullptr) return OkStatus();
   TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> rows, dataset.Batch(4096).MakeIterator());
   while (true) {
     TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, rows->Next());

@@ -5,11 +5,13 @@
 #define TOWER_TOOLS_TRAIN_DATA_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "data/csv_stream.h"
 #include "data/dataset.h"
 #include "util/status.h"
 
@@ -18,6 +20,8 @@ namespace tower {
 struct Prepared {
   data::Dataset dataset;
   std::string synthetic;  // the workload name, or "" for CSV
+  // Streamed CSV (tools/train_stream.h): the files; `dataset` is then one pass over them all.
+  std::shared_ptr<const data::CsvFileSet> files;
 };
 
 // `spec`: a CSV file (with `target` naming its target columns) or synthetic:... . A
@@ -28,7 +32,8 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
                             const std::vector<std::string>& class_names = {});
 
 // Class ids must be integers in [0, classes): checked for every row before training, so a
-// bad label is reported with its file and line ("d.csv:12") instead of mid-run.
+// bad label is reported with its file and line ("d.csv:12") instead of mid-run. A stream's
+// are checked as its rows are read (data::ShardedBatchOptions::class_count) instead.
 Status CheckClassIds(const data::Dataset& dataset, int64_t classes);
 
 struct ValidationFlags {
