@@ -142,31 +142,31 @@ Status Run(const Flags& flags) {
   });
   TOWER_RETURN_IF_ERROR(generated);
   std::printf("%s: %lld bytes, %lld rows of 16 features and 1 target (generated in %.1f s)\n",
-              path.c_str(), static_cast<long long>(bytes), static_cast<long long>(rows),
-              generate);
+              path.c_str(), static_cast<long long>(bytes), static_cast<long long>(rows), generate);
   Report("cat", Seconds([&] { (void)!std::system(("cat " + path + " > /dev/null").c_str()); }),
          bytes, 0);
   Report("dd bs=1M", Seconds([&] {
            (void)!std::system(("dd if=" + path + " of=/dev/null bs=1M 2>/dev/null").c_str());
-         }), bytes, 0);
+         }),
+         bytes, 0);
 
   data::CsvStreamOptions options;
   options.files = {path};
   options.csv.target_columns = {"y"};
   TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const data::CsvFileSet> files,
                          data::CsvFileSet::Open(options));
-  TOWER_ASSIGN_OR_RETURN(data::Dataset chunks, data::Dataset::FromStream(
-                                                   std::make_shared<data::CsvShareStream>(
-                                                       files, 0, 1, /*rows_per_element=*/4096)));
+  TOWER_ASSIGN_OR_RETURN(data::Dataset chunks,
+                         data::Dataset::FromStream(std::make_shared<data::CsvShareStream>(
+                             files, 0, 1, /*rows_per_element=*/4096)));
   StatusOr<int64_t> read = 0;
   Report("stream", Seconds([&] { read = Drain(chunks); }), bytes, rows);
   TOWER_RETURN_IF_ERROR(read.status());
   if (*read != rows) return InternalError("stream read " + std::to_string(*read) + " rows");
-  TOWER_ASSIGN_OR_RETURN(data::Dataset single, data::Dataset::FromStream(
-                                                   std::make_shared<data::CsvShareStream>(
-                                                       files, 0, 1)));
-  Report("stream+shuffle",
-         Seconds([&] { read = Drain(single.Shuffle(10000, 1).Batch(256)); }), bytes, rows);
+  TOWER_ASSIGN_OR_RETURN(
+      data::Dataset single,
+      data::Dataset::FromStream(std::make_shared<data::CsvShareStream>(files, 0, 1)));
+  Report("stream+shuffle", Seconds([&] { read = Drain(single.Shuffle(10000, 1).Batch(256)); }),
+         bytes, rows);
   TOWER_RETURN_IF_ERROR(read.status());
   {
     StatusOr<data::CsvTable> table = data::CsvTable();

@@ -325,8 +325,8 @@ struct CsvLineParser::State {
       const std::string& column = options.feature_columns[f];
       const auto it = index.find(column);
       if (it == index.end()) {
-        return Error("feature column '" + column + "' is not in the header; columns are: " +
-                     columns);
+        return Error("feature column '" + column +
+                     "' is not in the header; columns are: " + columns);
       }
       Destination& destination = destinations[static_cast<size_t>(it->second)];
       if (destination.kind == Destination::kTarget) {
@@ -378,8 +378,7 @@ std::string CsvLineParser::Where(int64_t line_number, int64_t byte) {
 }
 
 Status CsvLineParser::ParseLine(std::string_view line, int64_t line_number, int64_t byte,
-                                float* features, float* targets,
-                                std::vector<std::string>* labels) {
+                                float* features, float* targets, std::vector<std::string>* labels) {
   State& s = *state_;
   s.splitter.Split(line);
   const std::vector<Field>& fields = s.splitter.fields();
@@ -401,8 +400,7 @@ Status CsvLineParser::ParseLine(std::string_view line, int64_t line_number, int6
     if (destination.kind == Destination::kTarget && s.options.class_labels && labels != nullptr) {
       labels->push_back(LabelText(field));
       if (labels->back().empty()) {
-        return Error(Where(line_number, byte) + ", " + s.ColumnName(c) +
-                     ": an empty class label");
+        return Error(Where(line_number, byte) + ", " + s.ColumnName(c) + ": an empty class label");
       }
       continue;  // mapped to ids once every label is known
     }
@@ -472,8 +470,8 @@ class Parser {
         return Error("line " + std::to_string(first_blank_line) +
                      " is empty (blank lines are allowed only at the end of the file)");
       }
-      TOWER_RETURN_IF_ERROR(parser.ParseLine(line, line_number, 0, features.data(),
-                                             targets.data(), &labels));
+      TOWER_RETURN_IF_ERROR(
+          parser.ParseLine(line, line_number, 0, features.data(), targets.data(), &labels));
       table.features.insert(table.features.end(), features.begin(), features.end());
       table.targets.insert(table.targets.end(), targets.begin(), targets.end());
       table.lines.push_back(line_number);

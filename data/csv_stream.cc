@@ -241,14 +241,14 @@ class ShareIterator final : public Iterator {
     const Schema& want = files_->schema();
     if (parser.schema().feature_names != want.feature_names ||
         parser.schema().target_names != want.target_names) {
-      return InvalidArgumentError(path + ": columns " + ColumnsText(parser.schema()) + " differ from " +
-                                  files_->options().files[0] + "'s " + ColumnsText(want) +
-                                  ": every file needs the same columns");
+      return InvalidArgumentError(path + ": columns " + ColumnsText(parser.schema()) +
+                                  " differ from " + files_->options().files[0] + "'s " +
+                                  ColumnsText(want) + ": every file needs the same columns");
     }
     parser_.emplace(std::move(parser));
     const int64_t data_start = buffer_offset_ + static_cast<int64_t>(head_);
-    whole_file_ = piece.begin <= data_start &&
-                  piece.end == files_->sizes()[static_cast<size_t>(piece.file)];
+    whole_file_ =
+        piece.begin <= data_start && piece.end == files_->sizes()[static_cast<size_t>(piece.file)];
     rows_in_piece_ = 0;
     blank_byte_ = -1;
     piece_end_ = piece.end;
@@ -320,9 +320,9 @@ class ShareIterator final : public Iterator {
     const int64_t position = buffer_offset_ + static_cast<int64_t>(tail_);
     // Within the piece, whole chunks; past its end (finishing the last line) or in a header,
     // small reads, so that a share reads little beyond its range.
-    int64_t size = header_mode_ ? kHeaderReadBytes
-                                : std::min(chunk_, std::max(piece_end_ - position,
-                                                            kHeaderReadBytes));
+    int64_t size = header_mode_
+                       ? kHeaderReadBytes
+                       : std::min(chunk_, std::max(piece_end_ - position, kHeaderReadBytes));
     if (header_mode_ && static_cast<int64_t>(tail_) > kMaxHeaderBytes) {
       eof_ = true;
       return OkStatus();
@@ -382,8 +382,8 @@ StatusOr<std::shared_ptr<const CsvFileSet>> CsvFileSet::Open(CsvStreamOptions op
   std::string header;
   for (int64_t offset = 0;; offset += kHeaderReadBytes) {
     std::string block(static_cast<size_t>(kHeaderReadBytes), '\0');
-    TOWER_ASSIGN_OR_RETURN(const int64_t got, file.Read(offset, block.data(), kHeaderReadBytes,
-                                                        *set));
+    TOWER_ASSIGN_OR_RETURN(const int64_t got,
+                           file.Read(offset, block.data(), kHeaderReadBytes, *set));
     block.resize(static_cast<size_t>(got));
     const size_t end = block.find('\n');
     header += block.substr(0, end);
@@ -396,9 +396,9 @@ StatusOr<std::shared_ptr<const CsvFileSet>> CsvFileSet::Open(CsvStreamOptions op
   if (header.size() >= 3 && header.compare(0, 3, "\xEF\xBB\xBF") == 0) header.erase(0, 3);
   if (IsBlankCsvLine(header)) {
     TOWER_RETURN_IF_ERROR(CsvLineParser::CheckOptions(first, set->options_.csv));
-    return InvalidArgumentError(first + (set->sizes_[0] == 0 ? ": the file is empty"
-                                                             : ": line 1 is empty") +
-                                "; the first line must be a header of column names");
+    return InvalidArgumentError(
+        first + (set->sizes_[0] == 0 ? ": the file is empty" : ": line 1 is empty") +
+        "; the first line must be a header of column names");
   }
   TOWER_ASSIGN_OR_RETURN(CsvLineParser parser,
                          CsvLineParser::Create(header, first, set->options_.csv));
@@ -428,8 +428,7 @@ StatusOr<std::string> CsvFileSet::Fingerprint() const {
     File file;
     TOWER_RETURN_IF_ERROR(file.Open(options_.files[f]));
     for (const int64_t at : {int64_t{0}, size / 2, std::max<int64_t>(0, size - kSampleBytes)}) {
-      TOWER_ASSIGN_OR_RETURN(const int64_t got,
-                             file.Read(at, sample.data(), kSampleBytes, *this));
+      TOWER_ASSIGN_OR_RETURN(const int64_t got, file.Read(at, sample.data(), kSampleBytes, *this));
       mix(sample.data(), static_cast<size_t>(got));
     }
   }
@@ -525,10 +524,10 @@ class ShardedBatchIterator final : public Iterator {
         TOWER_ASSIGN_OR_RETURN(feed.current, feed.rows->Next());
         feed.used = 0;
         if (!feed.current.has_value()) {
-          return InvalidArgumentError(
-              "share " + std::to_string(share) + " of " + std::to_string(options_.shares) +
-              " of " + Join(files_->options().files, ", ") +
-              " has no rows: give fewer shares (--shares) or more data");
+          return InvalidArgumentError("share " + std::to_string(share) + " of " +
+                                      std::to_string(options_.shares) + " of " +
+                                      Join(files_->options().files, ", ") +
+                                      " has no rows: give fewer shares (--shares) or more data");
         }
       }
       const Batch& from = *feed.current;
@@ -549,10 +548,10 @@ class ShardedBatchIterator final : public Iterator {
     for (int64_t r = first; r < first + count; ++r) {
       const float label = batch.targets[static_cast<size_t>(r * batch.target_dim)];
       if (!(label >= 0 && label < static_cast<float>(classes)) || std::floor(label) != label) {
-        return InvalidArgumentError(
-            files_->DescribeRow(batch.source_rows[static_cast<size_t>(r)]) + ": target " +
-            std::to_string(label) + " is not a class id in [0, " + std::to_string(classes) +
-            ") (the last layer has " + std::to_string(classes) + " units)");
+        return InvalidArgumentError(files_->DescribeRow(batch.source_rows[static_cast<size_t>(r)]) +
+                                    ": target " + std::to_string(label) +
+                                    " is not a class id in [0, " + std::to_string(classes) +
+                                    ") (the last layer has " + std::to_string(classes) + " units)");
       }
     }
     return OkStatus();
@@ -569,11 +568,10 @@ class ShardedBatchIterator final : public Iterator {
 StatusOr<std::shared_ptr<const ShardedBatchStream>> ShardedBatchStream::Create(
     std::shared_ptr<const CsvFileSet> files, const ShardedBatchOptions& options) {
   const ShardedBatchOptions& o = options;
-  if (o.shares < 1 || o.first_share < 0 || o.end_share <= o.first_share ||
-      o.end_share > o.shares) {
+  if (o.shares < 1 || o.first_share < 0 || o.end_share <= o.first_share || o.end_share > o.shares) {
     return InvalidArgumentError("shares [" + std::to_string(o.first_share) + ", " +
-                                std::to_string(o.end_share) + ") of " +
-                                std::to_string(o.shares) + " is not a range of shares");
+                                std::to_string(o.end_share) + ") of " + std::to_string(o.shares) +
+                                " is not a range of shares");
   }
   if (o.global_batch < o.shares || o.global_batch % o.shares != 0) {
     return InvalidArgumentError("--global-batch=" + std::to_string(o.global_batch) +
@@ -597,8 +595,7 @@ StatusOr<std::unique_ptr<Iterator>> ShardedBatchStream::Open(uint64_t key) const
     }
     ShareFeed feed;
     // The pass key, as an epoch number (MakeIterator takes epochs >= 0).
-    TOWER_ASSIGN_OR_RETURN(feed.rows,
-                           rows.Repeat().MakeIterator(static_cast<int64_t>(key >> 1)));
+    TOWER_ASSIGN_OR_RETURN(feed.rows, rows.Repeat().MakeIterator(static_cast<int64_t>(key >> 1)));
     feeds.push_back(std::move(feed));
   }
   return std::unique_ptr<Iterator>(

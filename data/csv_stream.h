@@ -122,7 +122,7 @@ struct ShardedBatchOptions {
   int64_t shares = 1;
   int64_t first_share = 0;  // this worker's shares: [first_share, end_share)
   int64_t end_share = 1;
-  int64_t global_batch = 1;  // a multiple of shares
+  int64_t global_batch = 1;    // a multiple of shares
   int64_t shuffle_buffer = 0;  // rows per share's buffer; 0: file order
   uint64_t seed = 0;
   // > 0: every target of this worker's rows must be a class id in [0, class_count), checked

@@ -186,8 +186,9 @@ StatusOr<Dataset> Dataset::FromSource(std::shared_ptr<const Source> source) {
 StatusOr<Dataset> Dataset::FromStream(std::shared_ptr<const ElementStream> stream) {
   if (stream == nullptr) return InvalidArgumentError("Dataset::FromStream: null stream");
   if (stream->feature_dim() < 1 || stream->batch_size() < 0) {
-    return InvalidArgumentError("Dataset::FromStream: a stream needs feature_dim >= 1 and "
-                                "batch_size >= 0");
+    return InvalidArgumentError(
+        "Dataset::FromStream: a stream needs feature_dim >= 1 and "
+        "batch_size >= 0");
   }
   auto plan = std::make_shared<Plan>();
   plan->stream = std::move(stream);

@@ -370,10 +370,10 @@ Status PlanModelAndData(const TrainFlags& flags, const FlagParser& parser, Train
         "--normalize-target is for regression (--loss=mse): "
         "class ids are not scaled");
   }
-  StatusOr<Prepared> prepared = LoadTrainData(
-      flags.data, flags.target, classifier, flags.streaming,
-      {flags.steps, parser.WasSet("epochs"), flags.validation_split, flags.normalize,
-       flags.normalize_target});
+  StatusOr<Prepared> prepared =
+      LoadTrainData(flags.data, flags.target, classifier, flags.streaming,
+                    {flags.shuffle, flags.steps, parser.WasSet("epochs"), flags.validation_split,
+                     flags.normalize, flags.normalize_target});
   if (!prepared.ok()) return prepared.status();
   const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
   // The model's layers as the file will describe them: a leading "normalize" with --normalize.
@@ -609,9 +609,10 @@ int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* stra
                                 StreamingSignature(plan.prepared, flags.streaming, model);
   StatusOr<std::optional<FitPosition>> resume = ResumePosition(flags, model, signature, chief, out);
   if (!resume.ok()) return Usage(err, resume.status());
-  const StatusOr<data::Dataset> dataset = InputPipeline(
-      {flags.shuffle, flags.seed, flags.global_batch, flags.drop_remainder, flags.prefetch,
-       flags.verbose, flags.streaming}, plan.prepared, plan.training_data, plan.rows, model, chief, out);
+  const StatusOr<data::Dataset> dataset =
+      InputPipeline({flags.shuffle, flags.seed, flags.global_batch, flags.drop_remainder,
+                     flags.prefetch, flags.verbose, flags.streaming},
+                    plan.prepared, plan.training_data, plan.rows, model, chief, out);
   if (!dataset.ok()) return Usage(err, dataset.status());
   FitOptions fit;
   data::Dataset validation_batches;

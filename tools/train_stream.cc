@@ -11,9 +11,17 @@
 namespace tower {
 
 void AddStreamingFlags(FlagParser* parser, StreamingFlags* flags) {
-  parser->AddBool("stream", &flags->stream, "read the CSV --data in chunks instead of whole (files larger than memory; chosen on its own for a list a.csv,b.csv or a glob): each worker reads only its --shares, and the run is endless: give --steps");
-  parser->AddInt("shuffle-buffer", &flags->shuffle_buffer, "streaming with --shuffle: rows in each share's shuffle buffer (tf.data's shuffle(buffer_size))");
-  parser->AddInt("shares", &flags->shares, "streaming: the data's shares (whole files when there are enough, else byte ranges); global batch b is every share's b-th batch of --global-batch/N rows; default: the number of workers");
+  parser->AddBool("stream", &flags->stream,
+                  "read the CSV --data in chunks instead of whole (files larger than memory; "
+                  "chosen on its own for a list a.csv,b.csv or a glob): each worker reads only its "
+                  "--shares, and the run is endless: give --steps");
+  parser->AddInt("shuffle-buffer", &flags->shuffle_buffer,
+                 "streaming with --shuffle: rows in each share's shuffle buffer (tf.data's "
+                 "shuffle(buffer_size))");
+  parser->AddInt("shares", &flags->shares,
+                 "streaming: the data's shares (whole files when there are enough, else byte "
+                 "ranges); global batch b is every share's b-th batch of --global-batch/N rows; "
+                 "default: the number of workers");
 }
 
 bool WantsStreaming(const std::string& data, const StreamingFlags& flags) {
@@ -23,6 +31,12 @@ bool WantsStreaming(const std::string& data, const StreamingFlags& flags) {
 }
 
 namespace {
+
+constexpr int64_t kDefaultShuffleBuffer = 10000;
+
+int64_t ShuffleBuffer(const StreamingFlags& flags) {
+  return flags.shuffle_buffer > 0 ? flags.shuffle_buffer : kDefaultShuffleBuffer;
+}
 
 Status CheckStreaming(const StreamingFlags& flags, const StreamingChecks& checks) {
   const char* why = "streamed data is read once, front to back, without a pass over all rows first";
@@ -36,9 +50,13 @@ Status CheckStreaming(const StreamingFlags& flags, const StreamingChecks& checks
   if (checks.validation_split != 0) return refuse("--validation-split (use --validation-data)");
   if (checks.normalize) return refuse("--normalize");
   if (checks.normalize_target) return refuse("--normalize-target");
-  if (flags.shuffle_buffer < 1) {
+  if (flags.shuffle_buffer < 0) {
     return InvalidArgumentError("--shuffle-buffer=" + std::to_string(flags.shuffle_buffer) +
                                 " must be at least 1");
+  }
+  if (flags.shuffle_buffer > 0 && !checks.shuffle) {
+    return InvalidArgumentError("--shuffle-buffer needs --shuffle (without it rows keep the "
+                                "files' order)");
   }
   if (flags.shares < 0) return InvalidArgumentError("--shares must be 1 or more (0: workers)");
   return OkStatus();
@@ -49,7 +67,13 @@ Status CheckStreaming(const StreamingFlags& flags, const StreamingChecks& checks
 StatusOr<Prepared> LoadTrainData(const std::string& spec, const std::string& target,
                                  bool classifier, const StreamingFlags& streaming,
                                  const StreamingChecks& checks) {
-  if (!WantsStreaming(spec, streaming)) return LoadData(spec, target, classifier);
+  if (!WantsStreaming(spec, streaming)) {
+    if (streaming.shares != 0 || streaming.shuffle_buffer != 0) {
+      return InvalidArgumentError("--shares and --shuffle-buffer apply to streamed data: add "
+                                  "--stream (or give several files or a glob)");
+    }
+    return LoadData(spec, target, classifier);
+  }
   TOWER_RETURN_IF_ERROR(CheckStreaming(streaming, checks));
   if (target.empty()) {
     return InvalidArgumentError("--target is required for CSV data: the column(s) to predict");
@@ -61,8 +85,9 @@ StatusOr<Prepared> LoadTrainData(const std::string& spec, const std::string& tar
   options.csv.class_labels = classifier;
   TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const data::CsvFileSet> files,
                          data::CsvFileSet::Open(std::move(options)));
-  TOWER_ASSIGN_OR_RETURN(data::Dataset all, data::Dataset::FromStream(
-                                                std::make_shared<data::CsvShareStream>(files, 0, 1)));
+  TOWER_ASSIGN_OR_RETURN(
+      data::Dataset all,
+      data::Dataset::FromStream(std::make_shared<data::CsvShareStream>(files, 0, 1)));
   return Prepared{std::move(all), "", std::move(files)};
 }
 
@@ -110,7 +135,7 @@ StatusOr<data::ShardedBatchOptions> WorkerShares(const PipelineFlags& flags,
           std::to_string(hi - 1) + "): make it a multiple of the replicas and the shares");
     }
   }
-  options.shuffle_buffer = flags.shuffle ? flags.streaming.shuffle_buffer : 0;
+  options.shuffle_buffer = flags.shuffle ? ShuffleBuffer(flags.streaming) : 0;
   options.seed = static_cast<uint64_t>(flags.seed);
   return options;
 }
@@ -134,8 +159,8 @@ StatusOr<data::Dataset> InputPipeline(const PipelineFlags& flags, const Prepared
     if (flags.verbose > 0 && chief) {
       out << "Streaming " << prepared.files->options().files.size() << " file(s), "
           << prepared.files->total_bytes() << " bytes, in " << options.shares << " share"
-          << (options.shares == 1 ? "" : "s") << " (shuffle buffer "
-          << options.shuffle_buffer << " rows per share)\n";
+          << (options.shares == 1 ? "" : "s") << " (shuffle buffer " << options.shuffle_buffer
+          << " rows per share)\n";
     }
   } else {
     if (flags.shuffle) {
@@ -165,7 +190,7 @@ std::string StreamingSignature(const Prepared& prepared, const StreamingFlags& f
   if (prepared.files == nullptr) return "";
   const int64_t shares = flags.shares > 0 ? flags.shares : model.distribution()->num_workers();
   return " stream-shares=" + std::to_string(shares) +
-         " shuffle-buffer=" + std::to_string(flags.shuffle_buffer);
+         " shuffle-buffer=" + std::to_string(ShuffleBuffer(flags));
 }
 
 void ReportDataReads(const Prepared& prepared, const Sequential& model, int64_t verbose,

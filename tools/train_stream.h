@@ -26,7 +26,7 @@ namespace tower {
 
 struct StreamingFlags {
   bool stream = false;             // --stream
-  int64_t shuffle_buffer = 10000;  // --shuffle-buffer: rows per share's buffer under --shuffle
+  int64_t shuffle_buffer = 0;      // --shuffle-buffer: rows per share's buffer; 0: 10000
   int64_t shares = 0;              // --shares: 0 = the number of workers
 };
 
@@ -37,6 +37,7 @@ bool WantsStreaming(const std::string& data, const StreamingFlags& flags);
 
 // The flags that streaming refuses or needs.
 struct StreamingChecks {
+  bool shuffle = false;  // --shuffle
   int64_t steps = 0;
   bool epochs = false;  // --epochs given
   double validation_split = 0;

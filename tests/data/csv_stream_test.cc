@@ -3,12 +3,13 @@
 // batches that do not depend on which worker reads which share.
 #include "data/csv_stream.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "data/dataset.h"
 #include "tests/data/dataset_testing.h"
@@ -170,6 +171,33 @@ TEST(CsvStreamTest, FilesMustExistAndAgreeOnColumns) {
   StatusOr<std::vector<std::string>> none = ExpandDataFiles(a + ".nothing*");
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().message(), a + ".nothing*: no file matches");
+}
+
+// The facts workers compare: equal for equal files, different for one byte changed in the
+// middle (a sampled block) and for another size; reading them costs 3 blocks of 4 KiB a file.
+TEST(CsvStreamTest, TheFingerprintIsCheapAndSeesAChangedMiddle) {
+  const std::string text = MakeCsv(20000);
+  std::string changed = text;
+  changed[changed.size() / 2 + 10] = changed[changed.size() / 2 + 10] == '1' ? '2' : '1';
+  auto fingerprint = [](const std::string& path) {
+    StatusOr<std::shared_ptr<const CsvFileSet>> set = CsvFileSet::Open(Options({path}));
+    EXPECT_TRUE(set.ok());
+    const int64_t before = (*set)->bytes_read();
+    StatusOr<std::string> facts = (*set)->Fingerprint();
+    EXPECT_TRUE(facts.ok());
+    EXPECT_LE((*set)->bytes_read() - before, 3 * 4096);
+    return *facts;
+  };
+  const std::string path = WriteTempFile("stream_facts.csv", text);
+  const std::string first = fingerprint(path);
+  EXPECT_THAT(first, ::testing::HasSubstr("1 file (" + path + " " +
+                                          std::to_string(text.size()) + " bytes), columns "
+                                          "(a,b -> y), sampled fnv1a64 "));
+  EXPECT_EQ(fingerprint(path), first);
+  WriteTempFile("stream_facts.csv", changed);
+  EXPECT_NE(fingerprint(path), first);
+  WriteTempFile("stream_facts.csv", text + "1,2,3\n");
+  EXPECT_NE(fingerprint(path), first);
 }
 
 TEST(CsvStreamTest, ShuffleIsDeterministicPerSeedAndEpoch) {

@@ -5,14 +5,13 @@
 //
 // Sizes: 600 MB of CSV under a 200 MB cap by default (about 30 s on 2 busy cores);
 // TOWER_STREAM_MEMORY_MB=N scales all three (N MB cap, 3N MB of data, a 3N/10 MB sample).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/testing/run_program.h"
 #include "tests/testing/tower_cli.h"
@@ -127,8 +126,8 @@ TEST(TrainStreamMemoryTest, ThreeTimesTheCapTrainsWithinItAndASampleMatchesInMem
 
   // The sample, once through, in file order: the same weights either way.
   const std::string steps = " --steps=" + std::to_string(rows / 10 / kBatch);
-  ProgramOutput memory = testing::Tower("train --data=" + sample + model + steps +
-                                        " --save=" + TempPath("memory.st"));
+  ProgramOutput memory =
+      testing::Tower("train --data=" + sample + model + steps + " --save=" + TempPath("memory.st"));
   ASSERT_EQ(memory.exit_code, 0) << memory.text;
   ProgramOutput stream = testing::Tower("train --stream --data=" + sample + model + steps +
                                         " --save=" + TempPath("stream.st"));

@@ -2,14 +2,14 @@
 // whole, two workers under mpirun that each read about half of the bytes and train as one
 // process reading both shares, a killed run that resumes to the same bits, and one-line
 // refusals for what needs every row first.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <regex>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/testing/run_program.h"
 #include "tests/testing/tower_cli.h"
@@ -76,14 +76,14 @@ TEST(TrainStreamTest, TwoWorkersReadHalfEachAndTrainAsOneProcessReadingTwoShares
   const std::string data = WriteData("workers.csv", 15000);
   const std::string args = "train" + std::string(kModel) +
                            " --global-batch=256 --steps=50 --shuffle --shuffle-buffer=1000"
-                           " --seed=5 --deterministic --stream --data=" + data;
-  ProgramOutput one = testing::Tower(args + " --replicas=2 --shares=2 --save=" +
-                                     TempPath("one.st"));
+                           " --seed=5 --deterministic --stream --data=" +
+                           data;
+  ProgramOutput one =
+      testing::Tower(args + " --replicas=2 --shares=2 --save=" + TempPath("one.st"));
   ASSERT_EQ(one.exit_code, 0) << one.text;
   ProgramOutput two = testing::RunCommand(
       "timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 " +
-      testing::Runfile("tools/tower") + " " + args + " --replicas=1 --save=" +
-      TempPath("two.st"));
+      testing::Runfile("tools/tower") + " " + args + " --replicas=1 --save=" + TempPath("two.st"));
   ASSERT_EQ(two.exit_code, 0) << two.text;
   const std::string expected = ReadBytes(TempPath("one.st"));
   ASSERT_FALSE(expected.empty());
@@ -98,19 +98,22 @@ TEST(TrainStreamTest, TwoWorkersReadHalfEachAndTrainAsOneProcessReadingTwoShares
 
 TEST(TrainStreamTest, AKilledRunResumesToTheSameBits) {
   const std::string data = WriteData("resume.csv", 3000);
-  const std::string args = "train --target=y --layers=256:relu,256:relu,1 --optimizer=adam "
-                           "--lr=0.001 --global-batch=32 --steps=300 --shuffle "
-                           "--shuffle-buffer=200 --seed=3 --backup-every=3 --stream "
-                           "--data=" + data;
-  ProgramOutput whole = testing::Tower(args + " --verbose=0 --backup=" + TempPath("whole_backup.st") +
-                                       " --save=" + TempPath("whole.st"));
+  const std::string args =
+      "train --target=y --layers=256:relu,256:relu,1 --optimizer=adam "
+      "--lr=0.001 --global-batch=32 --steps=300 --shuffle "
+      "--shuffle-buffer=200 --seed=3 --backup-every=3 --stream "
+      "--data=" +
+      data;
+  ProgramOutput whole =
+      testing::Tower(args + " --verbose=0 --backup=" + TempPath("whole_backup.st") +
+                     " --save=" + TempPath("whole.st"));
   ASSERT_EQ(whole.exit_code, 0) << whole.text;
   const std::string backup = TempPath("killed_backup.st");
   bool killed = false;
   for (int attempt = 0; attempt < 3 && !killed; ++attempt) {
     std::remove(backup.c_str());
-    testing::BackgroundProgram run(
-        "tools/tower", args + " --verbose=0 --resume --backup=" + backup, TempPath("killed.log"));
+    testing::BackgroundProgram run("tools/tower", args + " --verbose=0 --resume --backup=" + backup,
+                                   TempPath("killed.log"));
     ASSERT_TRUE(run.started());
     killed = testing::KillAfterBackups(run, backup, attempt == 0 ? 10 : 2, 0, SIGKILL);
     if (killed) EXPECT_EQ(run.Wait(), -SIGKILL);
@@ -147,10 +150,18 @@ TEST(TrainStreamTest, WhatNeedsEveryRowFirstIsRefusedInOneLine) {
       {" --steps=5 --normalize",
        "error: --normalize is not available with streamed data (streamed data is read once, "
        "front to back, without a pass over all rows first)\n"},
+      {" --steps=5 --shuffle-buffer=100",
+       "error: --shuffle-buffer needs --shuffle (without it rows keep the files' order)\n"},
       {" --steps=5 --shares=3",
        "error: --global-batch=10 must be a multiple of the 3 shares (each share gives the "
        "same rows to every batch)\n"},
   };
+  ProgramOutput whole = testing::Tower("train --global-batch=10 --steps=5 --shares=2 --data=" +
+                                       data + kModel);
+  EXPECT_EQ(whole.exit_code, 2) << whole.text;
+  EXPECT_THAT(whole.text, ::testing::EndsWith("error: --shares and --shuffle-buffer apply to "
+                                              "streamed data: add --stream (or give several "
+                                              "files or a glob)\n"));
   for (const Case& c : cases) {
     const std::string saved = TempPath("refused.st");
     std::remove(saved.c_str());
