@@ -5,7 +5,9 @@
 //   cat / dd       the file's bytes to /dev/null (the page cache's speed once it is cached:
 //                  the file was just written, so every reader below reads cached pages too)
 //   stream         data/csv_stream.h, one share, chunks of 4096 rows (the unshuffled path)
-//   stream+shuffle rows through Shuffle(10000) and Batch(256) (the shuffled path)
+//   shards+shuffle tower train's shuffled path (data/csv_shards.h): one share, a buffer of
+//                  10000 rows, global batches of 256 rows, one pass
+//   rows+Shuffle   one-row elements through Dataset's Shuffle(10000) and Batch(256)
 //   in memory      ReadCsv (the file read whole, then parsed)
 //   pandas, numpy  read_csv and np.loadtxt in python3, where installed (np.loadtxt on the
 //                  first --numpy-mb megabytes only: it reads about 10 MB/s)
@@ -23,6 +25,7 @@
 
 #include "bench/bench_util.h"
 #include "data/csv.h"
+#include "data/csv_shards.h"
 #include "data/csv_stream.h"
 #include "data/dataset.h"
 #include "util/flags.h"
@@ -165,8 +168,16 @@ Status Run(const Flags& flags) {
   TOWER_ASSIGN_OR_RETURN(
       data::Dataset single,
       data::Dataset::FromStream(std::make_shared<data::CsvShareStream>(files, 0, 1)));
-  Report("stream+shuffle", Seconds([&] { read = Drain(single.Shuffle(10000, 1).Batch(256)); }),
-         bytes, rows);
+  data::ShardedBatchOptions sharded;
+  sharded.global_batch = 256;
+  sharded.shuffle_buffer = 10000;
+  TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const data::ShardedBatchStream> shards,
+                         data::ShardedBatchStream::Create(files, sharded));
+  TOWER_ASSIGN_OR_RETURN(data::Dataset batches, data::Dataset::FromStream(shards));
+  Report("shards+shuffle", Seconds([&] { read = Drain(batches.Take(rows / 256)); }), bytes, rows);
+  TOWER_RETURN_IF_ERROR(read.status());
+  Report("rows+Shuffle", Seconds([&] { read = Drain(single.Shuffle(10000, 1).Batch(256)); }), bytes,
+         rows);
   TOWER_RETURN_IF_ERROR(read.status());
   {
     StatusOr<data::CsvTable> table = data::CsvTable();

@@ -14,8 +14,6 @@
 #include <optional>
 #include <utility>
 
-#include "data/dataset.h"
-#include "data/random.h"
 #include "util/strings.h"
 
 namespace tower::data {
@@ -25,7 +23,6 @@ namespace {
 constexpr int64_t kHeaderReadBytes = 4096;  // reads while looking for a header's end
 constexpr int64_t kMaxHeaderBytes = 1 << 20;
 constexpr int64_t kSampleBytes = 4096;  // per fingerprint sample
-constexpr int64_t kChunkRows = 4096;    // rows per element of the unshuffled share pipelines
 
 bool IsGlob(const std::string& item) { return item.find_first_of("*?[") != std::string::npos; }
 
@@ -472,146 +469,6 @@ std::string CsvShareStream::DescribeRow(int64_t source_row) const {
 std::string CsvShareStream::DebugString() const {
   return "CsvStream(" + Join(files_->options().files, ", ") + "; share " + std::to_string(share_) +
          " of " + std::to_string(shares_) + ")";
-}
-
-// ---- Global batches of shares.
-
-namespace {
-
-// One share's endless rows, cut into local batches across its elements' boundaries.
-struct ShareFeed {
-  std::unique_ptr<Iterator> rows;
-  std::optional<Batch> current;
-  int64_t used = 0;  // rows of `current` already taken
-};
-
-class ShardedBatchIterator final : public Iterator {
- public:
-  ShardedBatchIterator(std::shared_ptr<const CsvFileSet> files, const ShardedBatchOptions& options,
-                       std::vector<ShareFeed> feeds)
-      : files_(std::move(files)), options_(options), feeds_(std::move(feeds)) {}
-
-  StatusOr<std::optional<Batch>> Next() override {
-    if (!status_.ok()) return status_;
-    const int64_t g = options_.global_batch;
-    const int64_t local = g / options_.shares;
-    Batch batch;
-    batch.rows = g;
-    batch.feature_dim = static_cast<int64_t>(files_->schema().feature_names.size());
-    batch.target_dim = static_cast<int64_t>(files_->schema().target_names.size());
-    // Other workers' slots stay zero: their rows are never read here.
-    batch.features.assign(static_cast<size_t>(g * batch.feature_dim), 0.0f);
-    batch.targets.assign(static_cast<size_t>(g * batch.target_dim), 0.0f);
-    batch.source_rows.assign(static_cast<size_t>(g), -1);
-    for (size_t k = 0; k < feeds_.size(); ++k) {
-      const int64_t share = options_.first_share + static_cast<int64_t>(k);
-      Status status = Fill(feeds_[k], share, share * local, local, &batch);
-      if (!status.ok()) {
-        status_ = status;
-        return status_;
-      }
-    }
-    return std::optional<Batch>(std::move(batch));
-  }
-
- private:
-  Status Fill(ShareFeed& feed, int64_t share, int64_t first, int64_t count, Batch* batch) {
-    const int64_t f = batch->feature_dim;
-    const int64_t t = batch->target_dim;
-    int64_t filled = 0;
-    while (filled < count) {
-      if (!feed.current.has_value() || feed.used == feed.current->rows) {
-        TOWER_ASSIGN_OR_RETURN(feed.current, feed.rows->Next());
-        feed.used = 0;
-        if (!feed.current.has_value()) {
-          return InvalidArgumentError("share " + std::to_string(share) + " of " +
-                                      std::to_string(options_.shares) + " of " +
-                                      Join(files_->options().files, ", ") +
-                                      " has no rows: give fewer shares (--shares) or more data");
-        }
-      }
-      const Batch& from = *feed.current;
-      const int64_t n = std::min(count - filled, from.rows - feed.used);
-      const int64_t to = first + filled;
-      std::copy_n(from.features.data() + feed.used * f, n * f, batch->features.data() + to * f);
-      std::copy_n(from.targets.data() + feed.used * t, n * t, batch->targets.data() + to * t);
-      std::copy_n(from.source_rows.data() + feed.used, n, batch->source_rows.data() + to);
-      feed.used += n;
-      filled += n;
-    }
-    return CheckClassIds(*batch, first, count);
-  }
-
-  Status CheckClassIds(const Batch& batch, int64_t first, int64_t count) const {
-    const int64_t classes = options_.class_count;
-    if (classes <= 0) return OkStatus();
-    for (int64_t r = first; r < first + count; ++r) {
-      const float label = batch.targets[static_cast<size_t>(r * batch.target_dim)];
-      if (!(label >= 0 && label < static_cast<float>(classes)) || std::floor(label) != label) {
-        return InvalidArgumentError(files_->DescribeRow(batch.source_rows[static_cast<size_t>(r)]) +
-                                    ": target " + std::to_string(label) +
-                                    " is not a class id in [0, " + std::to_string(classes) +
-                                    ") (the last layer has " + std::to_string(classes) + " units)");
-      }
-    }
-    return OkStatus();
-  }
-
-  std::shared_ptr<const CsvFileSet> files_;
-  ShardedBatchOptions options_;
-  std::vector<ShareFeed> feeds_;
-  Status status_;
-};
-
-}  // namespace
-
-StatusOr<std::shared_ptr<const ShardedBatchStream>> ShardedBatchStream::Create(
-    std::shared_ptr<const CsvFileSet> files, const ShardedBatchOptions& options) {
-  const ShardedBatchOptions& o = options;
-  if (o.shares < 1 || o.first_share < 0 || o.end_share <= o.first_share || o.end_share > o.shares) {
-    return InvalidArgumentError("shares [" + std::to_string(o.first_share) + ", " +
-                                std::to_string(o.end_share) + ") of " + std::to_string(o.shares) +
-                                " is not a range of shares");
-  }
-  if (o.global_batch < o.shares || o.global_batch % o.shares != 0) {
-    return InvalidArgumentError("--global-batch=" + std::to_string(o.global_batch) +
-                                " must be a multiple of the " + std::to_string(o.shares) +
-                                " shares (each share gives the same rows to every batch)");
-  }
-  if (o.shuffle_buffer < 0) return InvalidArgumentError("--shuffle-buffer must be 0 or more");
-  return std::shared_ptr<const ShardedBatchStream>(new ShardedBatchStream(std::move(files), o));
-}
-
-StatusOr<std::unique_ptr<Iterator>> ShardedBatchStream::Open(uint64_t key) const {
-  std::vector<ShareFeed> feeds;
-  for (int64_t s = options_.first_share; s < options_.end_share; ++s) {
-    const bool shuffled = options_.shuffle_buffer > 0;
-    TOWER_ASSIGN_OR_RETURN(Dataset rows,
-                           Dataset::FromStream(std::make_shared<CsvShareStream>(
-                               files_, s, options_.shares, shuffled ? 0 : kChunkRows)));
-    if (shuffled) {
-      // Every share its own order: keyed by the share, never by the worker reading it.
-      rows = rows.Shuffle(options_.shuffle_buffer, MixKey(options_.seed, static_cast<uint64_t>(s)));
-    }
-    ShareFeed feed;
-    // The pass key, as an epoch number (MakeIterator takes epochs >= 0).
-    TOWER_ASSIGN_OR_RETURN(feed.rows, rows.Repeat().MakeIterator(static_cast<int64_t>(key >> 1)));
-    feeds.push_back(std::move(feed));
-  }
-  return std::unique_ptr<Iterator>(
-      std::make_unique<ShardedBatchIterator>(files_, options_, std::move(feeds)));
-}
-
-std::string ShardedBatchStream::DescribeRow(int64_t source_row) const {
-  return files_->DescribeRow(source_row);
-}
-
-std::string ShardedBatchStream::DebugString() const {
-  return "CsvShards(" + Join(files_->options().files, ", ") + "; shares " +
-         std::to_string(options_.first_share) + ".." + std::to_string(options_.end_share - 1) +
-         " of " + std::to_string(options_.shares) + ", global batch " +
-         std::to_string(options_.global_batch) + ", shuffle buffer " +
-         std::to_string(options_.shuffle_buffer) + ")";
 }
 
 }  // namespace tower::data

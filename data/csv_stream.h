@@ -16,17 +16,7 @@
 //   Batch::source_rows entry is (file index << 40) | the line's byte offset, which
 //   DescribeRow turns into "a.csv: the line at byte 1234" ("line N" where the reader knows
 //   the line number: in a range that starts at the file's first row).
-// - ShardedBatchStream: the endless global batches of training. Each share is its own pipeline:
-//   rows, Shuffle(buffer, MixKey(seed, share)) when shuffled, Repeat(), cut into local
-//   batches of global_batch / shares rows (passes flow into each other, as tf.data's
-//   shuffle().repeat().batch()). Global batch b is the concatenation of every share's b-th
-//   local batch, share 0 first. A worker reads only its shares and leaves the other slots
-//   zero (its replicas never read them): so one process reading all shares and N workers
-//   reading one each build the same rows in the same places, and --deterministic gives the same
-//   bytes. Memory: chunk_bytes per share reader, plus the shuffle buffer's rows.
-// Exact resume replays: the stream is a function of (files, shares, seed, buffer), so a
-// resumed run reads and drops the batches before its position (data, not steps: no model
-// work).
+// - The endless global batches of training, built from shares: data/csv_shards.h.
 #ifndef TOWER_DATA_CSV_STREAM_H_
 #define TOWER_DATA_CSV_STREAM_H_
 
@@ -116,37 +106,6 @@ class CsvShareStream final : public ElementStream {
   int64_t share_;
   int64_t shares_;
   int64_t rows_per_element_;
-};
-
-struct ShardedBatchOptions {
-  int64_t shares = 1;
-  int64_t first_share = 0;  // this worker's shares: [first_share, end_share)
-  int64_t end_share = 1;
-  int64_t global_batch = 1;    // a multiple of shares
-  int64_t shuffle_buffer = 0;  // rows per share's buffer; 0: file order
-  uint64_t seed = 0;
-  // > 0: every target of this worker's rows must be a class id in [0, class_count), checked
-  // as they are read (the error names the file and the line's byte).
-  int64_t class_count = 0;
-};
-
-// The endless global batches (see the design above).
-class ShardedBatchStream final : public ElementStream {
- public:
-  static StatusOr<std::shared_ptr<const ShardedBatchStream>> Create(
-      std::shared_ptr<const CsvFileSet> files, const ShardedBatchOptions& options);
-
-  const Schema& schema() const override { return files_->schema(); }
-  int64_t batch_size() const override { return options_.global_batch; }
-  StatusOr<std::unique_ptr<Iterator>> Open(uint64_t key) const override;
-  std::string DescribeRow(int64_t source_row) const override;
-  std::string DebugString() const override;
-
- private:
-  ShardedBatchStream(std::shared_ptr<const CsvFileSet> files, const ShardedBatchOptions& options)
-      : files_(std::move(files)), options_(options) {}
-  std::shared_ptr<const CsvFileSet> files_;
-  ShardedBatchOptions options_;
 };
 
 }  // namespace tower::data

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "data/csv_shards.h"
 #include "data/csv_stream.h"
 #include "data/fingerprint.h"
 #include "strategy/step/distribution.h"

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "data/csv_shards.h"
 #include "data/dataset.h"
 #include "tests/data/dataset_testing.h"
 
@@ -229,6 +230,7 @@ TEST(CsvStreamTest, ShuffleIsDeterministicPerSeedAndEpoch) {
 // their slots.
 TEST(CsvStreamTest, GlobalBatchesDoNotDependOnWhoReadsTheShares) {
   const std::string path = WriteTempFile("stream_global.csv", MakeCsv(333));
+  std::vector<int64_t> in_order;  // share 0's rows, buffer 0
   for (int64_t buffer : {0, 50}) {
     auto batches = [&](int64_t first, int64_t end) {
       StatusOr<std::shared_ptr<const CsvFileSet>> set = CsvFileSet::Open(Options({path}));
@@ -266,10 +268,26 @@ TEST(CsvStreamTest, GlobalBatchesDoNotDependOnWhoReadsTheShares) {
       }
     }
     // Share 0's rows, then share 1's: row 0 is file row 0 without a shuffle.
+    std::vector<int64_t> share0;
+    for (const Batch& batch : both) {
+      share0.insert(share0.end(), batch.source_rows.begin(), batch.source_rows.begin() + 8);
+    }
     if (buffer == 0) {
       EXPECT_EQ(both[0].targets[0], 0.0f);
       EXPECT_EQ(both[0].targets[7], -7.0f);
+      in_order = share0;
+      continue;
     }
+    // A pass of the shuffled share is a permutation of the pass in file order: the share's
+    // first pass ends where file order comes back to its first row.
+    const size_t pass = static_cast<size_t>(
+        std::find(in_order.begin() + 1, in_order.end(), in_order[0]) - in_order.begin());
+    ASSERT_LT(pass, in_order.size());
+    ASSERT_GT(pass, 100u);
+    std::vector<int64_t> shuffled(share0.begin(), share0.begin() + pass);
+    EXPECT_NE(shuffled, std::vector<int64_t>(in_order.begin(), in_order.begin() + pass));
+    std::sort(shuffled.begin(), shuffled.end());
+    EXPECT_EQ(shuffled, std::vector<int64_t>(in_order.begin(), in_order.begin() + pass));
   }
 }
 
