@@ -11,7 +11,9 @@
 //   in memory      ReadCsv (the file read whole, then parsed)
 //   pandas, numpy  read_csv and np.loadtxt in python3, where installed (np.loadtxt on the
 //                  first --numpy-mb megabytes only: it reads about 10 MB/s)
-// Each line gives MB/s (10^6 bytes) and rows/s on one core (the readers are single-threaded).
+// Each line gives MB/s (10^6 bytes) and rows/s of wall time, and for the readers in this
+// process MB per CPU second too (they are single-threaded: MB/s per core, less sensitive
+// than wall time to other processes sharing the cores).
 // Run it alone on a quiet machine:
 //   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bazel-bin/bench/input_bench --mb=1100
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,9 +43,14 @@ struct Flags {
   bool keep = false;
 };
 
+// The last Seconds() call's process CPU time (std::clock: this process's threads only).
+double last_cpu_seconds = 0;
+
 double Seconds(const std::function<void()>& run) {
+  const std::clock_t cpu = std::clock();
   const auto start = std::chrono::steady_clock::now();
   run();
+  last_cpu_seconds = static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -98,9 +106,13 @@ StatusOr<int64_t> Generate(const std::string& path, int64_t bytes) {
   return rows;
 }
 
-void Report(const char* name, double seconds, int64_t bytes, int64_t rows) {
+// `cpu`: also MB per CPU second (last_cpu_seconds), for a reader in this process.
+void Report(const char* name, double seconds, int64_t bytes, int64_t rows, bool cpu = true) {
   std::printf("%-16s %8.2f s %9.1f MB/s", name, seconds, bytes / seconds / 1e6);
   if (rows > 0) std::printf(" %12.0f rows/s", rows / seconds);
+  if (cpu && last_cpu_seconds > 0) {
+    std::printf("  %7.2f CPU s %9.1f MB/CPU-s", last_cpu_seconds, bytes / last_cpu_seconds / 1e6);
+  }
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -129,7 +141,7 @@ void Python(const char* name, const std::string& code, int64_t bytes, int64_t ro
     std::printf("%-16s failed (exit status %d)\n", name, status);
     return;
   }
-  Report(name, seconds, bytes, rows);
+  Report(name, seconds, bytes, rows, false);
 }
 
 Status Run(const Flags& flags) {
@@ -147,11 +159,11 @@ Status Run(const Flags& flags) {
   std::printf("%s: %lld bytes, %lld rows of 16 features and 1 target (generated in %.1f s)\n",
               path.c_str(), static_cast<long long>(bytes), static_cast<long long>(rows), generate);
   Report("cat", Seconds([&] { (void)!std::system(("cat " + path + " > /dev/null").c_str()); }),
-         bytes, 0);
+         bytes, 0, false);
   Report("dd bs=1M", Seconds([&] {
            (void)!std::system(("dd if=" + path + " of=/dev/null bs=1M 2>/dev/null").c_str());
          }),
-         bytes, 0);
+         bytes, 0, false);
 
   data::CsvStreamOptions options;
   options.files = {path};
