@@ -14,8 +14,9 @@
 // - CsvShareStream: the rows of one share in file order (one pass per Open), parsed line by
 //   line with data/csv.h's CsvLineParser (the same cell rules and messages as ReadCsv). A row's
 //   Batch::source_rows entry is (file index << 40) | the line's byte offset, which
-//   DescribeRow turns into "a.csv: the line at byte 1234" ("line N" where the reader knows
-//   the line number: in a range that starts at the file's first row).
+//   DescribeRow turns into "a.csv: the line at byte 1234". Parse errors say "line N" where
+//   the reader knows the number (a range that starts at the file's first row), else "the
+//   line at byte B": a reader mid-file does not count the lines before its range.
 // - The endless global batches of training, built from shares: data/csv_shards.h.
 #ifndef TOWER_DATA_CSV_STREAM_H_
 #define TOWER_DATA_CSV_STREAM_H_

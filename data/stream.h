@@ -11,7 +11,7 @@
 // thread of its own. Memory then depends on the buffer sizes, never on the data's size.
 //
 // A stream's elements are rows (batch_size() 0: one-row Batches) or, for a stream that
-// assembles them itself (data/csv_stream.h's global batches of shares), batches of
+// assembles them itself (data/csv_shards.h's global batches of shares), batches of
 // batch_size() rows. num_elements() is -1 when the count is not known without a pass over
 // the data or the stream is endless; Dataset::num_rows() is then -1 too, and a training loop
 // needs a step count (tf.data's steps_per_epoch).
