@@ -83,10 +83,10 @@ double SingleThreadMemcpy(size_t bytes, int repeats) {
 // The roofline: one large memcpy of `big` bytes, split over the replica threads (as the
 // all-reduce is), in bytes/s.
 StatusOr<double> ThreadedMemcpy(MirroredStrategy& strategy, size_t big, const Options& options) {
-  const int n = strategy.num_local_replicas();
+  const int n = strategy.extended().num_local_replicas();
   std::vector<char> src(big, 1), dst(big, 0);
   std::vector<double> copy_s;
-  TOWER_RETURN_IF_ERROR(strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+  TOWER_RETURN_IF_ERROR(strategy.extended().RunOnReplicas([&](ReplicaContext& ctx) -> Status {
     const int r = ctx.replica_id();
     const size_t lo = big * r / n, hi = big * (r + 1) / n;
     std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);  // warm-up
@@ -104,8 +104,8 @@ StatusOr<double> ThreadedMemcpy(MirroredStrategy& strategy, size_t big, const Op
 
 // Correctness first: replica r holds r+1 everywhere; the sum is n(n+1)/2.
 Status CheckSums(MirroredStrategy& strategy) {
-  const int n = strategy.num_local_replicas();
-  return strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+  const int n = strategy.extended().num_local_replicas();
+  return strategy.extended().RunOnReplicas([&](ReplicaContext& ctx) -> Status {
     TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(ctx.device(), Shape{4099}, DType::kFloat32));
     std::fill_n(t.data<float>(), 4099, static_cast<float>(ctx.replica_id() + 1));
     Tensor* list[] = {&t};
@@ -119,14 +119,13 @@ Status CheckSums(MirroredStrategy& strategy) {
     }
     return OkStatus();
   });
-
 }
 
 // One line of the table: the all-reduce of `bytes` per replica against memcpy of the same
 // bytes on the same threads.
 Status TimeOneSize(MirroredStrategy& strategy, const Options& options, int64_t bytes,
                    double memcpy_nt) {
-  const int n = strategy.num_local_replicas();
+  const int n = strategy.extended().num_local_replicas();
   const int64_t elements = bytes / 4;
   // Iterations per window: about target_ms at a guessed 2 µs + 10 GB/s, at least 5.
   const double guess_s = 2e-6 + static_cast<double>(bytes) * n / 10e9;
@@ -134,7 +133,7 @@ Status TimeOneSize(MirroredStrategy& strategy, const Options& options, int64_t b
       std::max<int64_t>(5, static_cast<int64_t>(options.target_ms * 1e-3 / guess_s));
   std::vector<double> reduce_s, copy_s;
   // Timed on replica 0; every replica runs the same loop. Zeros: the sums stay finite.
-  TOWER_RETURN_IF_ERROR(strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+  TOWER_RETURN_IF_ERROR(strategy.extended().RunOnReplicas([&](ReplicaContext& ctx) -> Status {
     TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
     TOWER_ASSIGN_OR_RETURN(Tensor src, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
     TOWER_ASSIGN_OR_RETURN(Tensor dst, Tensor::Zeros(ctx.device(), Shape{elements}, DType::kFloat32));
@@ -147,7 +146,8 @@ Status TimeOneSize(MirroredStrategy& strategy, const Options& options, int64_t b
       TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));  // start together
       auto start = Clock::now();
       for (int64_t i = 0; i < iters; ++i) TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
-      if (r == 0) reduce_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / iters);
+      if (r == 0)
+        reduce_s.push_back(std::chrono::duration<double>(Clock::now() - start).count() / iters);
       // For reference: the same threads copy the same bytes, each its 1/n share of a
       // buffer of `bytes`, between two barriers.
       const int64_t lo = elements * r / n, hi = elements * (r + 1) / n;
@@ -190,8 +190,8 @@ Status Run(const Options& options, const FlagParser& parser) {
   }
   TOWER_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
                          MirroredStrategy::Create(mirrored));
-  const int n = strategy->num_local_replicas();
-  CrossDeviceOps& ops = strategy->cross_device_ops();
+  const int n = strategy->extended().num_local_replicas();
+  CrossDeviceOps& ops = strategy->extended().cross_device_ops();
 
   // The roofline: one large memcpy, split over the replica threads (as the all-reduce is).
   const size_t big = static_cast<size_t>(options.memcpy_mb) << 20;

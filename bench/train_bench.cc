@@ -239,14 +239,14 @@ void Print(const Options& options, const Trainer& trainer, int64_t steps, int64_
       options.workload.c_str(), n, steps_per_s, samples_per_s, gflops,
       static_cast<long long>(params), static_cast<long long>(options.global_batch),
       static_cast<long long>(steps), static_cast<double>(steps) / steps_per_s, runs.c_str(),
-      trainer.strategy != nullptr ? trainer.strategy->cross_device_ops().name().c_str() : "none",
+      trainer.strategy != nullptr ? trainer.strategy->extended().cross_device_ops().name().c_str()
+                                  : "none",
       static_cast<unsigned long long>(worst_peak), static_cast<unsigned long long>(worst_needed),
       worst_ratio, trainer.first_loss, trainer.last_loss, ResolvedIntraOpThreads(),
       dist->virtual_shards(), dist->ReplicasShareVariables() ? 1 : 0,
-      trainer.strategy != nullptr && trainer.strategy->folds_replica_gradients() ? 1 : 0,
+      trainer.strategy != nullptr && trainer.strategy->extended().folds_replica_gradients() ? 1 : 0,
       trainer.model->SharesWeightPacking() ? 1 : 0, dist->batched_groups() > 0 ? 1 : 0,
-      std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str(),
-      suffix.c_str());
+      std::string(PrecisionPolicyName(trainer.model->precision_policy())).c_str(), suffix.c_str());
 }
 
 // The trace's cost (util/trace.h, model/trace_callback.h): one trainer, timed windows with

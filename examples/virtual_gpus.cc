@@ -51,9 +51,9 @@ tower::Status Run(int64_t count, int64_t memory_limit_mb, int64_t steps) {
   fit.epochs = 2;
   TOWER_ASSIGN_OR_RETURN(tower::History history, model.Fit(dataset.Batch(64), fit));
   for (int r = 0; r < strategy->num_replicas_in_sync(); ++r) {
-    const tower::AllocatorStats stats = strategy->replica_device(r)->allocator().GetStats();
+    const tower::AllocatorStats stats = strategy->devices()[r]->allocator().GetStats();
     std::printf("%s: peak %.1f MiB of its %lld MiB limit\n",
-                strategy->replica_device(r)->full_name().c_str(),
+                strategy->devices()[r]->full_name().c_str(),
                 stats.peak_bytes_in_use / 1048576.0, static_cast<long long>(memory_limit_mb));
   }
   return tower::OkStatus();

@@ -1,5 +1,8 @@
 #include "tools/launch_command.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -43,7 +46,24 @@ struct Attempt {
   std::set<int> finished;             // ranks that reported "finished"
   bool worker_error = false;          // a worker printed Tower's "error: ..." line
   bool start_timed_out = false;       // not every worker started within the start timeout
-  std::vector<std::string> lost;      // host names workers reported unreachable, first first
+  std::vector<UnreachableWorker> lost;  // ranks workers reported unreachable, first first
+};
+
+// Where mpirun puts each rank: `hosts` in -H order, `workers_per_host` ranks on each, rank r
+// on hosts[r / workers_per_host] (--map-by slot). mpirun always maps onto its own host first
+// when that host is listed, then follows -H (measured, Open MPI 4.1.4, run on host1:
+// -H host2:2,host1:2 puts ranks 0-1 on host1; -H host2,host1,host3 puts rank 1 on host2 and
+// rank 2 on host3; the same with addresses), so the list is ordered with this machine's entry
+// first (LocalFirst): the order is then the one mpirun follows.
+struct Placement {
+  std::vector<std::string> hosts;
+  int64_t workers_per_host = 1;
+  int64_t workers() const { return static_cast<int64_t>(hosts.size()) * workers_per_host; }
+  // The --hosts entry rank `rank` runs on, as the user wrote it; "" for a rank not placed.
+  std::string HostOf(int rank) const {
+    if (rank < 0 || rank >= workers()) return "";
+    return hosts[static_cast<size_t>(rank / workers_per_host)];
+  }
 };
 
 int Fail(std::ostream& err, const std::string& message, int code) {
@@ -68,16 +88,73 @@ std::vector<std::string> Words(const std::string& text) {
 
 std::string ShortName(const std::string& host) { return host.substr(0, host.find('.')); }
 
-// The entry of `hosts` a worker's host name means: the same name, or the same short name
-// (a worker knows itself as "node3", the list may say "node3.cluster"). "" if none.
-std::string MatchHost(const std::vector<std::string>& hosts, const std::string& name) {
-  for (const std::string& host : hosts) {
-    if (host == name) return host;
+// The addresses of this machine's network interfaces (loopback included), as text.
+std::set<std::string> LocalAddresses() {
+  std::set<std::string> addresses;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return addresses;
+  for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = "";
+    const int family = entry->ifa_addr->sa_family;
+    if (family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, text,
+                sizeof(text));
+    } else if (family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr)->sin6_addr, text,
+                sizeof(text));
+    }
+    if (text[0] != '\0') addresses.insert(text);
   }
-  for (const std::string& host : hosts) {
-    if (ShortName(host) == ShortName(name)) return host;
+  freeifaddrs(list);
+  return addresses;
+}
+
+// Whether `host` (a --hosts entry: a name or an address) is this machine, as mpirun judges
+// it: this machine's name (or its short name), or a name or address that resolves to one of
+// its interfaces.
+bool IsThisMachine(const std::string& host, const std::set<std::string>& local_addresses) {
+  char name[256] = "";
+  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
+    if (host == name || ShortName(host) == ShortName(name)) return true;
   }
-  return "";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool local = false;
+  for (const addrinfo* entry = found; entry != nullptr && !local; entry = entry->ai_next) {
+    char text[NI_MAXHOST] = "";
+    if (getnameinfo(entry->ai_addr, entry->ai_addrlen, text, sizeof(text), nullptr, 0,
+                    NI_NUMERICHOST) == 0) {
+      local = local_addresses.count(text) > 0;
+    }
+  }
+  freeaddrinfo(found);
+  return local;
+}
+
+// `hosts` with this machine's entry first, where mpirun puts it whatever -H says (and where
+// mpirun and this command run, so it is never dropped); the others keep their order.
+// `*local`: that entry, "" when none is this machine.
+std::vector<std::string> LocalFirst(const std::vector<std::string>& hosts, std::string* local,
+                                    std::ostream& out) {
+  const std::set<std::string> addresses = LocalAddresses();
+  *local = "";
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (!IsThisMachine(hosts[i], addresses)) continue;
+    *local = hosts[i];
+    if (i == 0) return hosts;
+    std::vector<std::string> ordered = {hosts[i]};
+    for (size_t j = 0; j < hosts.size(); ++j) {
+      if (j != i) ordered.push_back(hosts[j]);
+    }
+    out << "tower launch: " << hosts[i] << " is this machine, where mpirun runs: it comes first "
+        << "(mpirun places its first ranks there whatever the order)\n";
+    return ordered;
+  }
+  return hosts;
 }
 
 std::string SelfPath() {
@@ -130,9 +207,9 @@ void TakeLine(const std::string& line, Attempt* attempt,
   } else if (report.kind == WorkerReport::Kind::kUnreachable) {
     if (!first_report->has_value()) *first_report = Clock::now();
     for (const UnreachableWorker& worker : report.unreachable) {
-      if (std::find(attempt->lost.begin(), attempt->lost.end(), worker.host) ==
-          attempt->lost.end()) {
-        attempt->lost.push_back(worker.host);
+      if (std::none_of(attempt->lost.begin(), attempt->lost.end(),
+                       [&](const UnreachableWorker& lost) { return lost.rank == worker.rank; })) {
+        attempt->lost.push_back(worker);
       }
     }
   }
@@ -230,6 +307,13 @@ Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
   return attempt;
 }
 
+// mpirun flags that would move ranks away from the placement this command computes.
+constexpr char kPlacingMpirunFlags[] =
+    "-H -host --host -hostfile --hostfile -machinefile --machinefile -default-hostfile "
+    "--default-hostfile -np --np -n -c -map-by --map-by -rf -rankfile --rankfile -npernode "
+    "--npernode -N -npersocket --npersocket -ppr --ppr -bynode --bynode -byslot --byslot "
+    "-rank-by --rank-by -nolocal --nolocal";
+
 }  // namespace
 
 // The hosts of --hosts, and the train command checked (it must back up; --resume is added so
@@ -258,6 +342,17 @@ Status CheckLaunch(const LaunchFlags& flags, std::vector<std::string>* hosts,
   if (!(flags.start_timeout_s > 0 && flags.start_timeout_s <= 86400)) {
     return InvalidArgumentError("--start-timeout must be between 0 and 86400 seconds");
   }
+  for (const std::string& word : Words(flags.mpirun_args)) {
+    const std::string name = word.substr(0, word.find('='));
+    for (const std::string& placing : Words(kPlacingMpirunFlags)) {
+      if (name == placing) {
+        return InvalidArgumentError(
+            "--mpirun-args gives " + name +
+            ": tower launch places the ranks itself (-H from --hosts and --workers-per-host, "
+            "--map-by slot) to know which host a lost rank ran on; remove it");
+      }
+    }
+  }
   if (command->empty() || (*command)[0] != "train") {
     return InvalidArgumentError(
         "give the job after --: `tower launch --hosts=... -- train --data=... "
@@ -280,60 +375,69 @@ Status CheckLaunch(const LaunchFlags& flags, std::vector<std::string>* hosts,
   return OkStatus();
 }
 
-// mpirun's command line for `workers` workers on `hosts`, in recovery mode: mpirun does not
-// end the job the moment a host's daemon is lost, so the surviving workers report which host
-// it was (each within its collective deadline).
-std::vector<std::string> MpirunArgv(const LaunchFlags& flags, const std::vector<std::string>& hosts,
-                                    int64_t workers, const std::string& self,
+// mpirun's command line for the placement, in recovery mode: mpirun does not end the job the
+// moment a host's daemon is lost, so the surviving workers report which ranks they lost (each
+// within its collective deadline). --map-by slot: each host's slots filled in -H order.
+std::vector<std::string> MpirunArgv(const LaunchFlags& flags, const Placement& placement,
+                                    const std::string& self,
                                     const std::vector<std::string>& command) {
   std::vector<std::string> slots;
-  for (const std::string& host : hosts) {
-    slots.push_back(host + ":" + std::to_string(flags.workers_per_host));
+  for (const std::string& host : placement.hosts) {
+    slots.push_back(host + ":" + std::to_string(placement.workers_per_host));
   }
   std::vector<std::string> argv = {flags.mpirun};
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
   argv.insert(argv.end(),
-              {"-H", Join(slots, ","), "-np", std::to_string(workers), "--enable-recovery", "--mca",
-               "orte_abort_on_non_zero_status", "0", "-x", std::string(kWorkerReportEnv) + "=1"});
+              {"-H", Join(slots, ","), "-np", std::to_string(placement.workers()), "--map-by",
+               "slot", "--enable-recovery", "--mca", "orte_abort_on_non_zero_status", "0", "-x",
+               std::string(kWorkerReportEnv) + "=1"});
   for (const std::string& word : Words(flags.mpirun_args)) argv.push_back(word);
   argv.push_back(self);
   for (const std::string& arg : command) argv.push_back(arg);
   return argv;
 }
 
-// After a run that lost hosts: the hosts to relaunch on (the lost ones dropped), or why not
-// (FailedPrecondition: the first host lost, an unknown host, too few hosts left, or no
-// restarts left).
+// After a run that lost ranks: the hosts to relaunch on (those the lost ranks were placed on
+// dropped), or why not (FailedPrecondition: this machine's host lost, a rank that was not
+// placed, too few hosts left, or no restarts left). A rank's host is where it was placed;
+// the name its worker calls its host by is only shown.
 StatusOr<std::vector<std::string>> HostsAfterLoss(const LaunchFlags& flags,
-                                                  const std::vector<std::string>& hosts,
-                                                  const Attempt& attempt, int64_t restart,
-                                                  std::ostream& out) {
-  std::vector<std::string> dropped, unknown;
-  for (const std::string& name : attempt.lost) {
-    const std::string host = MatchHost(hosts, name);
+                                                  const Placement& placement,
+                                                  const std::string& local, const Attempt& attempt,
+                                                  int64_t restart, std::ostream& out) {
+  std::vector<std::string> dropped, lines;
+  for (const UnreachableWorker& worker : attempt.lost) {
+    const std::string host = placement.HostOf(worker.rank);
     if (host.empty()) {
-      unknown.push_back(name);
-    } else if (host == hosts.front()) {
-      return FailedPreconditionError(
-          "workers report the first host, " + host +
-          ", unreachable: it runs mpirun and this command, and cannot be "
-          "dropped; not restarting");
-    } else if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) {
-      dropped.push_back(host);
+      return FailedPreconditionError("workers report rank " + std::to_string(worker.rank) +
+                                     " (host " + worker.host + ") unreachable, but only ranks 0-" +
+                                     std::to_string(placement.workers() - 1) + " were placed (on " +
+                                     Join(placement.hosts, ", ") + "); not restarting");
     }
+    if (host == local) {
+      return FailedPreconditionError(
+          "workers report rank " + std::to_string(worker.rank) + " (host " + worker.host +
+          ") unreachable, placed on " + host +
+          ", this machine: it runs mpirun and this command, and cannot be dropped; not "
+          "restarting");
+    }
+    if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) dropped.push_back(host);
   }
-  if (dropped.empty()) {
-    return FailedPreconditionError(
-        "workers report host" + std::string(unknown.size() == 1 ? " " : "s ") +
-        Join(unknown, ", ") + " unreachable, which --hosts does not name (" + Join(hosts, ", ") +
-        "); not restarting");
+  for (const std::string& host : dropped) {
+    std::vector<std::string> ranks;
+    for (const UnreachableWorker& worker : attempt.lost) {
+      if (placement.HostOf(worker.rank) == host) {
+        ranks.push_back("rank " + std::to_string(worker.rank) + " (host " + worker.host + ")");
+      }
+    }
+    lines.push_back(host + ", where " + Join(ranks, ", ") + (ranks.size() == 1 ? " was" : " were") +
+                    " placed");
   }
   std::vector<std::string> rest;
-  for (const std::string& host : hosts) {
+  for (const std::string& host : placement.hosts) {
     if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) rest.push_back(host);
   }
-  out << "tower launch: lost " << Join(dropped, ", ") << " (reported unreachable by the "
-      << "workers)\n";
+  out << "tower launch: lost " << Join(lines, "; ") << " (reported unreachable by the workers)\n";
   if (static_cast<int64_t>(rest.size()) < flags.min_hosts) {
     return FailedPreconditionError(
         std::to_string(rest.size()) + " host" + (rest.size() == 1 ? "" : "s") + " would remain (" +
@@ -355,7 +459,10 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
   std::vector<std::string> command(dashes == args.end() ? args.end() : dashes + 1, args.end());
   LaunchFlags flags;
   FlagParser parser("tower launch [flags] -- train [train flags]");
-  parser.AddString("hosts", &flags.hosts, "hosts to run on, comma-separated (as mpirun's -H takes them; the first is where mpirun runs and is never dropped)");
+  parser.AddString(
+      "hosts", &flags.hosts,
+      "hosts to run on, comma-separated names or addresses (as mpirun's -H takes them); this "
+      "machine's entry, where mpirun runs, gets the first ranks and is never dropped");
   parser.AddInt("workers-per-host", &flags.workers_per_host, "worker processes on each host (each runs the train command's --replicas)");
   parser.AddInt("min-hosts", &flags.min_hosts, "give up when fewer hosts than this would remain");
   parser.AddInt("max-restarts", &flags.max_restarts, "relaunches at most (0: report the lost host and stop)");
@@ -375,11 +482,14 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
   const std::string self = SelfPath();
   if (self.empty()) return Fail(err, "cannot find this program's path (/proc/self/exe)", 1);
 
+  std::string local;
+  hosts = LocalFirst(hosts, &local, out);
   const std::chrono::milliseconds grace(static_cast<int64_t>(flags.grace_s * 1000));
   const std::chrono::milliseconds start_timeout(static_cast<int64_t>(flags.start_timeout_s * 1000));
   for (int64_t restart = 0;; ++restart) {
-    const int64_t workers = static_cast<int64_t>(hosts.size()) * flags.workers_per_host;
-    const std::vector<std::string> argv = MpirunArgv(flags, hosts, workers, self, command);
+    const Placement placement{hosts, flags.workers_per_host};
+    const int64_t workers = placement.workers();
+    const std::vector<std::string> argv = MpirunArgv(flags, placement, self, command);
     out << "tower launch: run " << restart + 1 << " on " << hosts.size() << " host"
         << (hosts.size() == 1 ? "" : "s") << " (" << Join(hosts, ", ") << "), " << workers
         << " worker" << (workers == 1 ? "" : "s") << ": " << Join(argv, " ") << "\n"
@@ -417,7 +527,8 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
                            "): see the errors above; not restarting",
                   1);
     }
-    StatusOr<std::vector<std::string>> rest = HostsAfterLoss(flags, hosts, attempt, restart, out);
+    StatusOr<std::vector<std::string>> rest =
+        HostsAfterLoss(flags, placement, local, attempt, restart, out);
     if (!rest.ok()) return Fail(err, rest.status().message(), 1);
     out << "tower launch: relaunching on " << Join(*rest, ", ") << " from the backup (restart "
         << restart + 1 << " of at most " << flags.max_restarts << ")\n"

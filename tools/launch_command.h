@@ -16,7 +16,11 @@
 // How a lost host is found: every worker gives up on a collective after
 // --collective-timeout, names the workers that never came or stopped answering, and prints a
 // report line (strategy/collectives/mpi/worker_report.h) that this command reads from mpirun's
-// output.
+// output. A reported rank is mapped to the --hosts entry this command placed it on (-H
+// host:workers-per-host, --map-by slot: rank r on the (r / workers-per-host)-th host, this
+// machine's entry first), so hosts may be written as names or addresses, mixed: the host name
+// a worker reports is shown, never matched. --mpirun-args that would move ranks (-H,
+// --hostfile, --map-by, --rankfile, -np, ...) are refused.
 // mpirun itself may hang on a host it cannot reach: it is ended --grace seconds after the
 // first report. The job succeeded when every worker printed its "finished" report (mpirun's
 // exit status is not enough: with the recovery mode used here it exits 0 after failures).

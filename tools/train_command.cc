@@ -2,9 +2,6 @@
 #include "tools/train_data.h"
 #include "tools/train_stream.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -27,6 +24,7 @@
 #include "strategy/replica_devices.h"
 #include "strategy/strategy_flags.h"
 #include "strategy/strategy_from_environment.h"
+#include "tools/output_paths.h"
 #include "util/file.h"
 #include "util/flags.h"
 #include "strategy/collectives/flight_recorder.h"
@@ -155,37 +153,6 @@ Status ConfigureTraining(const TrainFlags& flags, double lr, Optimizer& optimize
   clipping.global_clip_norm = static_cast<float>(flags.clip_norm);
   Status clip = optimizer.SetClipping(clipping);
   if (!clip.ok()) return clip.WithContext("--clip-value / --clip-norm");
-  return OkStatus();
-}
-
-// Output paths are checked before training, so a typo costs seconds, not a training run.
-Status CheckWritable(const std::string& flag, const std::string& path) {
-  if (path.empty()) return OkStatus();
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return InvalidArgumentError("--" + flag + "=" + path + ": the directory " + dir +
-                                " does not exist or is not writable");
-  }
-  return OkStatus();
-}
-
-// A directory that training will create if needed (--tensorboard): its nearest existing
-// ancestor must be a directory this process can write to. Nothing is created here.
-Status CheckCreatableDirectory(const std::string& flag, const std::string& dir) {
-  if (dir.empty()) return OkStatus();
-  std::string existing = dir;
-  struct stat info;
-  while (::stat(existing.c_str(), &info) != 0) {
-    const size_t slash = existing.find_last_of('/', existing.size() > 1 ? existing.size() - 2 : 0);
-    existing = slash == std::string::npos ? "." : slash == 0 ? "/" : existing.substr(0, slash);
-  }
-  if (!S_ISDIR(info.st_mode) || ::access(existing.c_str(), W_OK | X_OK) != 0) {
-    return InvalidArgumentError("--" + flag + "=" + dir + ": " + existing +
-                                (S_ISDIR(info.st_mode) ? " is not writable"
-                                                       : " is not a directory") +
-                                ", so the directory cannot be created there");
-  }
   return OkStatus();
 }
 
@@ -452,7 +419,7 @@ int CreateStrategy(const TrainFlags& flags, const Prepared& prepared, std::ostre
     *strategy_out = std::move(*created);
     if (std::getenv(kWorkerReportEnv) != nullptr) {
       // For a supervisor (tower launch): this worker joined the job.
-      const World& world = (*strategy_out)->world();
+      const World& world = (*strategy_out)->extended().world();
       out << StartedLine(world.rank(), world.size()) << "\n" << std::flush;
     }
   }
@@ -461,10 +428,11 @@ int CreateStrategy(const TrainFlags& flags, const Prepared& prepared, std::ostre
     // Workers on several hosts each read their own copy of the data: a stale or other file
     // on one host is refused here, before the first step, naming both sides.
     StatusOr<std::string> content = DescribeTrainData(prepared);
-    status = content.ok() ? strategy->CheckConsistent("data " + *content) : content.status();
+    MirroredExtended& extended = strategy->extended();
+    status = content.ok() ? extended.CheckConsistent("data " + *content) : content.status();
     if (!status.ok()) {
       const int code = Usage(err, status.WithContext("--data=" + flags.data));
-      strategy->Abort(code);
+      extended.Abort(code);
       return code;
     }
   }
@@ -604,6 +572,7 @@ Status MakeFitOptions(const TrainFlags& flags, const TrainPlan& plan, const data
 // Trains (resuming a backup when asked), saves and reports: the exit code.
 int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* strategy,
           Sequential& model, std::ostream& out, std::ostream& err) {
+  const MirroredExtended* extended = strategy != nullptr ? &strategy->extended() : nullptr;
   const bool chief = strategy == nullptr || strategy->is_chief();
   const std::string signature = RunSignature(flags, plan.layer_spec, plan.lr) +
                                 StreamingSignature(plan.prepared, flags.streaming, model);
@@ -640,16 +609,16 @@ int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* stra
       out << "Saved weights to " << flags.save << "\n";
     }
   }
-  if (strategy != nullptr && strategy->world().size() > 1 && flags.verbose > 0) {
+  if (extended != nullptr && extended->world().size() > 1 && flags.verbose > 0) {
     // What this worker's all-reduces sent to the others (each worker prints its own).
-    out << "Worker " << strategy->world().rank() << " sent "
-        << strategy->cross_device_ops().bytes_sent_to_other_workers()
+    out << "Worker " << extended->world().rank() << " sent "
+        << extended->cross_device_ops().bytes_sent_to_other_workers()
         << " bytes to other workers in all-reduces (" << flags.strategy.all_reduce_dtype << ")\n"
         << std::flush;
   }
-  if (strategy != nullptr && std::getenv(kWorkerReportEnv) != nullptr) {
+  if (extended != nullptr && std::getenv(kWorkerReportEnv) != nullptr) {
     // For a supervisor (tower launch): this worker finished.
-    out << FinishedLine(strategy->world().rank(), strategy->world().size()) << "\n" << std::flush;
+    out << FinishedLine(extended->world().rank(), extended->world().size()) << "\n" << std::flush;
   }
   return 0;
 }

@@ -13,11 +13,18 @@
 //     refused with --max-clock-skew;
 //   - `tower launch`: a host cut at a random step is dropped, the job finishes on the other
 //     two with the bytes of an uninterrupted run (4 rounds, random cut points; 1 in a reduced
-//     round).
+//     round); the same over 2 hosts given by address, and mixed (a name and an address, this
+//     machine's last): the lost rank mapped to the host it was placed on;
+//   - plain mpirun, a host's link cut: every survivor gone within the deadline + 5 s (mpirun
+//     itself, which waits on the lost daemon, only measured).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -25,9 +32,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/testing/env_flag.h"
 #include "tests/testing/netns_hosts.h"
@@ -87,10 +91,11 @@ class MultiHostTest : public ::testing::Test {
                                        std::to_string(workers) + " " + Runfile("tools/tower") +
                                        " " + args);
   }
-  // tower launch on host1 over host1..host3, bounded in time.
-  std::string Launch(const std::string& flags, const std::string& train) const {
+  // tower launch on host1 over `hosts` (names or addresses), bounded in time.
+  std::string Launch(const std::string& flags, const std::string& train,
+                     const std::string& hosts = "host1,host2,host3") const {
     return hosts_->OnHost("host1", "timeout -k 5 150 " + Runfile("tools/tower") +
-                                       " launch --hosts=host1,host2,host3 --mpirun-args=\"" +
+                                       " launch --hosts=" + hosts + " --mpirun-args=\"" +
                                        hosts_->MpirunArgs() + "\" " + flags + " -- " + train);
   }
   // Whether a `tower train` worker runs on any of `hosts`: a process whose program is
@@ -146,6 +151,39 @@ class MultiHostTest : public ::testing::Test {
                 took, kDeadlineS);
     // The last backup is whole, and past the two we waited for.
     EXPECT_GT(BackupPosition(backup).total_steps, 0);
+  }
+
+  // `tower launch --hosts=<hosts>` (names or addresses) of `train` with a backup every 10
+  // steps; `cut`'s link is cut after `backups` backups and `extra_ms` more: the job must be
+  // relaunched without it and save `expected` (an uninterrupted run's bytes). Its log's text.
+  std::string CutAndFinish(const std::string& hosts, int min_hosts, const std::string& cut,
+                           int backups, int extra_ms, const std::string& train,
+                           const std::string& expected, const std::string& name) {
+    const std::string backup = TempPath(name + ".backup");
+    const std::string saved = TempPath(name + ".safetensors");
+    const std::string log = TempPath(name + ".log");
+    std::remove(backup.c_str());
+    std::remove(saved.c_str());
+    {
+      BackgroundProgram run(
+          BackgroundProgram::ShellCommand{
+              Launch("--min-hosts=" + std::to_string(min_hosts) +
+                         " --max-restarts=3 --grace=1 --start-timeout=10",
+                     train + " --backup=" + backup + " --backup-every=10 --save=" + saved, hosts)},
+          log);
+      EXPECT_TRUE(run.started());
+      if (!run.started()) return "";
+      if (!WaitForBackups(run, backup, backups)) {
+        ADD_FAILURE() << "no " << backups << " backups\n" << ReadText(log);
+        return ReadText(log);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(extra_ms));
+      EXPECT_TRUE(hosts_->CutLink(cut).ok());
+      EXPECT_EQ(run.Wait(), 0) << ReadText(log);
+    }
+    const std::string text = ReadText(log);
+    EXPECT_TRUE(ReadBytes(saved) == expected) << "the job ended with other bytes\n" << text;
+    return text;
   }
 
   std::unique_ptr<NetnsHosts> hosts_;
@@ -312,25 +350,9 @@ TEST_F(MultiHostTest, ALostHostIsDroppedAndTheJobEndsWithTheBytesOfAnUninterrupt
     const int extra_ms = static_cast<int>(random() % 200);
     SCOPED_TRACE("round " + std::to_string(round) + ": " + host + " cut after " +
                  std::to_string(backups) + " backups + " + std::to_string(extra_ms) + " ms");
-    const std::string backup = TempPath("restart.backup");
-    const std::string saved = TempPath("restart.safetensors");
-    const std::string log = TempPath("restart" + std::to_string(round) + ".log");
-    std::remove(backup.c_str());
-    std::remove(saved.c_str());
     const auto started = Clock::now();
-    {
-      BackgroundProgram run(
-          BackgroundProgram::ShellCommand{Launch(
-              "--min-hosts=2 --max-restarts=3 --grace=1 --start-timeout=10",
-              train + " --backup=" + backup + " --backup-every=10 --save=" + saved)},
-          log);
-      ASSERT_TRUE(run.started());
-      ASSERT_TRUE(WaitForBackups(run, backup, backups)) << ReadText(log);
-      std::this_thread::sleep_for(std::chrono::milliseconds(extra_ms));
-      ASSERT_TRUE(hosts_->CutLink(host).ok());
-      EXPECT_EQ(run.Wait(), 0) << ReadText(log);
-    }
-    const std::string text = ReadText(log);
+    const std::string text = CutAndFinish("host1,host2,host3", 2, host, backups, extra_ms, train,
+                                          expected, "restart" + std::to_string(round));
     int same_hosts = 0;  // relaunches after an Open MPI daemon failed to come up
     for (size_t at = text.find("relaunching on the same hosts"); at != std::string::npos;
          at = text.find("relaunching on the same hosts", at + 1)) {
@@ -341,9 +363,8 @@ TEST_F(MultiHostTest, ALostHostIsDroppedAndTheJobEndsWithTheBytesOfAnUninterrupt
                 round, host.c_str(), backups, extra_ms,
                 std::chrono::duration<double>(Clock::now() - started).count(), same_hosts,
                 same_hosts == 1 ? "" : "es");
-    EXPECT_THAT(text, HasSubstr("tower launch: lost " + host)) << text;
+    EXPECT_THAT(text, HasSubstr("tower launch: lost " + host + ", where rank ")) << text;
     EXPECT_THAT(text, HasSubstr("tower launch: done on 2 hosts")) << text;
-    EXPECT_TRUE(ReadBytes(saved) == expected) << "the job ended with other bytes\n" << text;
     // The cut host again as new for the next round.
     ASSERT_TRUE(hosts_->KillHost(host).ok());
     ASSERT_TRUE(hosts_->RestoreLink(host).ok());
@@ -355,6 +376,91 @@ TEST_F(MultiHostTest, ALostHostIsDroppedAndTheJobEndsWithTheBytesOfAnUninterrupt
     if (HasFailure()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }
+}
+
+// Hosts given as addresses, as `mpirun -H 10.0.0.1,10.0.0.2` users give them, then mixed with
+// this machine's entry last: the lost rank is mapped to the entry it was placed on (its worker
+// calls its host host2: shown, not matched), and the job ends on the one host left with the
+// bytes of an uninterrupted run.
+TEST_F(MultiHostTest, HostsGivenByAddressLoseOneAndTheJobEndsWithTheBytesOfAnUninterruptedRun) {
+  const std::string train =
+      std::string(kTrain) + " --epochs=20 --collective-timeout=" + std::to_string(kDeadlineS);
+  const std::string reference = TempPath("address_uninterrupted.safetensors");
+  const ProgramOutput one = Tower(train + " --save=" + reference);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  const std::string expected = ReadBytes(reference);
+  ASSERT_FALSE(expected.empty());
+  const std::string first = hosts_->Address("host1"), second = hosts_->Address("host2");
+  const struct {
+    std::string hosts, lost;
+  } runs[] = {
+      {first + "," + second, second},
+      // mpirun places its first ranks on its own host (host1) whatever the order.
+      {"host2," + first, "host2"},
+  };
+  for (const auto& r : runs) {
+    SCOPED_TRACE("--hosts=" + r.hosts);
+    const auto started = Clock::now();
+    const std::string text = CutAndFinish(r.hosts, 1, "host2", 2, 0, train, expected,
+                                          "address" + std::to_string(&r - runs));
+    std::printf("--hosts=%s: host2 cut after 2 backups; the job took %.1f s\n", r.hosts.c_str(),
+                std::chrono::duration<double>(Clock::now() - started).count());
+    EXPECT_THAT(text, HasSubstr("tower launch: lost " + r.lost +
+                                ", where rank 1 (host host2) "
+                                "was placed (reported unreachable by the workers)"))
+        << text;
+    EXPECT_THAT(text, HasSubstr("tower launch: relaunching on " + first + " from the backup"))
+        << text;
+    EXPECT_THAT(text, HasSubstr("tower launch: done on 1 host (" + first + ") after 1 restart"))
+        << text;
+    if (HasFailure()) break;
+    // host2 again as new for the next run (see the pause in the test above).
+    ASSERT_TRUE(hosts_->KillHost("host2").ok());
+    ASSERT_TRUE(hosts_->RestoreLink("host2").ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  }
+}
+
+// Plain mpirun, no `tower launch`: once the survivors name the cut-off worker (their
+// deadline), each of them exits, non-zero, within the deadline + 5 s (the bound issue 58
+// sets: a function, not a speed figure). mpirun itself is only measured: it waits on the
+// unreachable host's daemon (README "Several processes, several machines").
+TEST_F(MultiHostTest, UnderPlainMpirunEverySurvivorExitsWithinTheDeadlinePlusFiveSeconds) {
+  const std::string backup = TempPath("plain.backup");
+  const std::string log = TempPath("plain.log");
+  const std::string train = std::string(kTrain) +
+                            " --epochs=100000 --collective-timeout=" + std::to_string(kDeadlineS) +
+                            " --backup=" + backup + " --backup-every=20";
+  // 2 workers on host1 (the survivors), 1 on host2 (cut off).
+  BackgroundProgram run(BackgroundProgram::ShellCommand{Mpirun("host1:2,host2:1", 3, train)}, log);
+  ASSERT_TRUE(run.started());
+  ASSERT_TRUE(WaitForBackups(run, backup, 2)) << ReadText(log);
+  ASSERT_TRUE(WorkersRunOn({"host1"}));
+  const auto cut = Clock::now();
+  ASSERT_TRUE(hosts_->CutLink("host2").ok());
+  const auto limit = std::chrono::seconds(kDeadlineS + 5);
+  while (Clock::now() - cut < limit && WorkersRunOn({"host1"})) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double gone = std::chrono::duration<double>(Clock::now() - cut).count();
+  const bool running = WorkersRunOn({"host1"});
+  EXPECT_FALSE(running) << "survivors still running " << gone << " s after the cut";
+  std::printf("plain mpirun: the survivors on host1 %s %.2f s after the cut (deadline %d s)\n",
+              running ? "still ran" : "were gone", gone, kDeadlineS);
+  // mpirun: measured for 10 s more, then ended here (the hosts' teardown ends what is left).
+  while (Clock::now() - cut < limit + std::chrono::seconds(10) && run.Running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::printf("plain mpirun: mpirun %s %.1f s after the cut\n",
+              run.Running() ? "still running" : "ended",
+              std::chrono::duration<double>(Clock::now() - cut).count());
+  run.Kill(SIGKILL);
+  const std::string text = ReadText(log);
+  // Each survivor names the lost worker and gives up, and ends through MPI_Abort (exit code 1).
+  EXPECT_THAT(text, HasSubstr("rank 0 (host host1) gives up")) << text;
+  EXPECT_THAT(text, HasSubstr("rank 1 (host host1) gives up")) << text;
+  EXPECT_THAT(text, HasSubstr("tower-worker: unreachable: rank 2 on host2")) << text;
+  EXPECT_THAT(text, HasSubstr("with errorcode 1.")) << text;
 }
 
 }  // namespace

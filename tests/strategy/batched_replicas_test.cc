@@ -146,7 +146,7 @@ Trained Train(const TrainingRun& setup) {
   fit.epochs = 2;
   fit.verbose = 0;
   Trained out;
-  out.batched_groups = strategy != nullptr ? strategy->batched_groups() : 0;
+  out.batched_groups = strategy != nullptr ? strategy->extended().batched_groups() : 0;
   StatusOr<History> history = model.Fit(dataset, fit);
   out.status = history.status();
   if (!history.ok()) return out;
@@ -347,20 +347,20 @@ TEST(BatchedReplicasTest, StepsOfSeveralPassesAndOtherSetupsDoNotBatch) {
   options.context = context.get();
   options.replica_threads = 2;
   // Not asked for (the default): each replica computes its own shard.
-  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 0);
+  EXPECT_EQ((*MirroredStrategy::Create(options))->extended().batched_groups(), 0);
   options.batch_replica_rows = true;
   options.share_variables = false;
-  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 0);
+  EXPECT_EQ((*MirroredStrategy::Create(options))->extended().batched_groups(), 0);
   options.share_variables = true;
   options.virtual_shards = 4;
-  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 0);
+  EXPECT_EQ((*MirroredStrategy::Create(options))->extended().batched_groups(), 0);
   options.virtual_shards = 0;
   options.fold_replica_gradients = false;
-  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 0);
+  EXPECT_EQ((*MirroredStrategy::Create(options))->extended().batched_groups(), 0);
   options.fold_replica_gradients = true;
-  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 1);
+  EXPECT_EQ((*MirroredStrategy::Create(options))->extended().batched_groups(), 1);
   options.batch_threads = 2;
-  EXPECT_EQ((*MirroredStrategy::Create(options))->batched_groups(), 2);
+  EXPECT_EQ((*MirroredStrategy::Create(options))->extended().batched_groups(), 2);
   // More batch threads than replica threads: refused, naming the limit.
   options.batch_threads = 3;
   StatusOr<std::unique_ptr<MirroredStrategy>> refused = MirroredStrategy::Create(options);

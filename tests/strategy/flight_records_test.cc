@@ -92,7 +92,7 @@ TEST(FlightRecordsTest, AFailingReplicaWritesTheRingNamingIt) {
   std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
   FlightRecorder::Get().Clear();
   FlightRecorder::Get().SetDumpDirectory(dir);
-  const Status status = strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+  const Status status = strategy->extended().RunOnReplicas([&](ReplicaContext& ctx) -> Status {
     for (int round = 0; round < 3; ++round) {
       if (round == 2 && ctx.replica_id() == 1) return InternalError("a bad shard");
       TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::FromHost(ctx.device(), Shape{4}, {1, 2, 3, 4}));

@@ -45,9 +45,9 @@ std::unique_ptr<MirroredStrategy> Strategy(Context& context, int threads, bool f
 // replica's two gradients after Finish (the sums).
 std::vector<std::vector<float>> SumThroughReducers(MirroredStrategy& strategy,
                                                    const std::vector<float>& values) {
-  const int replicas = strategy.num_local_replicas();
+  const int replicas = strategy.extended().num_local_replicas();
   std::vector<std::vector<float>> out(replicas);
-  const Status status = strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+  const Status status = strategy.extended().RunOnReplicas([&](ReplicaContext& ctx) -> Status {
     const int r = ctx.replica_id();
     GradientReducer& reducer = ctx.gradient_reducer();
     const int64_t bytes[] = {3 * 4, 5 * 4};
@@ -170,7 +170,7 @@ TEST(GradientFoldingTest, AFailedReplicaEndsItsGroupsWaitsAndTheNextRunWorks) {
   auto strategy = Strategy(*context, 2, /*fold=*/true);
   for (int failing : {0, 2}) {
     const auto start = std::chrono::steady_clock::now();
-    const Status status = strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    const Status status = strategy->extended().RunOnReplicas([&](ReplicaContext& ctx) -> Status {
       if (ctx.replica_id() == failing) return InvalidArgumentError("bad shard");
       GradientReducer& reducer = ctx.gradient_reducer();
       const int64_t bytes[] = {4};
@@ -196,12 +196,12 @@ TEST(GradientFoldingTest, AFoldedReplicaWithATensorOfItsOwnIsRefused) {
   auto context = Cpus(4);
   auto strategy = Strategy(*context, 2, /*fold=*/true);
   const AllReduceOptions folded = AllReduceOptions::Folded(/*folded=*/1, /*fold_groups=*/2);
-  ASSERT_TRUE(strategy->cross_device_ops().Supports(folded));
+  ASSERT_TRUE(strategy->extended().cross_device_ops().Supports(folded));
   for (int64_t elements : {int64_t{1}, int64_t{100000}}) {
-    const Status status = strategy->RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    const Status status = strategy->extended().RunOnReplicas([&](ReplicaContext& ctx) -> Status {
       TOWER_ASSIGN_OR_RETURN(Tensor own, Tensor::Zeros(ctx.device(), Shape{elements}));
       Tensor* list[] = {&own};
-      return strategy->cross_device_ops().AllReduce(ctx.replica_id(), list, folded);
+      return strategy->extended().cross_device_ops().AllReduce(ctx.replica_id(), list, folded);
     });
     EXPECT_TRUE(IsInvalidArgument(status)) << elements << ": " << status;
     EXPECT_THAT(status.message(), HasSubstr("passed another tensor 0 than replica"));

@@ -43,7 +43,7 @@ TEST(MirroredStrategyTest, DefaultsToEveryLogicalCpuAndLogsItsChoice) {
                         "/job:localhost/replica:0/task:0/device:CPU:2, "
                         "/job:localhost/replica:0/task:0/device:CPU:3)"));
   EXPECT_THAT(capture.text(), HasSubstr("Cross-device ops: in-process (4 replicas in host memory"));
-  EXPECT_EQ(strategy->cross_device_ops().name(), "in-process");
+  EXPECT_EQ(strategy->extended().cross_device_ops().name(), "in-process");
 }
 
 TEST(MirroredStrategyTest, BadDeviceListsAreRejected) {
@@ -75,7 +75,7 @@ TEST(MirroredStrategyTest, RunGivesEachReplicaItsThreadDeviceAndCollectives) {
   ASSERT_TRUE(values.ok()) << values.status();
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(*(*values)[r].ToHost(), (std::vector<float>{6, 30}));
-    EXPECT_EQ((*values)[r].device(), strategy->replica_device(r));
+    EXPECT_EQ((*values)[r].device(), strategy->extended().replica_device(r));
   }
   StatusOr<Tensor> sum = strategy->Reduce(ReduceOp::kSum, *values);
   ASSERT_TRUE(sum.ok());
@@ -86,10 +86,12 @@ TEST(MirroredStrategyTest, RunGivesEachReplicaItsThreadDeviceAndCollectives) {
   EXPECT_FALSE(strategy->Reduce(ReduceOp::kSum, PerReplica<double>({1, 2})).ok());
   // Threads: three distinct ones, the first being the caller's.
   std::vector<std::thread::id> ids(3);
-  ASSERT_TRUE(strategy->RunOnReplicas([&](ReplicaContext& ctx) {
-    ids[ctx.replica_id()] = std::this_thread::get_id();
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(strategy->extended()
+                  .RunOnReplicas([&](ReplicaContext& ctx) {
+                    ids[ctx.replica_id()] = std::this_thread::get_id();
+                    return OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(ids[0], std::this_thread::get_id());
   EXPECT_NE(ids[1], ids[0]);
   EXPECT_NE(ids[2], ids[1]);
@@ -100,7 +102,7 @@ TEST(MirroredStrategyTest, AFailingReplicaIsNamedAndTheOthersDoNotHang) {
   auto strategy = Strategy(*context);
   for (int attempt = 0; attempt < 3; ++attempt) {
     const auto start = std::chrono::steady_clock::now();
-    Status status = strategy->RunOnReplicas([](ReplicaContext& ctx) -> Status {
+    Status status = strategy->extended().RunOnReplicas([](ReplicaContext& ctx) -> Status {
       if (ctx.replica_id() == 2) return InvalidArgumentError("bad shard");
       TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(ctx.device(), Shape{4}));
       Tensor* list[] = {&t};
@@ -112,7 +114,7 @@ TEST(MirroredStrategyTest, AFailingReplicaIsNamedAndTheOthersDoNotHang) {
                 HasSubstr("replica 2 (/job:localhost/replica:0/task:0/device:CPU:2): bad shard"));
   }
   // The strategy works again afterwards.
-  EXPECT_TRUE(strategy->RunOnReplicas([](ReplicaContext& ctx) -> Status {
+  EXPECT_TRUE(strategy->extended().RunOnReplicas([](ReplicaContext& ctx) -> Status {
     TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(ctx.device(), Shape{4}));
     Tensor* list[] = {&t};
     return ctx.AllReduceSum(list);
@@ -169,7 +171,7 @@ TEST(MirroredStrategyTest, EachReplicaThreadGetsItsShareOfTheCoresForItsKernels)
     options.replica_threads = threads;
     auto strategy = std::move(MirroredStrategy::Create(options)).value();
     std::vector<int> budgets(8, -1);
-    ASSERT_TRUE(strategy->RunOnReplicas([&](ReplicaContext& ctx) {
+    ASSERT_TRUE(strategy->extended().RunOnReplicas([&](ReplicaContext& ctx) {
       budgets[ctx.replica_id()] = CurrentIntraOpThreads();
       return OkStatus();
     }).ok());
@@ -181,7 +183,7 @@ TEST(MirroredStrategyTest, EachReplicaThreadGetsItsShareOfTheCoresForItsKernels)
 TEST(MirroredStrategyTest, AnExceptionInAReplicaBecomesAnError) {
   auto context = Cpus(2);
   auto strategy = Strategy(*context);
-  Status status = strategy->RunOnReplicas([](ReplicaContext& ctx) -> Status {
+  Status status = strategy->extended().RunOnReplicas([](ReplicaContext& ctx) -> Status {
     if (ctx.replica_id() == 1) throw std::runtime_error("index out of range");
     return OkStatus();
   });
@@ -193,7 +195,7 @@ TEST(MirroredStrategyTest, AStalledReplicaTimesOutNamedInTheCollective) {
   auto context = Cpus(3);
   auto strategy = Strategy(*context, {}, std::chrono::milliseconds(300));
   const auto start = std::chrono::steady_clock::now();
-  Status status = strategy->RunOnReplicas([](ReplicaContext& ctx) -> Status {
+  Status status = strategy->extended().RunOnReplicas([](ReplicaContext& ctx) -> Status {
     if (ctx.replica_id() == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       return OkStatus();  // never calls the collective
@@ -209,7 +211,7 @@ TEST(MirroredStrategyTest, AStalledReplicaTimesOutNamedInTheCollective) {
   // No thread is left behind: the strategy can be dropped and a new one built and used.
   strategy.reset();
   strategy = Strategy(*context, {}, std::chrono::milliseconds(300));
-  EXPECT_TRUE(strategy->RunOnReplicas([](ReplicaContext& ctx) -> Status {
+  EXPECT_TRUE(strategy->extended().RunOnReplicas([](ReplicaContext& ctx) -> Status {
     TOWER_ASSIGN_OR_RETURN(Tensor t, Tensor::FromHost(ctx.device(), Shape{4}, {1, 1, 1, 1}));
     Tensor* list[] = {&t};
     TOWER_RETURN_IF_ERROR(ctx.AllReduceSum(list));
@@ -236,7 +238,7 @@ TEST(MirroredStrategyTest, DistributeDatasetShardsInOrderEvenlyWithEmptyReplicas
   for (int r = 0; r < 4; ++r) {
     const ReplicaBatch& shard = (**first)[r];
     EXPECT_EQ(*shard.features.ToHost(), expected[r]) << r;
-    EXPECT_EQ(shard.features.device(), strategy->replica_device(r));
+    EXPECT_EQ(shard.features.device(), strategy->extended().replica_device(r));
     EXPECT_EQ(shard.global_batch_size, 10);
     EXPECT_EQ(shard.targets.ToHost()->front(), 100 + expected[r][0]);
   }

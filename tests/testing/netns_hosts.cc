@@ -263,9 +263,11 @@ std::string NetnsHosts::Namespace(const std::string& host) const {
 
 void NetnsHosts::WriteAgent() const {
   // mpirun calls it as `agent HOST COMMAND...` (as it would call ssh); so does OnHost.
+  // A host by its name or its address (mpirun is given either, as by `tower launch --hosts`).
   std::string cases;
   for (const std::string& host : names_) {
-    cases += "  " + host + ") ns=" + Namespace(host) + " ;;\n";
+    cases +=
+        "  " + host + "|" + Address(host) + ") ns=" + Namespace(host) + " host=" + host + " ;;\n";
   }
   const std::string agent =
       "#!/bin/sh\n"
@@ -282,6 +284,12 @@ void NetnsHosts::WriteAgent() const {
       "fi\n"
       "exec ip netns exec \"$ns\" unshare --uts --mount sh -c \"${binds}hostname $host && exec sh -c \\\"\\$0\\\"\" \"$*\"\n";
   WriteFile(dir_ + "/agent", agent, 0755);
+}
+
+std::string NetnsHosts::Address(const std::string& host) const {
+  const std::string ns = Namespace(host);
+  if (ns.empty()) return "";
+  return std::string(kSubnet) + "." + ns.substr(ns.size() - 1);
 }
 
 std::string NetnsHosts::OnHost(const std::string& host, const std::string& command) const {

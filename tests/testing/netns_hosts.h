@@ -40,7 +40,10 @@ class NetnsHosts {
 
   // "host1", "host2", ...
   const std::vector<std::string>& names() const { return names_; }
-  // A shell command line that runs `command` (itself a shell command line) on `host`.
+  // "10.231.0.k" for "hostk" ("" for no such host): mpirun and OnHost take either.
+  std::string Address(const std::string& host) const;
+  // A shell command line that runs `command` (itself a shell command line) on `host` (a name
+  // or an address).
   std::string OnHost(const std::string& host, const std::string& command) const;
   // mpirun's arguments for these hosts: the launch agent, TCP only (no shared memory, even
   // between workers of one host) on the hosts' network, no binding, oversubscription.

@@ -24,9 +24,10 @@ using testing::Tower;
 
 // A stand-in for mpirun: appends its arguments to calls.txt, then plays the scene its host
 // list (-H) selects from scenes.txt ("<hosts> <scene>"; the first match): `ok` (every rank
-// starts and finishes), `lose-HOST` (every rank starts, rank 0 reports HOST unreachable,
-// then it hangs until killed), `no-start` (exits at once, printing Open MPI's daemon error),
-// `hang` (prints nothing, hangs), `error` (every rank starts, one prints Tower's error line).
+// starts and finishes), `lose-R:NAME[,R:NAME...]` (every rank starts, rank 0 reports ranks R
+// unreachable on hosts that call themselves NAME, then it hangs until killed), `no-start` (exits at
+// once, printing Open MPI's daemon error), `hang` (prints nothing, hangs), `error` (every rank
+// starts, one prints Tower's error line).
 class LaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -34,25 +35,34 @@ class LaunchTest : public ::testing::Test {
     mkdir(dir_.c_str(), 0755);
     mpirun_ = dir_ + "/mpirun";
     std::ofstream script(mpirun_);
-    script << "#!/bin/sh\n"
-              "echo \"$*\" >> " << dir_ << "/calls.txt\n"
-              "hosts=''; np=0; prev=''\n"
-              "for a in \"$@\"; do\n"
-              "  [ \"$prev\" = -H ] && hosts=\"$a\"\n"
-              "  [ \"$prev\" = -np ] && np=\"$a\"\n"
-              "  prev=\"$a\"\n"
-              "done\n"
-              "scene=$(awk -v h=\"$hosts\" '$1 == h {print $2; exit}' " << dir_ << "/scenes.txt)\n"
-              "started() { r=0; while [ $r -lt $np ]; do echo \"tower-worker: started: rank $r of $np\"; r=$((r+1)); done; }\n"
-              "case \"$scene\" in\n"
-              "  ok) started; r=0; while [ $r -lt $np ]; do echo \"[rank $r] tower-worker: finished: rank $r of $np\"; r=$((r+1)); done ;;\n"
-              "  lose-*) started; echo \"error: rank 2 (host ${scene#lose-}) never reached collective 7\";\n"
-              "          echo \"tower-worker: unreachable: rank 2 on ${scene#lose-}\"; exec sleep 600 ;;\n"
-              "  no-start) echo 'ORTE was unable to reliably start one or more daemons.'; exit 1 ;;\n"
-              "  hang) exec sleep 600 ;;\n"
-              "  error) started; echo 'error: --data=x.csv: no such file'; exit 0 ;;\n"
-              "  *) echo \"stand-in mpirun: no scene for $hosts\"; exit 3 ;;\n"
-              "esac\n";
+    script
+        << "#!/bin/sh\n"
+           "echo \"$*\" >> "
+        << dir_
+        << "/calls.txt\n"
+           "hosts=''; np=0; prev=''\n"
+           "for a in \"$@\"; do\n"
+           "  [ \"$prev\" = -H ] && hosts=\"$a\"\n"
+           "  [ \"$prev\" = -np ] && np=\"$a\"\n"
+           "  prev=\"$a\"\n"
+           "done\n"
+           "scene=$(awk -v h=\"$hosts\" '$1 == h {print $2; exit}' "
+        << dir_
+        << "/scenes.txt)\n"
+           "started() { r=0; while [ $r -lt $np ]; do echo \"tower-worker: started: rank $r of "
+           "$np\"; r=$((r+1)); done; }\n"
+           "case \"$scene\" in\n"
+           "  ok) started; r=0; while [ $r -lt $np ]; do echo \"[rank $r] tower-worker: finished: "
+           "rank $r of $np\"; r=$((r+1)); done ;;\n"
+           "  lose-*) started; lost=$(echo \"${scene#lose-}\" | sed "
+           "'s/\\([0-9]*\\):\\([^,]*\\)/rank \\1 on \\2/g; s/,/, /g')\n"
+           "          echo \"error: $lost never reached collective 7\";\n"
+           "          echo \"[rank 0] tower-worker: unreachable: $lost\"; exec sleep 600 ;;\n"
+           "  no-start) echo 'ORTE was unable to reliably start one or more daemons.'; exit 1 ;;\n"
+           "  hang) exec sleep 600 ;;\n"
+           "  error) started; echo 'error: --data=x.csv: no such file'; exit 0 ;;\n"
+           "  *) echo \"stand-in mpirun: no scene for $hosts\"; exit 3 ;;\n"
+           "esac\n";
     script.close();
     chmod(mpirun_.c_str(), 0755);
   }
@@ -68,32 +78,80 @@ class LaunchTest : public ::testing::Test {
 };
 
 TEST_F(LaunchTest, ALostHostIsDroppedAndTheJobRelaunchedOnTheRestWithResume) {
-  Scenes("host1:2,host2:2,host3:2 lose-host3\nhost1:2,host2:2 ok\n");
+  // Ranks 4 and 5 are on host3 (2 a host, in -H order); their worker calls its host "vm".
+  Scenes("host1:2,host2:2,host3:2 lose-5:vm,4:vm\nhost1:2,host2:2 ok\n");
   const ProgramOutput out = Launch("--hosts=host1,host2,host3 --workers-per-host=2");
   EXPECT_EQ(out.exit_code, 0) << out.text;
-  EXPECT_THAT(out.text, HasSubstr("tower launch: lost host3 (reported unreachable by the workers)"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: lost host3, where rank 5 (host vm), rank 4 (host "
+                                  "vm) were placed (reported unreachable by the workers)"));
   EXPECT_THAT(out.text, HasSubstr("still running 0.2 s after a host was reported lost: ending it"));
   EXPECT_THAT(out.text, HasSubstr("relaunching on host1, host2 from the backup (restart 1 of at most 3)"));
   EXPECT_THAT(out.text, HasSubstr("tower launch: done on 2 hosts (host1, host2) after 1 restart"));
   const std::vector<std::string> calls = Calls();
   ASSERT_EQ(calls.size(), 2u) << out.text;
-  EXPECT_THAT(calls[0], HasSubstr("-H host1:2,host2:2,host3:2 -np 6 --enable-recovery"));
-  EXPECT_THAT(calls[1], HasSubstr("-H host1:2,host2:2 -np 4 --enable-recovery"));
+  EXPECT_THAT(calls[0],
+              HasSubstr("-H host1:2,host2:2,host3:2 -np 6 --map-by slot --enable-recovery"));
+  EXPECT_THAT(calls[1], HasSubstr("-H host1:2,host2:2 -np 4 --map-by slot --enable-recovery"));
   for (const std::string& call : calls) {
     EXPECT_THAT(call, HasSubstr("-x TOWER_WORKER_REPORTS=1"));
     EXPECT_THAT(call, HasSubstr(" train --data=d.csv --backup=/shared/run.backup --resume"));
   }
 }
 
-TEST_F(LaunchTest, AWorkerNamingAShortHostNameDropsTheFullName) {
-  Scenes("a.cluster:1,b.cluster:1 lose-b\na.cluster:1 ok\n");
-  const ProgramOutput out = Launch("--hosts=a.cluster,b.cluster");
+// A lost rank is mapped to the --hosts entry it was placed on, however the hosts are written;
+// the host name the worker reports is shown, never matched. 203.0.113.0/24 is TEST-NET-3, for
+// documentation: this machine has none of them (the build machine uses TEST-NET-1's
+// 192.0.2.2, which would come first as this machine's).
+TEST_F(LaunchTest, ALostRankIsMappedToItsHostByPlacementWhateverTheNames) {
+  const struct {
+    std::string name, hosts, flags, scenes, lost, rest;
+  } cases[] = {
+      {"addresses", "203.0.113.1,203.0.113.2,203.0.113.3", "",
+       "203.0.113.1:1,203.0.113.2:1,203.0.113.3:1 lose-1:node2\n203.0.113.1:1,203.0.113.3:1 ok\n",
+       "lost 203.0.113.2, where rank 1 (host node2) was placed", "203.0.113.1, 203.0.113.3"},
+      {"names the workers do not use", "host1,host2,host3", "",
+       "host1:1,host2:1,host3:1 lose-2:vm\nhost1:1,host2:1 ok\n",
+       "lost host3, where rank 2 (host vm) was placed", "host1, host2"},
+      {"a worker naming another listed host", "a.cluster,b.cluster,c", "",
+       "a.cluster:1,b.cluster:1,c:1 lose-1:c\na.cluster:1,c:1 ok\n",
+       "lost b.cluster, where rank 1 (host c) was placed", "a.cluster, c"},
+      {"mixed, 2 workers a host", "node1,203.0.113.2,node3.cluster", "--workers-per-host=2",
+       "node1:2,203.0.113.2:2,node3.cluster:2 lose-3:x,4:y\nnode1:2 ok\n",
+       "lost 203.0.113.2, where rank 3 (host x) was placed; node3.cluster, where rank 4 (host y) "
+       "was placed",
+       "node1"},
+      {"3 workers a host, the last rank", "203.0.113.1,nodeB", "--workers-per-host=3",
+       "203.0.113.1:3,nodeB:3 lose-5:nodeB.example\n203.0.113.1:3 ok\n",
+       "lost nodeB, where rank 5 (host nodeB.example) was placed", "203.0.113.1"},
+  };
+  for (const auto& c : cases) {
+    Scenes(c.scenes);
+    const ProgramOutput out = Launch("--hosts=" + c.hosts + " " + c.flags);
+    EXPECT_EQ(out.exit_code, 0) << c.name << "\n" << out.text;
+    EXPECT_THAT(out.text, HasSubstr("tower launch: " + c.lost + " (reported unreachable"))
+        << c.name;
+    EXPECT_THAT(out.text, HasSubstr("relaunching on " + c.rest + " from the backup")) << c.name;
+  }
+}
+
+TEST_F(LaunchTest, ThisMachinesEntryComesFirstWhereMpirunPlacesItsFirstRanks) {
+  // mpirun puts its first ranks on its own host whatever -H says: tower launch orders -H so.
+  Scenes("127.0.0.1:1,203.0.113.1:1,203.0.113.2:1 lose-2:a\n127.0.0.1:1,203.0.113.1:1 ok\n");
+  ProgramOutput out = Launch("--hosts=203.0.113.1,203.0.113.2,127.0.0.1");
   EXPECT_EQ(out.exit_code, 0) << out.text;
-  EXPECT_THAT(out.text, HasSubstr("lost b.cluster"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: 127.0.0.1 is this machine, where mpirun runs: "
+                                  "it comes first"));
+  EXPECT_THAT(out.text, HasSubstr("lost 203.0.113.2, where rank 2 (host a) was placed"));
+  // This machine is never dropped.
+  Scenes("localhost:1,203.0.113.1:1 lose-0:vm\n");
+  out = Launch("--hosts=localhost,203.0.113.1");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("workers report rank 0 (host vm) unreachable, placed on "
+                                  "localhost, this machine: it runs mpirun"));
 }
 
 TEST_F(LaunchTest, ItGivesUpBelowMinHostsAndAfterMaxRestarts) {
-  Scenes("host1:1,host2:1,host3:1 lose-host3\nhost1:1,host2:1 lose-host2\n");
+  Scenes("host1:1,host2:1,host3:1 lose-2:host3\nhost1:1,host2:1 lose-1:host2\n");
   ProgramOutput out = Launch("--hosts=host1,host2,host3 --min-hosts=2");
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_THAT(out.text, HasSubstr("1 host would remain (host1), fewer than --min-hosts=2; giving up"));
@@ -103,11 +161,13 @@ TEST_F(LaunchTest, ItGivesUpBelowMinHostsAndAfterMaxRestarts) {
   EXPECT_THAT(out.text, HasSubstr("--max-restarts=0 reached; giving up"));
 }
 
-TEST_F(LaunchTest, TheFirstHostIsNeverDropped) {
-  Scenes("host1:1,host2:1 lose-host1\n");
+TEST_F(LaunchTest, ARankThatWasNotPlacedIsNotRestarted) {
+  Scenes("host1:1,host2:1 lose-7:host9\n");
   const ProgramOutput out = Launch("--hosts=host1,host2");
   EXPECT_EQ(out.exit_code, 1) << out.text;
-  EXPECT_THAT(out.text, HasSubstr("workers report the first host, host1, unreachable"));
+  EXPECT_THAT(out.text, HasSubstr("workers report rank 7 (host host9) unreachable, but only ranks "
+                                  "0-1 were placed (on host1, host2); not restarting"));
+  EXPECT_EQ(Calls().size(), 1u);
 }
 
 TEST_F(LaunchTest, AJobThatDidNotStartIsRelaunchedOnTheSameHostsUpToMaxRestarts) {
@@ -149,6 +209,9 @@ TEST_F(LaunchTest, BadFlagsAreRefusedBeforeAnythingRuns) {
       {"--hosts=a", "train --data=d.csv", "the train command needs --backup=PATH"},
       {"--hosts=a", "train --backup=b --resume=false", "--resume=false"},
       {"--hosts=a --bogus=1", kTrain, "unknown flag --bogus"},
+      {"--hosts=a --mpirun-args=\"--bind-to none --map-by node\"", kTrain,
+       "--mpirun-args gives --map-by: tower launch places the ranks itself"},
+      {"--hosts=a --mpirun-args=--hostfile=h.txt", kTrain, "--mpirun-args gives --hostfile"},
   };
   for (const auto& c : cases) {
     const ProgramOutput out = Launch(c.flags, c.train);

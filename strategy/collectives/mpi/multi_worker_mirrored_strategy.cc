@@ -177,8 +177,8 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MultiWorkerMirroredStrategy::Create(
     const Status named = context.SetJobAndTask("worker", world->rank());
     if (!named.ok()) TOWER_LOG(WARNING) << named.message();
   }
-  TOWER_ASSIGN_OR_RETURN(MirroredStrategy::LocalSetup setup,
-                         MirroredStrategy::PrepareLocal("MultiWorkerMirroredStrategy", options));
+  TOWER_ASSIGN_OR_RETURN(MirroredExtended::LocalSetup setup,
+                         MirroredExtended::PrepareLocal("MultiWorkerMirroredStrategy", options));
   // Every worker needs the same number of local replicas (the global batch is split by the
   // global count): checked on every rank before anything else.
   TOWER_ASSIGN_OR_RETURN(std::vector<std::string> counts,
@@ -211,11 +211,11 @@ StatusOr<std::unique_ptr<MirroredStrategy>> MultiWorkerMirroredStrategy::Create(
     }
   }
   TOWER_ASSIGN_OR_RETURN(
-      std::unique_ptr<MirroredStrategy> strategy,
-      MirroredStrategy::Assemble("MultiWorkerMirroredStrategy", world, std::move(setup)));
-  TOWER_LOG(INFO) << "Worker " << world->Describe(world->rank()) << " of " << world->size()
-                  << ": " << strategy->num_replicas_in_sync() << " replicas in sync";
-  return strategy;
+      std::unique_ptr<MirroredExtended> extended,
+      MirroredExtended::Assemble("MultiWorkerMirroredStrategy", world, std::move(setup)));
+  TOWER_LOG(INFO) << "Worker " << world->Describe(world->rank()) << " of " << world->size() << ": "
+                  << extended->num_replicas_in_sync() << " replicas in sync";
+  return std::make_unique<MirroredStrategy>(std::move(extended));
 }
 
 }  // namespace tower

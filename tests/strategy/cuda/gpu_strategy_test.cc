@@ -117,7 +117,7 @@ std::vector<std::vector<float>> Train(int replicas) {
     for (int r = 0; r < replicas; ++r) options.devices.push_back(gpus[r]->full_name());
     strategy = std::move(MirroredStrategy::Create(options)).value();
     // Logical GPUs of one card: chosen by UUID, never NCCL.
-    EXPECT_EQ(strategy->cross_device_ops_choice().kind, CrossDeviceOpsKind::kSameCard);
+    EXPECT_EQ(strategy->extended().cross_device_ops_choice().kind, CrossDeviceOpsKind::kSameCard);
     auto scope = strategy->Scope();
     TOWER_CHECK_OK(model.Compile(MeanSquaredErrorLoss(), SGD(0.001f, 0.9f)));
   } else {

@@ -217,7 +217,7 @@ TEST(NcclSingleProcessTest, OneGpuGetsNoCommunicator) {
   options.devices = {"/GPU:0"};
   StatusOr<std::unique_ptr<MirroredStrategy>> strategy = MirroredStrategy::Create(options);
   ASSERT_TRUE(strategy.ok()) << strategy.status();
-  EXPECT_NE((*strategy)->cross_device_ops_choice().kind, CrossDeviceOpsKind::kNccl);
+  EXPECT_NE((*strategy)->extended().cross_device_ops_choice().kind, CrossDeviceOpsKind::kNccl);
 #ifdef CUDAEMU
   EXPECT_EQ(cudaemu::testing::NcclCommunicatorsCreated(), created_before)
       << "one GPU has nothing to reduce with, yet got an NCCL communicator";

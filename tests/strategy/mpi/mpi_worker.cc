@@ -66,7 +66,7 @@ Status AllReduceRounds(MirroredStrategy& strategy, int rounds, const std::string
   const std::vector<int64_t> sizes = {0, 1, 7, 1000, 100000};
   const int world = strategy.num_replicas_in_sync();
   const float factor = world * (world + 1) / 2.0f;
-  const int rank = strategy.world().rank();
+  const int rank = strategy.extended().world().rank();
   for (int round = 0; round < rounds; ++round) {
     // A custom loop's step, as Fit sets it: collectives carry it in their fingerprints.
     SetCurrentStep(round + 1);
@@ -94,7 +94,7 @@ Status AllReduceRounds(MirroredStrategy& strategy, int rounds, const std::string
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
-    TOWER_RETURN_IF_ERROR(strategy.RunOnReplicas([&](ReplicaContext& ctx) -> Status {
+    TOWER_RETURN_IF_ERROR(strategy.extended().RunOnReplicas([&](ReplicaContext& ctx) -> Status {
       std::vector<Tensor> tensors;
       for (size_t t = 0; t < sizes.size(); ++t) {
         const int64_t size = sizes[t] + (longer && t == 3 ? 1 : 0);
@@ -123,7 +123,7 @@ Status AllReduceRounds(MirroredStrategy& strategy, int rounds, const std::string
 }
 
 Status Mismatch(MirroredStrategy& strategy, bool same_model) {
-  const int64_t units = strategy.world().rank() == 1 && !same_model ? 32 : 16;
+  const int64_t units = strategy.extended().world().rank() == 1 && !same_model ? 32 : 16;
   Sequential model({Dense(units, "relu"), Dense(1)});
   {
     auto scope = strategy.Scope();
@@ -199,7 +199,7 @@ Status Api(MirroredStrategy& strategy) {
     const std::vector<double> want = {x1, x2, y, static_cast<double>(n), ids};
     TOWER_ASSIGN_OR_RETURN(std::vector<float> got_sum, sum.ToHost());
     TOWER_ASSIGN_OR_RETURN(std::vector<float> got_mean, mean.ToHost());
-    std::string line = "rank " + std::to_string(strategy.world().rank()) + ": batch " +
+    std::string line = "rank " + std::to_string(strategy.extended().world().rank()) + ": batch " +
                        std::to_string(b) + ":";
     for (size_t k = 0; k < want.size(); ++k) {
       const std::string at = "batch " + std::to_string(b) + " element " + std::to_string(k);
@@ -223,7 +223,7 @@ Status Api(MirroredStrategy& strategy) {
 }
 
 Status LossScale(MirroredStrategy& strategy) {
-  const int rank = strategy.world().rank();
+  const int rank = strategy.extended().world().rank();
   Sequential model({Dense(16, "tanh"), Dense(8, "relu"),
                     std::make_shared<testing::InjectNonFiniteLayer>(rank == 1 ? 0 : -1,
                                                                     std::set<int>{10}),
@@ -320,7 +320,7 @@ int Main(int argc, char** argv) {
                  strategy.status().ToString().c_str());
     return 1;
   }
-  const int rank = (*strategy)->world().rank();
+  const int rank = (*strategy)->extended().world().rank();
   if (scenario == "mismatch" || scenario == "buckets-mismatch") {
     status = Mismatch(**strategy, /*same_model=*/scenario != "mismatch");
   } else if (scenario == "api") {
@@ -340,7 +340,7 @@ int Main(int argc, char** argv) {
   if (!status.ok()) {
     std::fprintf(stderr, "rank %d error: %s\n", rank, status.ToString().c_str());
     std::fflush(stderr);
-    (*strategy)->world().AbortJob(1);  // end every worker now, stalled ones included
+    (*strategy)->extended().world().AbortJob(1);  // end every worker now, stalled ones included
   }
   std::printf("rank %d: %s OK (%d replicas in sync)\n", rank, scenario.c_str(),
               (*strategy)->num_replicas_in_sync());
