@@ -213,31 +213,241 @@ struct Destination {
   int64_t slot = 0;
 };
 
+// A class label as written: without the quotes and surrounding spaces.
+std::string LabelText(const Field& field) {
+  std::string text(field.text);
+  if (field.quoted) {
+    for (size_t at = text.find("\"\""); at != std::string::npos; at = text.find("\"\"", at + 1)) {
+      text.erase(at, 1);
+    }
+  }
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+}  // namespace
+
+struct CsvLineParser::State {
+  State(std::string file, const CsvOptions& csv)
+      : name(std::move(file)), options(csv), splitter(csv.delimiter) {}
+
+  Status Error(const std::string& message) const {
+    return InvalidArgumentError(name + ": " + message);
+  }
+
+  // "column 'x' (2)", or "field 7" past the header's columns.
+  std::string ColumnName(int64_t index) const {
+    if (index < static_cast<int64_t>(header.size())) {
+      return "column '" + header[static_cast<size_t>(index)] + "' (" + std::to_string(index + 1) +
+             ")";
+    }
+    return "field " + std::to_string(index + 1);
+  }
+
+  Status CheckOptions() const {
+    const char d = options.delimiter;
+    if (d == '"' || d == '\n' || d == '\r' || d == ' ' || d == '\0' || d == '.' || d == '-' ||
+        d == '+' || (d >= '0' && d <= '9')) {
+      return Error(std::string("CsvOptions::delimiter ") + Quoted(std::string_view(&d, 1)) +
+                   " cannot separate numbers");
+    }
+    if (options.class_labels && options.target_columns.size() != 1) {
+      return Error("class labels need exactly one target column, not " +
+                   std::to_string(options.target_columns.size()));
+    }
+    // No targets is allowed only for features named one by one (data to predict on).
+    if (options.target_columns.empty() && options.feature_columns.empty()) {
+      return Error("no target column given (set CsvOptions::target_columns)");
+    }
+    return OkStatus();
+  }
+
+  Status ReadHeader(std::string_view line) {
+    splitter.Split(line);
+    for (size_t c = 0; c < splitter.fields().size(); ++c) {
+      const Field& field = splitter.fields()[c];
+      if (field.error != nullptr) {
+        return Error("line 1 (the header), column " + std::to_string(c + 1) + ": " + field.error +
+                     ": " + Quoted(field.text));
+      }
+      std::string column(field.text);
+      if (field.quoted) {
+        // "" inside quotes is one quote.
+        for (size_t at = column.find("\"\""); at != std::string::npos;
+             at = column.find("\"\"", at + 1)) {
+          column.erase(at, 1);
+        }
+      }
+      if (column.empty()) {
+        return Error("line 1 (the header), column " + std::to_string(c + 1) +
+                     ": empty column name");
+      }
+      const auto [it, inserted] = index.emplace(column, static_cast<int64_t>(c));
+      if (!inserted) {
+        return Error("line 1 (the header): duplicate column name '" + column + "' (columns " +
+                     std::to_string(it->second + 1) + " and " + std::to_string(c + 1) + ")");
+      }
+      header.push_back(std::move(column));
+    }
+    return OkStatus();
+  }
+
+  Status ResolveColumns() {
+    destinations.assign(header.size(), Destination());
+    const std::string columns = Join(header, ", ");
+    for (size_t t = 0; t < options.target_columns.size(); ++t) {
+      const std::string& column = options.target_columns[t];
+      const auto it = index.find(column);
+      if (it == index.end()) {
+        return Error("no column named '" + column + "'; columns are: " + columns);
+      }
+      Destination& destination = destinations[static_cast<size_t>(it->second)];
+      if (destination.kind != Destination::kSkip) {
+        return Error("target column '" + column + "' is listed twice");
+      }
+      destination = {Destination::kTarget, static_cast<int64_t>(t)};
+      schema.target_names.push_back(column);
+    }
+    if (options.feature_columns.empty()) {
+      for (size_t c = 0; c < header.size(); ++c) {
+        if (destinations[c].kind != Destination::kSkip) continue;
+        destinations[c] = {Destination::kFeature,
+                           static_cast<int64_t>(schema.feature_names.size())};
+        schema.feature_names.push_back(header[c]);
+      }
+      if (schema.feature_names.empty()) {
+        return Error("no feature columns: every column (" + columns + ") is a target");
+      }
+      return OkStatus();
+    }
+    for (size_t f = 0; f < options.feature_columns.size(); ++f) {
+      const std::string& column = options.feature_columns[f];
+      const auto it = index.find(column);
+      if (it == index.end()) {
+        return Error("feature column '" + column +
+                     "' is not in the header; columns are: " + columns);
+      }
+      Destination& destination = destinations[static_cast<size_t>(it->second)];
+      if (destination.kind == Destination::kTarget) {
+        return Error("column '" + column + "' is both a target and a feature");
+      }
+      if (destination.kind == Destination::kFeature) {
+        return Error("feature column '" + column + "' is listed twice");
+      }
+      destination = {Destination::kFeature, static_cast<int64_t>(f)};
+      schema.feature_names.push_back(column);
+    }
+    return OkStatus();
+  }
+
+  std::string name;
+  CsvOptions options;
+  LineSplitter splitter;
+  std::vector<std::string> header;
+  std::unordered_map<std::string, int64_t> index;
+  std::vector<Destination> destinations;
+  Schema schema;
+};
+
+CsvLineParser::CsvLineParser(std::unique_ptr<State> state) : state_(std::move(state)) {}
+CsvLineParser::CsvLineParser(CsvLineParser&&) noexcept = default;
+CsvLineParser& CsvLineParser::operator=(CsvLineParser&&) noexcept = default;
+CsvLineParser::~CsvLineParser() = default;
+
+StatusOr<CsvLineParser> CsvLineParser::Create(std::string_view header, std::string name,
+                                              const CsvOptions& options) {
+  auto state = std::make_unique<State>(std::move(name), options);
+  TOWER_RETURN_IF_ERROR(state->CheckOptions());
+  TOWER_RETURN_IF_ERROR(state->ReadHeader(header));
+  TOWER_RETURN_IF_ERROR(state->ResolveColumns());
+  return CsvLineParser(std::move(state));
+}
+
+Status CsvLineParser::CheckOptions(std::string name, const CsvOptions& options) {
+  return State(std::move(name), options).CheckOptions();
+}
+
+const Schema& CsvLineParser::schema() const { return state_->schema; }
+const std::string& CsvLineParser::name() const { return state_->name; }
+Status CsvLineParser::Error(const std::string& message) const { return state_->Error(message); }
+
+std::string CsvLineParser::Where(int64_t line_number, int64_t byte) {
+  if (line_number > 0) return "line " + std::to_string(line_number);
+  return "the line at byte " + std::to_string(byte);
+}
+
+Status CsvLineParser::ParseLine(std::string_view line, int64_t line_number, int64_t byte,
+                                float* features, float* targets, std::vector<std::string>* labels) {
+  State& s = *state_;
+  s.splitter.Split(line);
+  const std::vector<Field>& fields = s.splitter.fields();
+  const int64_t columns = static_cast<int64_t>(s.header.size());
+  for (size_t c = 0; c < fields.size(); ++c) {
+    if (fields[c].error != nullptr) {
+      return Error(Where(line_number, byte) + ", " + s.ColumnName(static_cast<int64_t>(c)) + ": " +
+                   fields[c].error + ": " + Quoted(fields[c].text));
+    }
+  }
+  if (static_cast<int64_t>(fields.size()) != columns) {
+    return Error(Where(line_number, byte) + " has " + std::to_string(fields.size()) + " field" +
+                 (fields.size() == 1 ? "" : "s") + ", the header has " + std::to_string(columns));
+  }
+  for (int64_t c = 0; c < columns; ++c) {
+    const Destination& destination = s.destinations[static_cast<size_t>(c)];
+    if (destination.kind == Destination::kSkip) continue;
+    const Field& field = fields[static_cast<size_t>(c)];
+    if (destination.kind == Destination::kTarget && s.options.class_labels && labels != nullptr) {
+      labels->push_back(LabelText(field));
+      if (labels->back().empty()) {
+        return Error(Where(line_number, byte) + ", " + s.ColumnName(c) + ": an empty class label");
+      }
+      continue;  // mapped to ids once every label is known
+    }
+    float value = 0;
+    const CellError error = ParseCell(field.text, &value);
+    if (error != CellError::kNone) {
+      return Error(Where(line_number, byte) + ", " + s.ColumnName(c) + ": " +
+                   CellErrorText(error, field.text));
+    }
+    if (destination.kind == Destination::kFeature) {
+      features[destination.slot] = value;
+    } else {
+      targets[destination.slot] = value;
+    }
+  }
+  return OkStatus();
+}
+
+bool IsBlankCsvLine(std::string_view line) { return IsBlank(line); }
+
+namespace {
+
 class Parser {
  public:
-  Parser(std::string_view name, const CsvOptions& options)
-      : name_(name), options_(options), splitter_(options.delimiter) {}
+  Parser(std::string_view name, const CsvOptions& options) : name_(name), options_(options) {}
 
   StatusOr<CsvTable> Parse(std::string_view text) {
-    TOWER_RETURN_IF_ERROR(CheckOptions());
     // A UTF-8 byte order mark, as spreadsheet programs write it.
     if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
     if (IsBlank(TrimNewlines(text))) {
+      // The options are checked before the header.
+      TOWER_RETURN_IF_ERROR(CsvLineParser::CheckOptions(std::string(name_), options_));
       return Error("the file is empty; the first line must be a header of column names");
     }
     LineReader reader(text);
     std::string_view line;
     reader.Next(&line);
     if (IsBlank(line)) {
+      TOWER_RETURN_IF_ERROR(CsvLineParser::CheckOptions(std::string(name_), options_));
       return Error("line 1 is empty; the first line must be a header of column names");
     }
-    TOWER_RETURN_IF_ERROR(ReadHeader(line));
-    TOWER_RETURN_IF_ERROR(ResolveColumns());
-
+    TOWER_ASSIGN_OR_RETURN(CsvLineParser parser,
+                           CsvLineParser::Create(line, std::string(name_), options_));
     CsvTable table;
-    table.schema = schema_;
-    const int64_t feature_dim = static_cast<int64_t>(schema_.feature_names.size());
-    const int64_t target_dim = static_cast<int64_t>(schema_.target_names.size());
+    const Schema& schema = parser.schema();
+    const int64_t feature_dim = static_cast<int64_t>(schema.feature_names.size());
+    const int64_t target_dim = static_cast<int64_t>(schema.target_names.size());
     // A row per remaining line, near enough, so the arrays grow once.
     int64_t expected_rows = 1;
     for (size_t i = reader.position(); i < text.size(); ++i) expected_rows += text[i] == '\n';
@@ -260,66 +470,18 @@ class Parser {
         return Error("line " + std::to_string(first_blank_line) +
                      " is empty (blank lines are allowed only at the end of the file)");
       }
-      splitter_.Split(line);
-      const std::vector<Field>& fields = splitter_.fields();
-      const int64_t columns = static_cast<int64_t>(header_.size());
-      for (size_t c = 0; c < fields.size(); ++c) {
-        if (fields[c].error != nullptr) {
-          return Error("line " + std::to_string(line_number) + ", " +
-                       ColumnName(static_cast<int64_t>(c)) + ": " + fields[c].error + ": " +
-                       Quoted(fields[c].text));
-        }
-      }
-      if (static_cast<int64_t>(fields.size()) != columns) {
-        return Error("line " + std::to_string(line_number) + " has " +
-                     std::to_string(fields.size()) + " field" + (fields.size() == 1 ? "" : "s") +
-                     ", the header has " + std::to_string(columns));
-      }
-      for (int64_t c = 0; c < columns; ++c) {
-        const Destination& destination = destinations_[static_cast<size_t>(c)];
-        if (destination.kind == Destination::kSkip) continue;
-        if (destination.kind == Destination::kTarget && options_.class_labels) {
-          labels.push_back(LabelText(fields[static_cast<size_t>(c)]));
-          if (labels.back().empty()) {
-            return Error("line " + std::to_string(line_number) + ", " + ColumnName(c) +
-                         ": an empty class label");
-          }
-          continue;  // mapped to ids once every label is known
-        }
-        float value = 0;
-        const CellError error = ParseCell(fields[static_cast<size_t>(c)].text, &value);
-        if (error != CellError::kNone) {
-          return Error("line " + std::to_string(line_number) + ", " + ColumnName(c) + ": " +
-                       CellErrorText(error, fields[static_cast<size_t>(c)].text));
-        }
-        if (destination.kind == Destination::kFeature) {
-          features[static_cast<size_t>(destination.slot)] = value;
-        } else {
-          targets[static_cast<size_t>(destination.slot)] = value;
-        }
-      }
+      TOWER_RETURN_IF_ERROR(
+          parser.ParseLine(line, line_number, 0, features.data(), targets.data(), &labels));
       table.features.insert(table.features.end(), features.begin(), features.end());
       table.targets.insert(table.targets.end(), targets.begin(), targets.end());
       table.lines.push_back(line_number);
     }
     table.rows = static_cast<int64_t>(table.lines.size());
     if (table.rows == 0) return Error("the file has a header (line 1) but no data rows");
+    schema_ = schema;
     if (options_.class_labels) TOWER_RETURN_IF_ERROR(MapLabels(labels, &table));
     table.schema = schema_;
     return table;
-  }
-
-  // A class label as written: without the quotes and surrounding spaces.
-  static std::string LabelText(const Field& field) {
-    std::string text(field.text);
-    if (field.quoted) {
-      for (size_t at = text.find("\"\""); at != std::string::npos; at = text.find("\"\"", at + 1)) {
-        text.erase(at, 1);
-      }
-    }
-    const size_t first = text.find_first_not_of(" \t");
-    if (first == std::string::npos) return "";
-    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
   }
 
   // The labels as class ids (see CsvOptions::class_labels), into table->targets.
@@ -372,116 +534,8 @@ class Parser {
     return text;
   }
 
-  // "column 'x' (2)", or "field 7" past the header's columns.
-  std::string ColumnName(int64_t index) const {
-    if (index < static_cast<int64_t>(header_.size())) {
-      return "column '" + header_[static_cast<size_t>(index)] + "' (" + std::to_string(index + 1) +
-             ")";
-    }
-    return "field " + std::to_string(index + 1);
-  }
-
-  Status CheckOptions() const {
-    const char d = options_.delimiter;
-    if (d == '"' || d == '\n' || d == '\r' || d == ' ' || d == '\0' || d == '.' || d == '-' ||
-        d == '+' || (d >= '0' && d <= '9')) {
-      return Error(std::string("CsvOptions::delimiter ") + Quoted(std::string_view(&d, 1)) +
-                   " cannot separate numbers");
-    }
-    if (options_.class_labels && options_.target_columns.size() != 1) {
-      return Error("class labels need exactly one target column, not " +
-                   std::to_string(options_.target_columns.size()));
-    }
-    // No targets is allowed only for features named one by one (data to predict on).
-    if (options_.target_columns.empty() && options_.feature_columns.empty()) {
-      return Error("no target column given (set CsvOptions::target_columns)");
-    }
-    return OkStatus();
-  }
-
-  Status ReadHeader(std::string_view line) {
-    splitter_.Split(line);
-    for (size_t c = 0; c < splitter_.fields().size(); ++c) {
-      const Field& field = splitter_.fields()[c];
-      if (field.error != nullptr) {
-        return Error("line 1 (the header), column " + std::to_string(c + 1) + ": " + field.error +
-                     ": " + Quoted(field.text));
-      }
-      std::string name(field.text);
-      if (field.quoted) {
-        // "" inside quotes is one quote.
-        for (size_t at = name.find("\"\""); at != std::string::npos; at = name.find("\"\"", at + 1)) {
-          name.erase(at, 1);
-        }
-      }
-      if (name.empty()) {
-        return Error("line 1 (the header), column " + std::to_string(c + 1) +
-                     ": empty column name");
-      }
-      const auto [it, inserted] = index_.emplace(name, static_cast<int64_t>(c));
-      if (!inserted) {
-        return Error("line 1 (the header): duplicate column name '" + name + "' (columns " +
-                     std::to_string(it->second + 1) + " and " + std::to_string(c + 1) + ")");
-      }
-      header_.push_back(std::move(name));
-    }
-    return OkStatus();
-  }
-
-  Status ResolveColumns() {
-    destinations_.assign(header_.size(), Destination());
-    const std::string columns = Join(header_, ", ");
-    for (size_t t = 0; t < options_.target_columns.size(); ++t) {
-      const std::string& name = options_.target_columns[t];
-      const auto it = index_.find(name);
-      if (it == index_.end()) {
-        return Error("no column named '" + name + "'; columns are: " + columns);
-      }
-      Destination& destination = destinations_[static_cast<size_t>(it->second)];
-      if (destination.kind != Destination::kSkip) {
-        return Error("target column '" + name + "' is listed twice");
-      }
-      destination = {Destination::kTarget, static_cast<int64_t>(t)};
-      schema_.target_names.push_back(name);
-    }
-    if (options_.feature_columns.empty()) {
-      for (size_t c = 0; c < header_.size(); ++c) {
-        if (destinations_[c].kind != Destination::kSkip) continue;
-        destinations_[c] = {Destination::kFeature,
-                            static_cast<int64_t>(schema_.feature_names.size())};
-        schema_.feature_names.push_back(header_[c]);
-      }
-      if (schema_.feature_names.empty()) {
-        return Error("no feature columns: every column (" + columns + ") is a target");
-      }
-      return OkStatus();
-    }
-    for (size_t f = 0; f < options_.feature_columns.size(); ++f) {
-      const std::string& name = options_.feature_columns[f];
-      const auto it = index_.find(name);
-      if (it == index_.end()) {
-        return Error("feature column '" + name + "' is not in the header; columns are: " +
-                     columns);
-      }
-      Destination& destination = destinations_[static_cast<size_t>(it->second)];
-      if (destination.kind == Destination::kTarget) {
-        return Error("column '" + name + "' is both a target and a feature");
-      }
-      if (destination.kind == Destination::kFeature) {
-        return Error("feature column '" + name + "' is listed twice");
-      }
-      destination = {Destination::kFeature, static_cast<int64_t>(f)};
-      schema_.feature_names.push_back(name);
-    }
-    return OkStatus();
-  }
-
   std::string_view name_;
   const CsvOptions& options_;
-  LineSplitter splitter_;
-  std::vector<std::string> header_;
-  std::unordered_map<std::string, int64_t> index_;
-  std::vector<Destination> destinations_;
   Schema schema_;
 };
 

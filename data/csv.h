@@ -14,6 +14,7 @@
 #define TOWER_DATA_CSV_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,47 @@ struct CsvTable {
   std::vector<float> targets;   // [rows, schema.target_names.size()]
   std::vector<int64_t> lines;   // 1-based line of each row in the file
 };
+
+// One file's header and cell rules, for readers that see a file a line at a time
+// (data/csv_stream.h). ParseCsv is built on it: both give the same values and messages.
+// Not thread-safe (it reuses its field buffer); move-only.
+class CsvLineParser {
+ public:
+  // `header`: line 1 without its line end and byte order mark, not blank. Checks the options
+  // and resolves the columns; every error starts with `name` (the file).
+  static StatusOr<CsvLineParser> Create(std::string_view header, std::string name,
+                                        const CsvOptions& options);
+  // The checks of the options alone (Create makes them too).
+  static Status CheckOptions(std::string name, const CsvOptions& options);
+  CsvLineParser(CsvLineParser&&) noexcept;
+  CsvLineParser& operator=(CsvLineParser&&) noexcept;
+  ~CsvLineParser();
+
+  const Schema& schema() const;
+  const std::string& name() const;
+
+  // Parses a data line (no line end, not blank) into features [feature_dim] and targets
+  // [target_dim]. For messages the line is "line N" when `line_number` > 0, else "the line
+  // at byte B" (`byte`: its 0-based offset in the file, for a reader that started mid-file).
+  // With class_labels and `labels` given, the label's text is appended to *labels and
+  // targets are left alone (ids are assigned once every label is known); with no `labels`
+  // the label must be a number (a class id).
+  Status ParseLine(std::string_view line, int64_t line_number, int64_t byte, float* features,
+                   float* targets, std::vector<std::string>* labels = nullptr);
+
+  // "name: message", InvalidArgument.
+  Status Error(const std::string& message) const;
+  // "line 12", or "the line at byte 3456" when the line number is not known (0).
+  static std::string Where(int64_t line_number, int64_t byte);
+
+ private:
+  struct State;
+  explicit CsvLineParser(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// Whether `line` holds only spaces, tabs and line-end characters.
+bool IsBlankCsvLine(std::string_view line);
 
 // Parses `text`; `name` (the file name) starts every error message.
 StatusOr<CsvTable> ParseCsv(std::string_view text, std::string_view name,

@@ -25,6 +25,7 @@ struct Op {
 // Immutable once built; shared by every copy of a Dataset and by its iterators.
 struct Plan {
   std::shared_ptr<const Source> source;
+  std::shared_ptr<const ElementStream> stream;  // instead of source (FromStream)
   std::vector<Op> ops;
   Status status;  // the first invalid operation
   std::string description;
@@ -87,13 +88,16 @@ std::unique_ptr<IndexStream> BuildIndexStream(const std::shared_ptr<const Plan>&
 // The iterator of ops[0..end).
 StatusOr<std::unique_ptr<Iterator>> BuildIterator(const std::shared_ptr<const Plan>& plan,
                                                   size_t end, uint64_t key) {
-  const size_t row_end = std::min(end, RowLevelEnd(*plan));
-  if (end == row_end) {
+  // A stream has no row indices: every op acts on its elements.
+  const bool stream = plan->stream != nullptr;
+  if (stream && end == 0) return plan->stream->Open(key);
+  const size_t row_end = stream ? 0 : std::min(end, RowLevelEnd(*plan));
+  if (!stream && end == row_end) {
     // Unbatched: one-row elements.
     return MakeGatherIterator(plan->source, BuildIndexStream(plan, end, key), 1, false);
   }
   const Op& op = plan->ops[end - 1];
-  if (end == row_end + 1 && op.kind == Op::kBatch) {
+  if (!stream && end == row_end + 1 && op.kind == Op::kBatch) {
     // The fast path: indices straight into batches.
     return MakeGatherIterator(plan->source, BuildIndexStream(plan, row_end, key), op.n,
                               op.drop_remainder);
@@ -177,6 +181,19 @@ StatusOr<Dataset> Dataset::FromSource(std::shared_ptr<const Source> source) {
   auto plan = std::make_shared<Plan>();
   plan->source = std::move(source);
   plan->description = "Source(rows=" + std::to_string(plan->source->num_rows()) + ")";
+  return Dataset(std::move(plan));
+}
+
+StatusOr<Dataset> Dataset::FromStream(std::shared_ptr<const ElementStream> stream) {
+  if (stream == nullptr) return InvalidArgumentError("Dataset::FromStream: null stream");
+  if (stream->feature_dim() < 1 || stream->batch_size() < 0) {
+    return InvalidArgumentError(
+        "Dataset::FromStream: a stream needs feature_dim >= 1 and "
+        "batch_size >= 0");
+  }
+  auto plan = std::make_shared<Plan>();
+  plan->stream = std::move(stream);
+  plan->description = plan->stream->DebugString();
   return Dataset(std::move(plan));
 }
 
@@ -381,23 +398,30 @@ Status Dataset::status() const { return plan_->status; }
 
 const Schema& Dataset::schema() const {
   static const Schema* const kEmpty = new Schema();
+  if (plan_->stream != nullptr) return plan_->stream->schema();
   return plan_->source != nullptr ? plan_->source->schema() : *kEmpty;
 }
 
 int64_t Dataset::feature_dim() const {
+  if (plan_->stream != nullptr) return plan_->stream->feature_dim();
   return plan_->source != nullptr ? plan_->source->feature_dim() : 0;
 }
 
 int64_t Dataset::target_dim() const {
+  if (plan_->stream != nullptr) return plan_->stream->target_dim();
   return plan_->source != nullptr ? plan_->source->target_dim() : 0;
 }
 
 int64_t Dataset::num_rows() const {
+  if (plan_->stream != nullptr) {
+    const int64_t n = plan_->stream->num_elements();
+    return n < 0 || plan_->stream->batch_size() == 0 ? n : kEndless;
+  }
   return plan_->source != nullptr ? plan_->source->num_rows() : 0;
 }
 
 int64_t Dataset::num_batches() const {
-  int64_t count = num_rows();
+  int64_t count = plan_->stream != nullptr ? plan_->stream->num_elements() : num_rows();
   for (const Op& op : plan_->ops) count = CountAfter(op, count);
   return count;
 }
@@ -406,10 +430,11 @@ int64_t Dataset::batch_size() const {
   for (const Op& op : plan_->ops) {
     if (op.kind == Op::kBatch) return op.n;
   }
-  return 0;
+  return plan_->stream != nullptr ? plan_->stream->batch_size() : 0;
 }
 
 std::string Dataset::DescribeRow(int64_t source_row) const {
+  if (plan_->stream != nullptr) return plan_->stream->DescribeRow(source_row);
   if (plan_->source == nullptr) return "row " + std::to_string(source_row);
   return plan_->source->DescribeRow(source_row);
 }
@@ -417,5 +442,7 @@ std::string Dataset::DescribeRow(int64_t source_row) const {
 std::string Dataset::DebugString() const { return plan_->description; }
 
 const std::shared_ptr<const Source>& Dataset::source() const { return plan_->source; }
+
+const std::shared_ptr<const ElementStream>& Dataset::stream() const { return plan_->stream; }
 
 }  // namespace tower::data

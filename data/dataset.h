@@ -40,6 +40,7 @@
 #include "data/iterator.h"
 #include "data/schema.h"
 #include "data/source.h"
+#include "data/stream.h"
 #include "data/synthetic.h"
 #include "data/tfrecord_source.h"
 #include "util/statusor.h"
@@ -78,6 +79,9 @@ class Dataset {
   static StatusOr<Dataset> Synthetic(const SyntheticOptions& options);
   // Any other source.
   static StatusOr<Dataset> FromSource(std::shared_ptr<const Source> source);
+  // Data read front to back (data/stream.h): every operation acts on the stream's elements;
+  // num_rows() is -1 unless the stream knows its count; source() is null.
+  static StatusOr<Dataset> FromStream(std::shared_ptr<const ElementStream> stream);
 
   // tf.data shuffle with a buffer of `buffer_size` elements (>= 1); reshuffles every epoch
   // (and every repetition under Repeat). A buffer of at least the element count gives a
@@ -117,6 +121,8 @@ class Dataset {
   std::string DebugString() const;
 
   const std::shared_ptr<const Source>& source() const;
+  // The stream of a FromStream dataset, else null.
+  const std::shared_ptr<const ElementStream>& stream() const;
 
  private:
   explicit Dataset(std::shared_ptr<const internal::Plan> plan);

@@ -1,5 +1,6 @@
 #include "tools/train_command.h"
 #include "tools/train_data.h"
+#include "tools/train_stream.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -8,7 +9,6 @@
 #include <optional>
 
 #include "data/dataset.h"
-#include "data/fingerprint.h"
 #include "device/config.h"
 #include "device/device_flags.h"
 #include "model/callbacks.h"
@@ -79,6 +79,7 @@ struct TrainFlags {
   StrategyFlags strategy;  // --replicas, --devices, --cross-device-ops, ... (strategy/strategy_flags.h)
   bool log_device_placement = false;
   DeviceFlags device;
+  StreamingFlags streaming;  // --stream, --shuffle-buffer, --shares (tools/train_stream.h)
   // Seeing inside a run.
   std::string trace;
   std::string trace_steps = "2:6";
@@ -250,6 +251,7 @@ void AddTrainFlags(FlagParser* parser, TrainFlags* flags) {
   parser->AddString("trace-steps", &flags->trace_steps, "with --trace: the first and last step traced, A:B");
   parser->AddString("flight-recorder", &flags->flight_recorder, "on a collective's deadline, a divergence between workers, an abort or SIGUSR1, every worker writes its last collectives here (flight_recorder.rank<R>.json; default $TOWER_FLIGHT_RECORDER_DIR); `tower doctor DIR` reads them");
   AddDeviceFlags(parser, &flags->device);
+  AddStreamingFlags(parser, &flags->streaming);
 }
 
 // Everything that can be checked before the data is read.
@@ -335,7 +337,10 @@ Status PlanModelAndData(const TrainFlags& flags, const FlagParser& parser, Train
         "--normalize-target is for regression (--loss=mse): "
         "class ids are not scaled");
   }
-  StatusOr<Prepared> prepared = LoadData(flags.data, flags.target, classifier, {}, flags.features);
+  StatusOr<Prepared> prepared = LoadTrainData(
+      flags.data, flags.target, flags.features, classifier, flags.streaming,
+      {flags.shuffle, flags.steps, parser.WasSet("epochs"), flags.validation_split,
+       flags.normalize, flags.normalize_target});
   if (!prepared.ok()) return prepared.status();
   const WorkloadDefaults defaults = DefaultsFor(prepared->synthetic);
   // The model's layers as the file will describe them: a leading "normalize" with --normalize.
@@ -422,7 +427,7 @@ int CreateStrategy(const TrainFlags& flags, const Prepared& prepared, std::ostre
   if (strategy != nullptr && LaunchedByMpirun()) {
     // Workers on several hosts each read their own copy of the data: a stale or other file
     // on one host is refused here, before the first step, naming both sides.
-    StatusOr<std::string> content = data::DescribeContent(*prepared.dataset.source());
+    StatusOr<std::string> content = DescribeTrainData(prepared);
     MirroredExtended& extended = strategy->extended();
     status = content.ok() ? extended.CheckConsistent("data " + *content) : content.status();
     if (!status.ok()) {
@@ -511,31 +516,6 @@ StatusOr<std::optional<FitPosition>> ResumePosition(const TrainFlags& flags, Seq
   return resume;
 }
 
-// The input pipeline of the training rows: shuffled, batched, read ahead for GPU replicas.
-data::Dataset InputPipeline(const TrainFlags& flags, const TrainPlan& plan, const Sequential& model,
-                            bool chief, std::ostream& out) {
-  data::Dataset dataset = plan.training_data;
-  if (flags.shuffle) {
-    const int64_t buffer = plan.rows > 0 ? plan.rows : 10 * flags.global_batch;
-    dataset = dataset.Shuffle(buffer, static_cast<uint64_t>(flags.seed));
-  }
-  dataset = dataset.Batch(flags.global_batch, flags.drop_remainder);
-  // While GPU replicas run a step, the host's cores wait: the pipeline reads the next batches
-  // meanwhile on a thread of its own (measured on an H200 in docs/GPU_VALIDATION.md). CPU
-  // replicas use every core, so there the pipeline stays inline. Batches arrive in the same
-  // order either way: the weights do not depend on it.
-  const bool gpu_replicas = !model.distribution()->replica_device(0)->is_cpu();
-  const int64_t prefetch = flags.prefetch >= 0 ? flags.prefetch : (gpu_replicas ? 2 : 0);
-  if (prefetch > 0) {
-    dataset = dataset.Prefetch(prefetch);
-    if (flags.verbose > 0 && chief) {
-      out << "Input pipeline: " << prefetch << " batch" << (prefetch == 1 ? "" : "es")
-          << " read ahead on a thread of its own\n";
-    }
-  }
-  return dataset;
-}
-
 // Fit's options: epochs and steps, validation, backups and the callbacks the flags ask for.
 // `validation_batches` holds the batched validation rows Fit reads.
 Status MakeFitOptions(const TrainFlags& flags, const TrainPlan& plan, const data::Dataset& dataset,
@@ -594,18 +574,24 @@ int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* stra
           Sequential& model, std::ostream& out, std::ostream& err) {
   const MirroredExtended* extended = strategy != nullptr ? &strategy->extended() : nullptr;
   const bool chief = strategy == nullptr || strategy->is_chief();
-  const std::string signature = RunSignature(flags, plan.layer_spec, plan.lr);
+  const std::string signature = RunSignature(flags, plan.layer_spec, plan.lr) +
+                                StreamingSignature(plan.prepared, flags.streaming, model);
   StatusOr<std::optional<FitPosition>> resume = ResumePosition(flags, model, signature, chief, out);
   if (!resume.ok()) return Usage(err, resume.status());
-  const data::Dataset dataset = InputPipeline(flags, plan, model, chief, out);
+  const StatusOr<data::Dataset> dataset =
+      InputPipeline({flags.shuffle, flags.seed, flags.global_batch, flags.drop_remainder,
+                     flags.prefetch, flags.verbose, flags.streaming},
+                    plan.prepared, plan.training_data, plan.rows, model, chief, out);
+  if (!dataset.ok()) return Usage(err, dataset.status());
   FitOptions fit;
   data::Dataset validation_batches;
-  Status status = MakeFitOptions(flags, plan, dataset, &validation_batches, &fit);
+  Status status = MakeFitOptions(flags, plan, *dataset, &validation_batches, &fit);
   if (!status.ok()) return Usage(err, status);
   fit.out = &out;
   fit.signature = signature;
   fit.resume = *resume;
-  StatusOr<History> history = model.Fit(dataset, fit);
+  StatusOr<History> history = model.Fit(*dataset, fit);
+  ReportDataReads(plan.prepared, model, flags.verbose, out);
   if (!history.ok()) {
     err << "error: " << history.status().message() << "\n" << std::flush;
     // One worker of several: end the whole job now rather than leave the others waiting

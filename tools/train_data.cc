@@ -27,11 +27,11 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target, 
     }
     TOWER_ASSIGN_OR_RETURN(data::SyntheticOptions options, data::ParseSyntheticSpec(spec));
     TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::Synthetic(options));
-    return Prepared{std::move(dataset), options.name, ""};
+    return Prepared{std::move(dataset), options.name, "", nullptr};
   }
   if (IsBinaryData(spec)) {
     TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, LoadBinaryData(spec, target, features));
-    return Prepared{std::move(dataset), "", features};
+    return Prepared{std::move(dataset), "", features, nullptr};
   }
   if (target.empty()) {
     return InvalidArgumentError("--target is required for CSV data: the column(s) to predict");
@@ -42,10 +42,11 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target, 
   csv.class_names = class_names;
   if (!features.empty()) csv.feature_columns = Split(features, ',');
   TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(spec, csv));
-  return Prepared{std::move(dataset), "", features};
+  return Prepared{std::move(dataset), "", features, nullptr};
 }
 
 Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {
+  if (dataset.stream() != nullptr) return OkStatus();
   TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> rows, dataset.Batch(4096).MakeIterator());
   while (true) {
     TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, rows->Next());

@@ -5,11 +5,13 @@
 #define TOWER_TOOLS_TRAIN_DATA_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "data/csv_stream.h"
 #include "data/dataset.h"
 #include "util/status.h"
 
@@ -19,6 +21,8 @@ struct Prepared {
   data::Dataset dataset;
   std::string synthetic;  // the workload name, or "" for CSV
   std::string features;   // --features, for a --validation-data file
+  // Streamed CSV (tools/train_stream.h): the files; `dataset` is then one pass over them all.
+  std::shared_ptr<const data::CsvFileSet> files;
 };
 
 // `spec`: a CSV file (with `target` naming its target columns), a .npy, .npz or TFRecord
@@ -31,7 +35,8 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
                             const std::string& features = "");
 
 // Class ids must be integers in [0, classes): checked for every row before training, so a
-// bad label is reported with its file and line ("d.csv:12") instead of mid-run.
+// bad label is reported with its file and line ("d.csv:12") instead of mid-run. A stream's
+// are checked as its rows are read (data::ShardedBatchOptions::class_count) instead.
 Status CheckClassIds(const data::Dataset& dataset, int64_t classes);
 
 struct ValidationFlags {
