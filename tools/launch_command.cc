@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -459,7 +460,7 @@ int Readmit(const LaunchFlags& flags, HostList* hosts, std::ostream& out) {
       hosts->dropped.erase(probed[i]);
       ++back;
       out << "tower launch: re-admitting " << probed[i] << ": it answers again (mpirun ran `true` "
-          << "there in " << results[i].seconds << " s)\n";
+          << "there in " << std::lround(results[i].seconds * 10) / 10.0 << " s)\n";
     } else {
       out << "tower launch: " << probed[i] << " is still unreachable (" << results[i].why
           << "): not re-admitted\n";
