@@ -38,7 +38,7 @@ struct LaunchFlags {
   double start_timeout_s = 120;
   std::string mpirun = "mpirun";
   std::string mpirun_args;
-  bool readmit = true;         // probe dropped hosts before each relaunch, take back those that answer
+  bool readmit = true;  // probe dropped hosts before each relaunch, take back those that answer
   double probe_timeout_s = 10;  // seconds a probe may take
 };
 
@@ -481,10 +481,10 @@ Status PlanRelaunch(const LaunchFlags& flags, const Placement& placement, const 
     // The job did not come up (a daemon failed to start or to reach mpirun) and no worker
     // failed in Tower's own code: the same hosts again, and those that answer again.
     if (restart >= flags.max_restarts) {
-      return FailedPreconditionError(std::to_string(attempt.started.size()) + " of " +
-                                     std::to_string(workers) +
-                                     " workers started, and --max-restarts=" +
-                                     std::to_string(flags.max_restarts) + " is reached; giving up");
+      return FailedPreconditionError(
+          std::to_string(attempt.started.size()) + " of " + std::to_string(workers) +
+          " workers started, and --max-restarts=" + std::to_string(flags.max_restarts) +
+          " is reached; giving up");
     }
     const bool back = Readmit(flags, hosts, out) > 0;
     out << "tower launch: " << attempt.started.size() << " of " << workers << " workers started"
@@ -524,15 +524,27 @@ void AddLaunchFlags(FlagParser* parser, LaunchFlags* flags) {
       "hosts", &flags->hosts,
       "hosts to run on, comma-separated names or addresses (as mpirun's -H takes them); this "
       "machine's entry, where mpirun runs, gets the first ranks and is never dropped");
-  parser->AddInt("workers-per-host", &flags->workers_per_host, "worker processes on each host (each runs the train command's --replicas)");
+  parser->AddInt("workers-per-host", &flags->workers_per_host,
+                 "worker processes on each host (each runs the train command's --replicas)");
   parser->AddInt("min-hosts", &flags->min_hosts, "give up when fewer hosts than this would remain");
-  parser->AddInt("max-restarts", &flags->max_restarts, "relaunches at most (0: report the lost host and stop)");
-  parser->AddDouble("grace", &flags->grace_s, "seconds mpirun may take to end after a worker reported a lost host, before it is ended");
-  parser->AddDouble("start-timeout", &flags->start_timeout_s, "seconds every worker has to start; if some do not (a daemon that never came up), mpirun is ended and the job relaunched on the same hosts");
-  parser->AddBool("readmit", &flags->readmit, "before each relaunch, probe the hosts dropped earlier (mpirun runs `true` on each) and take back, in their places, those that answer (--readmit=false: a dropped host stays out)");
-  parser->AddDouble("probe-timeout", &flags->probe_timeout_s, "seconds a dropped host has to answer a probe");
+  parser->AddInt("max-restarts", &flags->max_restarts,
+                 "relaunches at most (0: report the lost host and stop)");
+  parser->AddDouble(
+      "grace", &flags->grace_s,
+      "seconds mpirun may take to end after a worker reported a lost host, before it is ended");
+  parser->AddDouble("start-timeout", &flags->start_timeout_s,
+                    "seconds every worker has to start; if some do not (a daemon that never came "
+                    "up), mpirun is ended and the job relaunched on the same hosts");
+  parser->AddBool(
+      "readmit", &flags->readmit,
+      "before each relaunch, probe the hosts dropped earlier (mpirun runs `true` on each) and take "
+      "back, in their places, those that answer (--readmit=false: a dropped host stays out)");
+  parser->AddDouble("probe-timeout", &flags->probe_timeout_s,
+                    "seconds a dropped host has to answer a probe");
   parser->AddString("mpirun", &flags->mpirun, "the mpirun to run");
-  parser->AddString("mpirun-args", &flags->mpirun_args, "more mpirun arguments, space-separated (e.g. \"--mca btl_tcp_if_include eth0\")");
+  parser->AddString(
+      "mpirun-args", &flags->mpirun_args,
+      "more mpirun arguments, space-separated (e.g. \"--mca btl_tcp_if_include eth0\")");
 }
 
 int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

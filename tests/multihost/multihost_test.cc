@@ -442,9 +442,9 @@ TEST_F(MultiHostTest, ADroppedHostThatAnswersAgainIsReadmittedAndTheJobEndsWithT
   const std::string log = TempPath("readmit.log");
   const auto started = Clock::now();
   BackgroundProgram run(
-      BackgroundProgram::ShellCommand{Launch(
-          "--min-hosts=2 --max-restarts=3 --grace=1 --start-timeout=10 --probe-timeout=5",
-          train + " --backup=" + backup + " --backup-every=10 --save=" + saved)},
+      BackgroundProgram::ShellCommand{
+          Launch("--min-hosts=2 --max-restarts=3 --grace=1 --start-timeout=10 --probe-timeout=5",
+                 train + " --backup=" + backup + " --backup-every=10 --save=" + saved)},
       log);
   ASSERT_TRUE(run.started());
   // Until the log says `text` (false if the job ended first or 60 s passed).

@@ -206,8 +206,9 @@ TEST_F(LaunchTest, ADroppedHostThatAnswersAgainIsReadmittedInItsPlace) {
 
   // A job that did not start is relaunched with the hosts that answer again too (host2 at
   // its second probe; host4 has no scene: its probe fails).
-  Scenes("host1:1,host2:1,host3:1,host4:1 lose-1:host2\nhost1:1,host3:1,host4:1 lose-2:host4\n"
-         "host1:1,host3:1 no-start\nhost2:1 down-then-up\nhost1:1,host2:1,host3:1 ok\n");
+  Scenes(
+      "host1:1,host2:1,host3:1,host4:1 lose-1:host2\nhost1:1,host3:1,host4:1 lose-2:host4\n"
+      "host1:1,host3:1 no-start\nhost2:1 down-then-up\nhost1:1,host2:1,host3:1 ok\n");
   std::remove((dir_ + "/calls.txt").c_str());
   out = Launch("--hosts=host1,host2,host3,host4");
   EXPECT_EQ(out.exit_code, 0) << out.text;
@@ -219,8 +220,9 @@ TEST_F(LaunchTest, ADroppedHostThatAnswersAgainIsReadmittedInItsPlace) {
 }
 
 TEST_F(LaunchTest, WithReadmitFalseADroppedHostStaysOut) {
-  Scenes("host1:1,host2:1,host3:1,host4:1 lose-1:host2\nhost1:1,host3:1,host4:1 lose-2:host4\n"
-         "host2:1 ok\nhost1:1,host3:1 ok\n");
+  Scenes(
+      "host1:1,host2:1,host3:1,host4:1 lose-1:host2\nhost1:1,host3:1,host4:1 lose-2:host4\n"
+      "host2:1 ok\nhost1:1,host3:1 ok\n");
   const ProgramOutput out = Launch("--hosts=host1,host2,host3,host4 --readmit=false");
   EXPECT_EQ(out.exit_code, 0) << out.text;
   EXPECT_THAT(out.text, Not(HasSubstr("probing")));
@@ -236,11 +238,12 @@ TEST_F(LaunchTest, WithReadmitFalseADroppedHostStaysOut) {
 // leave their host out, with a line saying why; the dropped hosts are probed again before
 // every relaunch, all at once, and come back in their --hosts order.
 TEST_F(LaunchTest, AHostThatDoesNotAnswerItsProbeStaysOutUntilItDoes) {
-  Scenes("host1:1,host2:1,host3:1,host4:1,host5:1 lose-1:host2\n"
-         "host1:1,host3:1,host4:1,host5:1 lose-2:host4\n"
-         "host1:1,host3:1,host5:1 lose-2:host5\n"
-         "host2:1 down-then-up\nhost4:1 hang\n"
-         "host1:1,host2:1,host3:1 ok\n");
+  Scenes(
+      "host1:1,host2:1,host3:1,host4:1,host5:1 lose-1:host2\n"
+      "host1:1,host3:1,host4:1,host5:1 lose-2:host4\n"
+      "host1:1,host3:1,host5:1 lose-2:host5\n"
+      "host2:1 down-then-up\nhost4:1 hang\n"
+      "host1:1,host2:1,host3:1 ok\n");
   const ProgramOutput out =
       Launch("--hosts=host1,host2,host3,host4,host5 --probe-timeout=0.3 --min-hosts=2");
   EXPECT_EQ(out.exit_code, 0) << out.text;
