@@ -12,12 +12,14 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <set>
 #include <thread>
 
 #include "strategy/collectives/mpi/worker_report.h"
+#include "tools/launch_probe.h"
 #include "util/flags.h"
 #include "util/statusor.h"
 #include "util/strings.h"
@@ -36,6 +38,23 @@ struct LaunchFlags {
   double start_timeout_s = 120;
   std::string mpirun = "mpirun";
   std::string mpirun_args;
+  bool readmit = true;  // probe dropped hosts before each relaunch, take back those that answer
+  double probe_timeout_s = 10;  // seconds a probe may take
+};
+
+// The hosts of the job: every --hosts entry in launch order (this machine's first, where
+// mpirun places the first ranks), and those dropped. A relaunch runs on the others, in that
+// order: a re-admitted host takes its original place back.
+struct HostList {
+  std::vector<std::string> all;
+  std::set<std::string> dropped;
+  std::vector<std::string> Current() const {
+    std::vector<std::string> current;
+    for (const std::string& host : all) {
+      if (dropped.count(host) == 0) current.push_back(host);
+    }
+    return current;
+  }
 };
 
 // What one mpirun run ended with.
@@ -164,36 +183,6 @@ std::string SelfPath() {
   return std::string(path, static_cast<size_t>(n));
 }
 
-// Runs `argv` with its output (stdout and stderr) read line by line: each line is echoed to
-// `out` and parsed for worker reports. Ends mpirun `grace` after the first unreachable
-// report if it has not ended by itself (it may wait forever on a host it cannot reach), and
-// when fewer than `workers` have started after `start_timeout` (a daemon that never came up).
-// Forks and runs argv in a process group of its own (so that ending the group ends whatever
-// it started here too), its stdout and stderr into fds[1], which is closed here. The child's
-// pid, or -1 (errno set) when fork failed.
-pid_t StartInItsOwnGroup(const std::vector<std::string>& argv, const int fds[2]) {
-  std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "error: tower launch: cannot run %s: %s\n", args[0],
-                 std::strerror(errno));
-    _exit(127);
-  }
-  const int fork_errno = errno;
-  if (pid > 0) setpgid(pid, pid);
-  close(fds[1]);
-  errno = fork_errno;
-  return pid;
-}
-
 // What one line of the job's output tells: a worker's error, its start or finish, or hosts
 // it reports unreachable (`*first_report`: when the first such report came).
 void TakeLine(const std::string& line, Attempt* attempt,
@@ -215,6 +204,10 @@ void TakeLine(const std::string& line, Attempt* attempt,
   }
 }
 
+// Runs `argv` with its output (stdout and stderr) read line by line: each line is echoed to
+// `out` and parsed for worker reports. Ends mpirun `grace` after the first unreachable
+// report if it has not ended by itself (it may wait forever on a host it cannot reach), and
+// when fewer than `workers` have started after `start_timeout` (a daemon that never came up).
 Attempt RunMpirun(const std::vector<std::string>& argv, int64_t workers,
                   std::chrono::milliseconds grace, std::chrono::milliseconds start_timeout,
                   std::ostream& out, std::ostream& err) {
@@ -342,6 +335,9 @@ Status CheckLaunch(const LaunchFlags& flags, std::vector<std::string>* hosts,
   if (!(flags.start_timeout_s > 0 && flags.start_timeout_s <= 86400)) {
     return InvalidArgumentError("--start-timeout must be between 0 and 86400 seconds");
   }
+  if (!(flags.probe_timeout_s > 0 && flags.probe_timeout_s <= 3600)) {
+    return InvalidArgumentError("--probe-timeout must be between 0 and 3600 seconds");
+  }
   for (const std::string& word : Words(flags.mpirun_args)) {
     const std::string name = word.substr(0, word.find('='));
     for (const std::string& placing : Words(kPlacingMpirunFlags)) {
@@ -397,15 +393,13 @@ std::vector<std::string> MpirunArgv(const LaunchFlags& flags, const Placement& p
   return argv;
 }
 
-// After a run that lost ranks: the hosts to relaunch on (those the lost ranks were placed on
-// dropped), or why not (FailedPrecondition: this machine's host lost, a rank that was not
-// placed, too few hosts left, or no restarts left). A rank's host is where it was placed;
-// the name its worker calls its host by is only shown.
-StatusOr<std::vector<std::string>> HostsAfterLoss(const LaunchFlags& flags,
-                                                  const Placement& placement,
-                                                  const std::string& local, const Attempt& attempt,
-                                                  int64_t restart, std::ostream& out) {
-  std::vector<std::string> dropped, lines;
+// After a run that lost ranks: the hosts the lost ranks were placed on, in placement order,
+// or why the job is not restarted (FailedPrecondition: this machine's host lost, or a rank
+// that was not placed). A rank's host is where it was placed; the name its worker calls its
+// host by is only shown.
+StatusOr<std::vector<std::string>> LostHosts(const Placement& placement, const std::string& local,
+                                             const Attempt& attempt, std::ostream& out) {
+  std::vector<std::string> lost, lines;
   for (const UnreachableWorker& worker : attempt.lost) {
     const std::string host = placement.HostOf(worker.rank);
     if (host.empty()) {
@@ -421,9 +415,9 @@ StatusOr<std::vector<std::string>> HostsAfterLoss(const LaunchFlags& flags,
           ", this machine: it runs mpirun and this command, and cannot be dropped; not "
           "restarting");
     }
-    if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) dropped.push_back(host);
+    if (std::find(lost.begin(), lost.end(), host) == lost.end()) lost.push_back(host);
   }
-  for (const std::string& host : dropped) {
+  for (const std::string& host : lost) {
     std::vector<std::string> ranks;
     for (const UnreachableWorker& worker : attempt.lost) {
       if (placement.HostOf(worker.rank) == host) {
@@ -433,24 +427,124 @@ StatusOr<std::vector<std::string>> HostsAfterLoss(const LaunchFlags& flags,
     lines.push_back(host + ", where " + Join(ranks, ", ") + (ranks.size() == 1 ? " was" : " were") +
                     " placed");
   }
-  std::vector<std::string> rest;
-  for (const std::string& host : placement.hosts) {
-    if (std::find(dropped.begin(), dropped.end(), host) == dropped.end()) rest.push_back(host);
-  }
   out << "tower launch: lost " << Join(lines, "; ") << " (reported unreachable by the workers)\n";
+  return lost;
+}
+
+// Before a relaunch (--readmit): probes the hosts dropped at earlier relaunches, all at once,
+// and takes back those that answer, each in its original place; a line for each. mpirun runs
+// `true` on the host alone, with the job's --mpirun-args: the launch agent and the network a
+// relaunch needs there, ssh's or another agent's (a TCP connect to port 22 would miss both an
+// agent that is not ssh and the daemon's way back to mpirun). How many came back.
+int Readmit(const LaunchFlags& flags, HostList* hosts, std::ostream& out) {
+  if (!flags.readmit || hosts->dropped.empty()) return 0;
+  std::vector<std::string> probed;
+  std::vector<std::vector<std::string>> argvs;
+  for (const std::string& host : hosts->all) {
+    if (hosts->dropped.count(host) == 0) continue;
+    probed.push_back(host);
+    argvs.push_back({flags.mpirun});
+    if (geteuid() == 0) argvs.back().push_back("--allow-run-as-root");
+    argvs.back().insert(argvs.back().end(), {"-H", host + ":1", "-np", "1"});
+    for (const std::string& word : Words(flags.mpirun_args)) argvs.back().push_back(word);
+    argvs.back().push_back("true");
+  }
+  out << "tower launch: probing " << Join(probed, ", ") << " (dropped before): mpirun runs `true` "
+      << "there, within " << flags.probe_timeout_s << " s\n"
+      << std::flush;
+  const std::vector<ProbeResult> results = ProbeAll(
+      argvs, std::chrono::milliseconds(static_cast<int64_t>(flags.probe_timeout_s * 1000)));
+  int back = 0;
+  for (size_t i = 0; i < probed.size(); ++i) {
+    if (results[i].why.empty()) {
+      hosts->dropped.erase(probed[i]);
+      ++back;
+      out << "tower launch: re-admitting " << probed[i] << ": it answers again (mpirun ran `true` "
+          << "there in " << std::lround(results[i].seconds * 10) / 10.0 << " s)\n";
+    } else {
+      out << "tower launch: " << probed[i] << " is still unreachable (" << results[i].why
+          << "): not re-admitted\n";
+    }
+  }
+  return back;
+}
+
+// After a run that did not finish: the hosts of the next run (`*hosts` updated), or why there
+// is none (FailedPrecondition, its message for the user). `restart`: relaunches so far.
+Status PlanRelaunch(const LaunchFlags& flags, const Placement& placement, const std::string& local,
+                    const Attempt& attempt, int64_t restart, HostList* hosts, std::ostream& out) {
+  const int64_t workers = placement.workers();
+  const std::string count = " (restart " + std::to_string(restart + 1) + " of at most " +
+                            std::to_string(flags.max_restarts) + ")";
+  if (attempt.lost.empty() && static_cast<int64_t>(attempt.started.size()) < workers &&
+      !attempt.worker_error) {
+    // The job did not come up (a daemon failed to start or to reach mpirun) and no worker
+    // failed in Tower's own code: the same hosts again, and those that answer again.
+    if (restart >= flags.max_restarts) {
+      return FailedPreconditionError(
+          std::to_string(attempt.started.size()) + " of " + std::to_string(workers) +
+          " workers started, and --max-restarts=" + std::to_string(flags.max_restarts) +
+          " is reached; giving up");
+    }
+    const bool back = Readmit(flags, hosts, out) > 0;
+    out << "tower launch: " << attempt.started.size() << " of " << workers << " workers started"
+        << (attempt.start_timed_out ? "" : " before mpirun ended") << ": relaunching on "
+        << (back ? Join(hosts->Current(), ", ") : std::string("the same hosts")) << count << "\n";
+    return OkStatus();
+  }
+  if (attempt.lost.empty()) {
+    return FailedPreconditionError(
+        std::to_string(attempt.finished.size()) + " of " + std::to_string(workers) +
+        " workers finished and none reported a lost host (mpirun exited " +
+        std::to_string(attempt.exit_code) + "): see the errors above; not restarting");
+  }
+  TOWER_ASSIGN_OR_RETURN(const std::vector<std::string> lost,
+                         LostHosts(placement, local, attempt, out));
+  if (restart >= flags.max_restarts) {
+    return FailedPreconditionError(
+        "--max-restarts=" + std::to_string(flags.max_restarts) +
+        " reached; giving up (the backup holds the progress: run again to resume)");
+  }
+  // Hosts lost just now are not probed: they were found unreachable a moment ago.
+  Readmit(flags, hosts, out);
+  hosts->dropped.insert(lost.begin(), lost.end());
+  const std::vector<std::string> rest = hosts->Current();
   if (static_cast<int64_t>(rest.size()) < flags.min_hosts) {
     return FailedPreconditionError(
         std::to_string(rest.size()) + " host" + (rest.size() == 1 ? "" : "s") + " would remain (" +
         Join(rest, ", ") + "), fewer than --min-hosts=" + std::to_string(flags.min_hosts) +
         "; giving up");
   }
-  if (restart >= flags.max_restarts) {
-    return FailedPreconditionError(
-        "--max-restarts=" + std::to_string(flags.max_restarts) +
-        " reached; giving up (the backup holds the progress: run again to "
-        "resume)");
-  }
-  return rest;
+  out << "tower launch: relaunching on " << Join(rest, ", ") << " from the backup" << count << "\n";
+  return OkStatus();
+}
+
+void AddLaunchFlags(FlagParser* parser, LaunchFlags* flags) {
+  parser->AddString(
+      "hosts", &flags->hosts,
+      "hosts to run on, comma-separated names or addresses (as mpirun's -H takes them); this "
+      "machine's entry, where mpirun runs, gets the first ranks and is never dropped");
+  parser->AddInt("workers-per-host", &flags->workers_per_host,
+                 "worker processes on each host (each runs the train command's --replicas)");
+  parser->AddInt("min-hosts", &flags->min_hosts, "give up when fewer hosts than this would remain");
+  parser->AddInt("max-restarts", &flags->max_restarts,
+                 "relaunches at most (0: report the lost host and stop)");
+  parser->AddDouble(
+      "grace", &flags->grace_s,
+      "seconds mpirun may take to end after a worker reported a lost host, before it is ended");
+  parser->AddDouble("start-timeout", &flags->start_timeout_s,
+                    "seconds every worker has to start; if some do not (a daemon that never came "
+                    "up), mpirun is ended and the job relaunched on the same hosts");
+  parser->AddBool(
+      "readmit", &flags->readmit,
+      "before each relaunch, probe the hosts dropped earlier (mpirun runs `true` on each) and take "
+      "back, in their places, those that answer (--readmit=false: a dropped host stays out)");
+  parser->AddDouble("probe-timeout", &flags->probe_timeout_s,
+                    "seconds a dropped host has to answer a probe");
+  parser->AddString("mpirun", &flags->mpirun, "the mpirun to run");
+  parser->AddString(
+      "mpirun-args", &flags->mpirun_args,
+      "more mpirun arguments, space-separated (e.g. \"--mca btl_tcp_if_include eth0\")");
 }
 
 int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -459,81 +553,44 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
   std::vector<std::string> command(dashes == args.end() ? args.end() : dashes + 1, args.end());
   LaunchFlags flags;
   FlagParser parser("tower launch [flags] -- train [train flags]");
-  parser.AddString(
-      "hosts", &flags.hosts,
-      "hosts to run on, comma-separated names or addresses (as mpirun's -H takes them); this "
-      "machine's entry, where mpirun runs, gets the first ranks and is never dropped");
-  parser.AddInt("workers-per-host", &flags.workers_per_host, "worker processes on each host (each runs the train command's --replicas)");
-  parser.AddInt("min-hosts", &flags.min_hosts, "give up when fewer hosts than this would remain");
-  parser.AddInt("max-restarts", &flags.max_restarts, "relaunches at most (0: report the lost host and stop)");
-  parser.AddDouble("grace", &flags.grace_s, "seconds mpirun may take to end after a worker reported a lost host, before it is ended");
-  parser.AddDouble("start-timeout", &flags.start_timeout_s, "seconds every worker has to start; if some do not (a daemon that never came up), mpirun is ended and the job relaunched on the same hosts");
-  parser.AddString("mpirun", &flags.mpirun, "the mpirun to run");
-  parser.AddString("mpirun-args", &flags.mpirun_args, "more mpirun arguments, space-separated (e.g. \"--mca btl_tcp_if_include eth0\")");
+  AddLaunchFlags(&parser, &flags);
   Status status = parser.Parse(own);
   if (parser.help_requested()) {
     out << parser.Usage();
     return 0;
   }
   if (!status.ok()) return Fail(err, status.message(), 2);
-  std::vector<std::string> hosts;
-  status = CheckLaunch(flags, &hosts, &command);
+  std::vector<std::string> listed;
+  status = CheckLaunch(flags, &listed, &command);
   if (!status.ok()) return Fail(err, status.message(), 2);
   const std::string self = SelfPath();
   if (self.empty()) return Fail(err, "cannot find this program's path (/proc/self/exe)", 1);
 
   std::string local;
-  hosts = LocalFirst(hosts, &local, out);
+  HostList hosts;
+  hosts.all = LocalFirst(listed, &local, out);
   const std::chrono::milliseconds grace(static_cast<int64_t>(flags.grace_s * 1000));
   const std::chrono::milliseconds start_timeout(static_cast<int64_t>(flags.start_timeout_s * 1000));
   for (int64_t restart = 0;; ++restart) {
-    const Placement placement{hosts, flags.workers_per_host};
+    const Placement placement{hosts.Current(), flags.workers_per_host};
     const int64_t workers = placement.workers();
+    const size_t count = placement.hosts.size();
+    const std::string on = std::to_string(count) + " host" + (count == 1 ? "" : "s") + " (" +
+                           Join(placement.hosts, ", ") + ")";
     const std::vector<std::string> argv = MpirunArgv(flags, placement, self, command);
-    out << "tower launch: run " << restart + 1 << " on " << hosts.size() << " host"
-        << (hosts.size() == 1 ? "" : "s") << " (" << Join(hosts, ", ") << "), " << workers
-        << " worker" << (workers == 1 ? "" : "s") << ": " << Join(argv, " ") << "\n"
+    out << "tower launch: run " << restart + 1 << " on " << on << ", " << workers << " worker"
+        << (workers == 1 ? "" : "s") << ": " << Join(argv, " ") << "\n"
         << std::flush;
     const Attempt attempt = RunMpirun(argv, workers, grace, start_timeout, out, err);
     if (!attempt.launched) return 1;
     if (static_cast<int64_t>(attempt.finished.size()) == workers) {
-      out << "tower launch: done on " << hosts.size() << " host"
-          << (hosts.size() == 1 ? "" : "s") << " (" << Join(hosts, ", ") << ") after "
-          << restart << " restart" << (restart == 1 ? "" : "s") << "\n";
+      out << "tower launch: done on " << on << " after " << restart << " restart"
+          << (restart == 1 ? "" : "s") << "\n";
       return 0;
     }
-    if (attempt.lost.empty() &&
-        static_cast<int64_t>(attempt.started.size()) < workers && !attempt.worker_error) {
-      // The job did not come up (a daemon failed to start or to reach mpirun) and no worker
-      // failed in Tower's own code: the same hosts again.
-      if (restart >= flags.max_restarts) {
-        return Fail(err, std::to_string(attempt.started.size()) + " of " +
-                             std::to_string(workers) + " workers started, and --max-restarts=" +
-                             std::to_string(flags.max_restarts) + " is reached; giving up",
-                    1);
-      }
-      out << "tower launch: " << attempt.started.size() << " of " << workers
-          << " workers started" << (attempt.start_timed_out ? "" : " before mpirun ended")
-          << ": relaunching on the same hosts (restart " << restart + 1 << " of at most "
-          << flags.max_restarts << ")\n"
-          << std::flush;
-      continue;
-    }
-    if (attempt.lost.empty()) {
-      return Fail(err, std::to_string(attempt.finished.size()) + " of " +
-                           std::to_string(workers) +
-                           " workers finished and none reported a lost host (mpirun exited " +
-                           std::to_string(attempt.exit_code) +
-                           "): see the errors above; not restarting",
-                  1);
-    }
-    StatusOr<std::vector<std::string>> rest =
-        HostsAfterLoss(flags, placement, local, attempt, restart, out);
-    if (!rest.ok()) return Fail(err, rest.status().message(), 1);
-    out << "tower launch: relaunching on " << Join(*rest, ", ") << " from the backup (restart "
-        << restart + 1 << " of at most " << flags.max_restarts << ")\n"
-        << std::flush;
-    hosts = *std::move(rest);
+    status = PlanRelaunch(flags, placement, local, attempt, restart, &hosts, out);
+    if (!status.ok()) return Fail(err, status.message(), 1);
+    out << std::flush;
   }
 }
 

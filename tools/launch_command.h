@@ -1,6 +1,7 @@
 // `tower launch`: runs a `tower train` job over several hosts with Open MPI's mpirun, and
 // when a host is lost (a worker names it unreachable), drops that host and relaunches on the
-// rest from the last backup, while at least --min-hosts remain, up to --max-restarts times.
+// rest from the last backup, while at least --min-hosts remain, up to --max-restarts times,
+// and takes a dropped host back when it answers again.
 // It wraps mpirun; it does not replace it (mpirun still starts the workers, over ssh or
 // whatever launch agent --mpirun-args names).
 //
@@ -27,6 +28,10 @@
 // A job whose workers did not all start (within --start-timeout, or before mpirun ended) and
 // none of which failed in Tower's own code ("error: ...") is relaunched on the same hosts: an
 // Open MPI daemon can fail to come up or to reach mpirun. Each relaunch counts as a restart.
+// Before each relaunch the hosts dropped at earlier ones are probed (--readmit, default on):
+// mpirun, with --mpirun-args, runs `true` on each alone within --probe-timeout, which checks
+// the launch agent and the daemon's way back to mpirun as a relaunch uses them; those that
+// answer take their place back in the --hosts order and count towards --min-hosts.
 //
 // Exit status: 0 done; 1 the job failed and was not (or no longer) restarted; 2 bad flags.
 #ifndef TOWER_TOOLS_LAUNCH_COMMAND_H_

@@ -15,6 +15,9 @@
 //     two with the bytes of an uninterrupted run (4 rounds, random cut points; 1 in a reduced
 //     round); the same over 2 hosts given by address, and mixed (a name and an address, this
 //     machine's last): the lost rank mapped to the host it was placed on;
+//   - `tower launch`, hosts coming and going: host2 cut and dropped, its link back, host3 cut:
+//     host2 is probed, re-admitted in its place, and the job ends with the uninterrupted run's
+//     bytes;
 //   - plain mpirun, a host's link cut: every survivor gone within the deadline + 5 s (mpirun
 //     itself, which waits on the lost daemon, only measured).
 #include <gmock/gmock.h>
@@ -419,6 +422,69 @@ TEST_F(MultiHostTest, HostsGivenByAddressLoseOneAndTheJobEndsWithTheBytesOfAnUni
     ASSERT_TRUE(hosts_->RestoreLink("host2").ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }
+}
+
+// Elastic both ways: host2's link is cut (the job relaunched on host1 and host3), comes back
+// while that run trains, then host3's is cut. Before that relaunch tower launch probes host2,
+// which answers and takes its place back (rank 1 runs there again), and the job ends on host1
+// and host2 with the bytes of an uninterrupted run: 3, then 2, then 2 workers, one global
+// batch.
+TEST_F(MultiHostTest, ADroppedHostThatAnswersAgainIsReadmittedAndTheJobEndsWithTheSameBytes) {
+  const std::string train =
+      std::string(kTrain) + " --epochs=20 --collective-timeout=" + std::to_string(kDeadlineS);
+  const std::string reference = TempPath("readmit_uninterrupted.safetensors");
+  const ProgramOutput one = Tower(train + " --save=" + reference);
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  const std::string expected = ReadBytes(reference);
+  ASSERT_FALSE(expected.empty());
+  const std::string backup = TempPath("readmit.backup");
+  const std::string saved = TempPath("readmit.safetensors");
+  const std::string log = TempPath("readmit.log");
+  const auto started = Clock::now();
+  BackgroundProgram run(
+      BackgroundProgram::ShellCommand{
+          Launch("--min-hosts=2 --max-restarts=3 --grace=1 --start-timeout=10 --probe-timeout=5",
+                 train + " --backup=" + backup + " --backup-every=10 --save=" + saved)},
+      log);
+  ASSERT_TRUE(run.started());
+  // Until the log says `text` (false if the job ended first or 60 s passed).
+  auto wait_for = [&](const std::string& text) {
+    for (const auto begin = Clock::now(); Clock::now() - begin < std::chrono::seconds(60);) {
+      if (ReadText(log).find(text) != std::string::npos) return true;
+      if (!run.Running()) return ReadText(log).find(text) != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitForBackups(run, backup, 2)) << ReadText(log);
+  ASSERT_TRUE(hosts_->CutLink("host2").ok());
+  ASSERT_TRUE(wait_for("tower launch: run 2 on 2 hosts (host1, host3)")) << ReadText(log);
+  // WaitForBackups counts the backup that is there as the first: 2 is one new backup, written
+  // by run 2.
+  ASSERT_TRUE(WaitForBackups(run, backup, 2)) << ReadText(log);
+  ASSERT_TRUE(hosts_->RestoreLink("host2").ok());
+  ASSERT_TRUE(WaitForBackups(run, backup, 2)) << ReadText(log);
+  ASSERT_TRUE(hosts_->CutLink("host3").ok());
+  EXPECT_EQ(run.Wait(), 0) << ReadText(log);
+  std::printf("host2 cut, back, host3 cut: the job took %.1f s\n",
+              std::chrono::duration<double>(Clock::now() - started).count());
+  const std::string text = ReadText(log);
+  EXPECT_THAT(text, HasSubstr("tower launch: lost host2, where rank 1 (host host2) was placed"))
+      << text;
+  EXPECT_THAT(text, HasSubstr("tower launch: lost host3, where rank 1 (host host3) was placed"))
+      << text;
+  EXPECT_THAT(text, HasSubstr("tower launch: re-admitting host2: it answers again")) << text;
+  EXPECT_THAT(text, HasSubstr("tower launch: relaunching on host1, host2 from the backup "
+                              "(restart 2 of at most 3)"))
+      << text;
+  // Rank 1 ran on host2 again, one of 2 workers (it was one of 3 before the cut).
+  EXPECT_THAT(text, HasSubstr("Worker rank 1 (host host2) of 2: 2 replicas in sync")) << text;
+  EXPECT_THAT(text, HasSubstr("tower launch: done on 2 hosts (host1, host2) after 2 restarts"))
+      << text;
+  for (const std::string& line : Split(text, '\n')) {
+    if (line.find("re-admitting") != std::string::npos) std::printf("%s\n", line.c_str());
+  }
+  EXPECT_TRUE(ReadBytes(saved) == expected) << "the job ended with other bytes\n" << text;
 }
 
 // Plain mpirun, no `tower launch`: once the survivors name the cut-off worker (their

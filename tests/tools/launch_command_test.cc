@@ -2,6 +2,7 @@
 // workers would print and records how it was called): which hosts it relaunches on, when it
 // gives up, and its bad flags. The real thing, mpirun over hosts in network namespaces, is
 // tests/multihost.
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -27,7 +28,8 @@ using testing::Tower;
 // starts and finishes), `lose-R:NAME[,R:NAME...]` (every rank starts, rank 0 reports ranks R
 // unreachable on hosts that call themselves NAME, then it hangs until killed), `no-start` (exits at
 // once, printing Open MPI's daemon error), `hang` (prints nothing, hangs), `error` (every rank
-// starts, one prints Tower's error line).
+// starts, one prints Tower's error line), `down-then-up` (the first call fails as ssh does on a
+// host it cannot reach, later ones succeed: a probe of a host that comes back).
 class LaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,6 +63,8 @@ class LaunchTest : public ::testing::Test {
            "  no-start) echo 'ORTE was unable to reliably start one or more daemons.'; exit 1 ;;\n"
            "  hang) exec sleep 600 ;;\n"
            "  error) started; echo 'error: --data=x.csv: no such file'; exit 0 ;;\n"
+           "  down-then-up) [ -e \"$0.up.$hosts\" ] && exit 0; touch \"$0.up.$hosts\"\n"
+           "          echo 'ssh: connect to host x port 22: No route to host'; exit 255 ;;\n"
            "  *) echo \"stand-in mpirun: no scene for $hosts\"; exit 3 ;;\n"
            "esac\n";
     script.close();
@@ -155,10 +159,107 @@ TEST_F(LaunchTest, ItGivesUpBelowMinHostsAndAfterMaxRestarts) {
   ProgramOutput out = Launch("--hosts=host1,host2,host3 --min-hosts=2");
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_THAT(out.text, HasSubstr("1 host would remain (host1), fewer than --min-hosts=2; giving up"));
-  EXPECT_EQ(Calls().size(), 2u);
+  // host3, dropped at the first relaunch, was probed before the second, and did not answer.
+  EXPECT_THAT(out.text, HasSubstr("host3 is still unreachable (mpirun exited 3: stand-in mpirun: "
+                                  "no scene for host3:1): not re-admitted"));
+  EXPECT_EQ(Calls().size(), 3u);
   out = Launch("--hosts=host1,host2,host3 --max-restarts=0");
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_THAT(out.text, HasSubstr("--max-restarts=0 reached; giving up"));
+}
+
+// A host dropped at one relaunch is probed before the next (mpirun runs `true` on it alone) and,
+// answering, takes its place back in -H; the host lost just before is not probed. The hosts
+// it brings back count towards --min-hosts (without it 2 hosts would remain, fewer than 3),
+// and --max-restarts still bounds the relaunches.
+TEST_F(LaunchTest, ADroppedHostThatAnswersAgainIsReadmittedInItsPlace) {
+  const std::string scenes =
+      "host1:1,host2:1,host3:1,host4:1 lose-1:host2\nhost1:1,host3:1,host4:1 lose-2:host4\n"
+      "host2:1 ok\n";
+  Scenes(scenes + "host1:1,host2:1,host3:1 ok\n");
+  ProgramOutput out = Launch("--hosts=host1,host2,host3,host4 --min-hosts=3");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("tower launch: probing host2 (dropped before): mpirun runs "
+                                  "`true` there, within 10 s"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: re-admitting host2: it answers again (mpirun ran "
+                                  "`true` there in "));
+  EXPECT_THAT(out.text, HasSubstr("relaunching on host1, host2, host3 from the backup (restart 2 "
+                                  "of at most 3)"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: done on 3 hosts (host1, host2, host3) after 2 "
+                                  "restarts"));
+  std::vector<std::string> calls = Calls();
+  ASSERT_EQ(calls.size(), 4u) << out.text;
+  EXPECT_THAT(calls[2], HasSubstr(" -H host2:1 -np 1 "));
+  EXPECT_THAT(calls[2], ::testing::EndsWith(" true"));
+  EXPECT_THAT(calls[3], HasSubstr("-H host1:1,host2:1,host3:1 -np 3 --map-by slot"));
+  EXPECT_THAT(calls[3], HasSubstr(" train --data=d.csv --backup=/shared/run.backup --resume"));
+  for (const std::string& call : calls) EXPECT_THAT(call, Not(HasSubstr("-H host4:1 ")));
+
+  // The same with --max-restarts=1: no relaunch is left after the second loss, nothing is
+  // probed.
+  std::remove((dir_ + "/calls.txt").c_str());
+  out = Launch("--hosts=host1,host2,host3,host4 --min-hosts=2 --max-restarts=1");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("--max-restarts=1 reached; giving up"));
+  EXPECT_THAT(out.text, Not(HasSubstr("probing")));
+  EXPECT_EQ(Calls().size(), 2u);
+
+  // A job that did not start is relaunched with the hosts that answer again too (host2 at
+  // its second probe; host4 has no scene: its probe fails).
+  Scenes(
+      "host1:1,host2:1,host3:1,host4:1 lose-1:host2\nhost1:1,host3:1,host4:1 lose-2:host4\n"
+      "host1:1,host3:1 no-start\nhost2:1 down-then-up\nhost1:1,host2:1,host3:1 ok\n");
+  std::remove((dir_ + "/calls.txt").c_str());
+  out = Launch("--hosts=host1,host2,host3,host4");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("0 of 2 workers started before mpirun ended: relaunching on "
+                                  "host1, host2, host3 (restart 3 of at most 3)"));
+  calls = Calls();
+  ASSERT_EQ(calls.size(), 7u) << out.text;  // 4 runs, 3 probes
+  EXPECT_THAT(calls[6], HasSubstr("-H host1:1,host2:1,host3:1 -np 3 "));
+}
+
+TEST_F(LaunchTest, WithReadmitFalseADroppedHostStaysOut) {
+  Scenes(
+      "host1:1,host2:1,host3:1,host4:1 lose-1:host2\nhost1:1,host3:1,host4:1 lose-2:host4\n"
+      "host2:1 ok\nhost1:1,host3:1 ok\n");
+  const ProgramOutput out = Launch("--hosts=host1,host2,host3,host4 --readmit=false");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, Not(HasSubstr("probing")));
+  EXPECT_THAT(out.text, Not(HasSubstr("re-admitting")));
+  EXPECT_THAT(out.text, HasSubstr("relaunching on host1, host3 from the backup (restart 2"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: done on 2 hosts (host1, host3) after 2 restarts"));
+  const std::vector<std::string> calls = Calls();
+  ASSERT_EQ(calls.size(), 3u) << out.text;
+  for (const std::string& call : calls) EXPECT_THAT(call, Not(HasSubstr("-H host2:1 ")));
+}
+
+// Probes that fail (the launch agent cannot reach the host; no answer within --probe-timeout)
+// leave their host out, with a line saying why; the dropped hosts are probed again before
+// every relaunch, all at once, and come back in their --hosts order.
+TEST_F(LaunchTest, AHostThatDoesNotAnswerItsProbeStaysOutUntilItDoes) {
+  Scenes(
+      "host1:1,host2:1,host3:1,host4:1,host5:1 lose-1:host2\n"
+      "host1:1,host3:1,host4:1,host5:1 lose-2:host4\n"
+      "host1:1,host3:1,host5:1 lose-2:host5\n"
+      "host2:1 down-then-up\nhost4:1 hang\n"
+      "host1:1,host2:1,host3:1 ok\n");
+  const ProgramOutput out =
+      Launch("--hosts=host1,host2,host3,host4,host5 --probe-timeout=0.3 --min-hosts=2");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("tower launch: host2 is still unreachable (mpirun exited 255: "
+                                  "ssh: connect to host x port 22: No route to host): not "
+                                  "re-admitted"));
+  EXPECT_THAT(out.text, HasSubstr("relaunching on host1, host3, host5 from the backup (restart 2"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: probing host2, host4 (dropped before)"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: re-admitting host2: it answers again"));
+  EXPECT_THAT(out.text, HasSubstr("tower launch: host4 is still unreachable (no answer within "
+                                  "0.3 s): not re-admitted"));
+  EXPECT_THAT(out.text, HasSubstr("relaunching on host1, host2, host3 from the backup (restart 3"));
+  EXPECT_THAT(out.text, HasSubstr("done on 3 hosts (host1, host2, host3) after 3 restarts"));
+  const std::vector<std::string> calls = Calls();
+  ASSERT_EQ(calls.size(), 7u) << out.text;  // 4 runs, 3 probes
+  EXPECT_THAT(calls[6], HasSubstr("-H host1:1,host2:1,host3:1 -np 3 "));
 }
 
 TEST_F(LaunchTest, ARankThatWasNotPlacedIsNotRestarted) {
@@ -205,6 +306,8 @@ TEST_F(LaunchTest, BadFlagsAreRefusedBeforeAnythingRuns) {
       {"--hosts=a --max-restarts=-1", kTrain, "--max-restarts must be 0 or more"},
       {"--hosts=a --grace=0", kTrain, "--grace must be between 0 and 3600 seconds"},
       {"--hosts=a --start-timeout=-1", kTrain, "--start-timeout must be between"},
+      {"--hosts=a --probe-timeout=0", kTrain, "--probe-timeout must be between"},
+      {"--hosts=a --readmit=maybe", kTrain, "--readmit"},
       {"--hosts=a", "evaluate --model=m", "give the job after --"},
       {"--hosts=a", "train --data=d.csv", "the train command needs --backup=PATH"},
       {"--hosts=a", "train --backup=b --resume=false", "--resume=false"},
