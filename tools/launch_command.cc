@@ -20,6 +20,7 @@
 
 #include "strategy/collectives/mpi/worker_report.h"
 #include "tools/launch_probe.h"
+#include "tools/slurm_environment.h"
 #include "util/flags.h"
 #include "util/statusor.h"
 #include "util/strings.h"
@@ -312,15 +313,29 @@ constexpr char kPlacingMpirunFlags[] =
 // The hosts of --hosts, and the train command checked (it must back up; --resume is added so
 // that a relaunch resumes). InvalidArgument saying what to give.
 Status CheckLaunch(const LaunchFlags& flags, std::vector<std::string>* hosts,
-                   std::vector<std::string>* command) {
-  for (const std::string& host : Split(flags.hosts, ',')) {
+                   std::vector<std::string>* command, std::string* source) {
+  std::vector<std::string> given = Split(flags.hosts, ',');
+  *source = "--hosts";
+  if (flags.hosts.empty()) {
+    // Inside a Slurm allocation (sbatch, salloc): its nodes.
+    TOWER_ASSIGN_OR_RETURN(std::optional<SlurmAllocation> allocation, HostsFromSlurmEnvironment());
+    if (allocation.has_value()) {
+      given = allocation->hosts;
+      *source = "Slurm job " + allocation->job_id + "'s nodes (SLURM_JOB_NODELIST)";
+    }
+  }
+  for (const std::string& host : given) {
     if (host.empty()) continue;
     if (std::find(hosts->begin(), hosts->end(), host) != hosts->end()) {
       return InvalidArgumentError("--hosts names " + host + " twice (use --workers-per-host)");
     }
     hosts->push_back(host);
   }
-  if (hosts->empty()) return InvalidArgumentError("--hosts is required (e.g. --hosts=node1,node2)");
+  if (hosts->empty()) {
+    return InvalidArgumentError(
+        "--hosts is required (e.g. --hosts=node1,node2) outside a Slurm "
+        "allocation (inside one its nodes are the hosts)");
+  }
   if (flags.workers_per_host < 1 || flags.workers_per_host > 1024) {
     return InvalidArgumentError("--workers-per-host must be between 1 and 1024");
   }
@@ -523,7 +538,8 @@ void AddLaunchFlags(FlagParser* parser, LaunchFlags* flags) {
   parser->AddString(
       "hosts", &flags->hosts,
       "hosts to run on, comma-separated names or addresses (as mpirun's -H takes them); this "
-      "machine's entry, where mpirun runs, gets the first ranks and is never dropped");
+      "machine's entry, where mpirun runs, gets the first ranks and is never dropped; unset "
+      "inside a Slurm allocation: its nodes (SLURM_JOB_NODELIST)");
   parser->AddInt("workers-per-host", &flags->workers_per_host,
                  "worker processes on each host (each runs the train command's --replicas)");
   parser->AddInt("min-hosts", &flags->min_hosts, "give up when fewer hosts than this would remain");
@@ -561,8 +577,12 @@ int RunLaunchCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   if (!status.ok()) return Fail(err, status.message(), 2);
   std::vector<std::string> listed;
-  status = CheckLaunch(flags, &listed, &command);
+  std::string hosts_from;
+  status = CheckLaunch(flags, &listed, &command, &hosts_from);
   if (!status.ok()) return Fail(err, status.message(), 2);
+  if (flags.hosts.empty()) {
+    out << "tower launch: hosts from " << hosts_from << ": " << Join(listed, ", ") << "\n";
+  }
   const std::string self = SelfPath();
   if (self.empty()) return Fail(err, "cannot find this program's path (/proc/self/exe)", 1);
 

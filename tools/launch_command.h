@@ -9,6 +9,9 @@
 //       train --data=/shared/data.csv --target=y --layers=64:relu,1 --epochs=20 \
 //             --deterministic --backup=/shared/run.backup --save=/shared/model.safetensors
 //
+// Inside a Slurm allocation (sbatch, salloc) without --hosts, the hosts are its nodes
+// (SLURM_JOB_NODELIST, tools/slurm_environment.h).
+//
 // The train command must name --backup (on a file system every host sees, as --data and
 // --save): a relaunch resumes from it (--resume is added). With --deterministic the result
 // is the same bytes as an uninterrupted run on any number of hosts; the global batch never

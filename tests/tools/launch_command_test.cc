@@ -262,6 +262,37 @@ TEST_F(LaunchTest, AHostThatDoesNotAnswerItsProbeStaysOutUntilItDoes) {
   EXPECT_THAT(calls[6], HasSubstr("-H host1:1,host2:1,host3:1 -np 3 "));
 }
 
+// Inside a Slurm allocation without --hosts, the hosts are the allocation's nodes in Slurm's
+// order; a lost one is dropped as any other. Outside one, --hosts is required.
+TEST_F(LaunchTest, InsideASlurmAllocationItsNodesAreTheHosts) {
+  Scenes("node07:1,node08:1,node09:1 lose-2:node09\nnode07:1,node08:1 ok\n");
+  setenv("SLURM_JOB_ID", "4242", 1);
+  setenv("SLURM_JOB_NODELIST", "node[07-09]", 1);
+  const ProgramOutput out = Launch("--min-hosts=2");
+  const ProgramOutput given = Launch("--hosts=node07,node08 --min-hosts=2");
+  setenv("SLURM_JOB_NODELIST", "node[07-", 1);
+  const ProgramOutput malformed = Launch("");
+  unsetenv("SLURM_JOB_NODELIST");
+  unsetenv("SLURM_JOB_ID");
+  const ProgramOutput outside = Launch("");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_THAT(out.text, HasSubstr("tower launch: hosts from Slurm job 4242's nodes "
+                                  "(SLURM_JOB_NODELIST): node07, node08, node09"));
+  EXPECT_THAT(out.text, HasSubstr("relaunching on node07, node08 from the backup"));
+  const std::vector<std::string> calls = Calls();
+  ASSERT_EQ(calls.size(), 3u) << out.text << given.text;
+  EXPECT_THAT(calls[0], HasSubstr("-H node07:1,node08:1,node09:1 -np 3 --map-by slot"));
+  EXPECT_THAT(calls[1], HasSubstr("-H node07:1,node08:1 -np 2 --map-by slot"));
+  // --hosts, when given, wins over the allocation.
+  EXPECT_EQ(given.exit_code, 0) << given.text;
+  EXPECT_THAT(given.text, Not(HasSubstr("hosts from Slurm")));
+  EXPECT_THAT(calls[2], HasSubstr("-H node07:1,node08:1 -np 2"));
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_THAT(malformed.text, HasSubstr("SLURM_JOB_NODELIST"));
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_THAT(outside.text, HasSubstr("--hosts is required"));
+}
+
 TEST_F(LaunchTest, ARankThatWasNotPlacedIsNotRestarted) {
   Scenes("host1:1,host2:1 lose-7:host9\n");
   const ProgramOutput out = Launch("--hosts=host1,host2");
