@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -101,6 +102,10 @@ int RunMain(FlagParser& parser, int argc, char** argv, const std::function<Statu
     return 1;
   }
   return 0;
+}
+
+const char* PeerPython() {
+  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 }
 
 }  // namespace tower::bench

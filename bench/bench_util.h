@@ -22,6 +22,11 @@ double Median(std::vector<double> values);
 // measurement ran in.
 double CrossCoreRoundTripNs(int repeats);
 
+// The Python that runs the peers (NumPy, pandas): Debian's /usr/bin/python3, where
+// python3-numpy and python3-pandas install them (a python3 earlier on PATH, such as a pyenv
+// one, may lack them), else the python3 on PATH.
+const char* PeerPython();
+
 // Parses argv with `parser` and calls `run`: usage for --help (exit 0), one "error: …" line
 // for bad flags (exit 2) or a failed `run` (exit 1).
 int RunMain(FlagParser& parser, int argc, char** argv, const std::function<Status()>& run);

@@ -244,11 +244,13 @@ double Sequential(const std::string& label, const std::string& paths, int64_t by
 }
 
 void NumpyLoad(const Files& files) {
-  if (std::system("python3 -c 'import numpy' 2>/dev/null") != 0) {
-    std::printf("%-18s not installed (python3 -c 'import numpy' fails)\n", "numpy np.load");
+  const std::string python = bench::PeerPython();
+  if (std::system((python + " -c 'import numpy' 2>/dev/null").c_str()) != 0) {
+    std::printf("%-18s not installed (%s -c 'import numpy' fails)\n", "numpy np.load",
+                python.c_str());
     return;
   }
-  const std::string command = "python3 -c 'import numpy; s = numpy.load(\"" + files.x_npy +
+  const std::string command = python + " -c 'import numpy; s = numpy.load(\"" + files.x_npy +
                               "\").sum() + numpy.load(\"" + files.y_npy + "\").sum()'";
   int status = 0;
   const double seconds = Seconds([&] { status = std::system(command.c_str()); });

@@ -129,12 +129,13 @@ StatusOr<int64_t> Drain(const data::Dataset& dataset) {
 }
 
 void Python(const char* name, const std::string& code, int64_t bytes, int64_t rows) {
-  const std::string probe = "python3 -c 'import " + std::string(name) + "' 2>/dev/null";
+  const std::string python = bench::PeerPython();
+  const std::string probe = python + " -c 'import " + std::string(name) + "' 2>/dev/null";
   if (std::system(probe.c_str()) != 0) {
-    std::printf("%-16s not installed (python3 -c 'import %s' fails)\n", name, name);
+    std::printf("%-16s not installed (%s -c 'import %s' fails)\n", name, python.c_str(), name);
     return;
   }
-  const std::string command = "python3 -c '" + code + "'";
+  const std::string command = python + " -c '" + code + "'";
   int status = 0;
   const double seconds = Seconds([&] { status = std::system(command.c_str()); });
   if (status != 0) {
