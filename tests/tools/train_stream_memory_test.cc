@@ -90,7 +90,22 @@ int64_t FileBytes(const std::string& path) {
   return size;
 }
 
+// The sanitizers' runtimes reserve terabytes of address space for their shadow memory at
+// start, so no `prlimit --as` cap lets their builds run: there this case skips, saying so.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TOWER_UNDER_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TOWER_UNDER_SANITIZER 1
+#endif
+
 TEST(TrainStreamMemoryTest, ThreeTimesTheCapTrainsWithinItAndASampleMatchesInMemory) {
+#ifdef TOWER_UNDER_SANITIZER
+  GTEST_SKIP() << "a sanitizer build reserves terabytes of address space for its shadow "
+                  "memory: prlimit --as cannot cap it (the plain build runs this case)";
+#endif
   const char* env = std::getenv("TOWER_STREAM_MEMORY_MB");
   const int64_t cap_mb = env != nullptr ? std::atoll(env) : 200;
   ASSERT_GE(cap_mb, 20);
