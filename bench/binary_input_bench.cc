@@ -35,12 +35,17 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/input_timing.h"
 #include "data/dataset.h"
 #include "data/tfrecord.h"
 #include "util/flags.h"
 
 namespace tower {
 namespace {
+
+using bench::Drain;
+using bench::Report;
+using bench::Seconds;
 
 struct Flags {
   int64_t mb = 1100;
@@ -49,28 +54,6 @@ struct Flags {
   bool keep = false;
   bool csv = false;
 };
-
-// The last Seconds() call's process CPU time (std::clock: this process's threads only).
-double last_cpu_seconds = 0;
-
-double Seconds(const std::function<void()>& run) {
-  const std::clock_t cpu = std::clock();
-  const auto start = std::chrono::steady_clock::now();
-  run();
-  last_cpu_seconds = static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// `cpu`: also MB per CPU second (last_cpu_seconds), for a reader in this process.
-void Report(const char* name, double seconds, int64_t bytes, int64_t rows, bool cpu = true) {
-  std::printf("%-18s %8.2f s %9.1f MB/s", name, seconds, bytes / seconds / 1e6);
-  if (rows > 0) std::printf(" %12.0f rows/s", rows / seconds);
-  if (cpu && last_cpu_seconds > 0) {
-    std::printf("  %7.2f CPU s %9.1f MB/CPU-s", last_cpu_seconds, bytes / last_cpu_seconds / 1e6);
-  }
-  std::printf("\n");
-  std::fflush(stdout);
-}
 
 // The generated files and what they hold.
 struct Files {
@@ -205,17 +188,6 @@ StatusOr<Files> Generate(const Flags& flags) {
   return files;
 }
 
-// Reads every element of `dataset`; the rows.
-StatusOr<int64_t> Drain(const data::Dataset& dataset) {
-  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> it, dataset.MakeIterator(0));
-  int64_t rows = 0;
-  while (true) {
-    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, it->Next());
-    if (!batch.has_value()) return rows;
-    rows += batch->rows;
-  }
-}
-
 // Times Drain(dataset) as `name`: its seconds; an error if it fails or misses rows.
 StatusOr<double> TimeDrain(const char* name, const data::Dataset& dataset, int64_t bytes,
                            int64_t rows) {
@@ -230,35 +202,11 @@ StatusOr<double> TimeDrain(const char* name, const data::Dataset& dataset, int64
   return seconds;
 }
 
-// cat and dd of `paths` (bytes in all) to /dev/null; the faster's seconds.
-double Sequential(const std::string& label, const std::string& paths, int64_t bytes) {
-  const double cat =
-      Seconds([&] { (void)!std::system(("cat " + paths + " > /dev/null").c_str()); });
-  Report(("cat " + label).c_str(), cat, bytes, 0, false);
-  const double dd = Seconds([&] {
-    (void)!std::system(
-        ("for f in " + paths + "; do dd if=$f of=/dev/null bs=1M 2>/dev/null; done").c_str());
-  });
-  Report(("dd " + label).c_str(), dd, bytes, 0, false);
-  return std::min(cat, dd);
-}
-
 void NumpyLoad(const Files& files) {
-  const std::string python = bench::PeerPython();
-  if (std::system((python + " -c 'import numpy' 2>/dev/null").c_str()) != 0) {
-    std::printf("%-18s not installed (%s -c 'import numpy' fails)\n", "numpy np.load",
-                python.c_str());
-    return;
-  }
-  const std::string command = python + " -c 'import numpy; s = numpy.load(\"" + files.x_npy +
-                              "\").sum() + numpy.load(\"" + files.y_npy + "\").sum()'";
-  int status = 0;
-  const double seconds = Seconds([&] { status = std::system(command.c_str()); });
-  if (status != 0) {
-    std::printf("%-18s failed (exit status %d)\n", "numpy np.load", status);
-    return;
-  }
-  Report("numpy np.load", seconds, files.npy_bytes, files.rows, false);
+  bench::TimePython("numpy np.load", "numpy",
+                    "import numpy; s = numpy.load(\"" + files.x_npy + "\").sum() + numpy.load(\"" +
+                        files.y_npy + "\").sum()",
+                    files.npy_bytes, files.rows);
 }
 
 Status Run(const Flags& flags) {
@@ -275,7 +223,8 @@ Status Run(const Flags& flags) {
       files.tfrecord.c_str(), static_cast<long long>(files.tfrecord_bytes),
       static_cast<long long>(files.rows), static_cast<long long>(flags.features), generate);
   if (flags.csv) std::printf("%s: the same rows as CSV\n", files.csv.c_str());
-  const double sequential = Sequential(".npy", files.x_npy + " " + files.y_npy, files.npy_bytes);
+  const double sequential =
+      bench::SequentialRead(" .npy", files.x_npy + " " + files.y_npy, files.npy_bytes);
   TOWER_ASSIGN_OR_RETURN(data::Dataset npy, data::Dataset::FromNpy(files.x_npy, files.y_npy));
   TOWER_ASSIGN_OR_RETURN(const double npy_batch,
                          TimeDrain("npy Batch", npy.Batch(256), files.npy_bytes, files.rows));
@@ -284,7 +233,7 @@ Status Run(const Flags& flags) {
           .status());
   NumpyLoad(files);
 
-  Sequential(".tfrecord", files.tfrecord, files.tfrecord_bytes);
+  bench::SequentialRead(" .tfrecord", files.tfrecord, files.tfrecord_bytes);
   data::TfRecordOptions options;
   options.features = {"x"};
   options.target_features = {"y"};

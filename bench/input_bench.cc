@@ -27,6 +27,7 @@
 #include <string>
 
 #include "bench/bench_util.h"
+#include "bench/input_timing.h"
 #include "data/csv.h"
 #include "data/csv_shards.h"
 #include "data/csv_stream.h"
@@ -36,23 +37,16 @@
 namespace tower {
 namespace {
 
+using bench::Drain;
+using bench::Report;
+using bench::Seconds;
+
 struct Flags {
   int64_t mb = 1100;
   int64_t numpy_mb = 50;
   std::string dir = "/tmp";
   bool keep = false;
 };
-
-// The last Seconds() call's process CPU time (std::clock: this process's threads only).
-double last_cpu_seconds = 0;
-
-double Seconds(const std::function<void()>& run) {
-  const std::clock_t cpu = std::clock();
-  const auto start = std::chrono::steady_clock::now();
-  run();
-  last_cpu_seconds = static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // "-0.123456": 9 characters of a value in (-1, 1) from 20 random bits.
 char* Cell(uint64_t bits, char* out) {
@@ -106,45 +100,6 @@ StatusOr<int64_t> Generate(const std::string& path, int64_t bytes) {
   return rows;
 }
 
-// `cpu`: also MB per CPU second (last_cpu_seconds), for a reader in this process.
-void Report(const char* name, double seconds, int64_t bytes, int64_t rows, bool cpu = true) {
-  std::printf("%-16s %8.2f s %9.1f MB/s", name, seconds, bytes / seconds / 1e6);
-  if (rows > 0) std::printf(" %12.0f rows/s", rows / seconds);
-  if (cpu && last_cpu_seconds > 0) {
-    std::printf("  %7.2f CPU s %9.1f MB/CPU-s", last_cpu_seconds, bytes / last_cpu_seconds / 1e6);
-  }
-  std::printf("\n");
-  std::fflush(stdout);
-}
-
-// Reads every element of `dataset`; the rows.
-StatusOr<int64_t> Drain(const data::Dataset& dataset) {
-  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> it, dataset.MakeIterator(0));
-  int64_t rows = 0;
-  while (true) {
-    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, it->Next());
-    if (!batch.has_value()) return rows;
-    rows += batch->rows;
-  }
-}
-
-void Python(const char* name, const std::string& code, int64_t bytes, int64_t rows) {
-  const std::string python = bench::PeerPython();
-  const std::string probe = python + " -c 'import " + std::string(name) + "' 2>/dev/null";
-  if (std::system(probe.c_str()) != 0) {
-    std::printf("%-16s not installed (%s -c 'import %s' fails)\n", name, python.c_str(), name);
-    return;
-  }
-  const std::string command = python + " -c '" + code + "'";
-  int status = 0;
-  const double seconds = Seconds([&] { status = std::system(command.c_str()); });
-  if (status != 0) {
-    std::printf("%-16s failed (exit status %d)\n", name, status);
-    return;
-  }
-  Report(name, seconds, bytes, rows, false);
-}
-
 Status Run(const Flags& flags) {
   if (flags.mb < 1) return InvalidArgumentError("--mb must be at least 1");
   const std::string path = flags.dir + "/input_bench_" + std::to_string(::getpid()) + ".csv";
@@ -159,12 +114,7 @@ Status Run(const Flags& flags) {
   TOWER_RETURN_IF_ERROR(generated);
   std::printf("%s: %lld bytes, %lld rows of 16 features and 1 target (generated in %.1f s)\n",
               path.c_str(), static_cast<long long>(bytes), static_cast<long long>(rows), generate);
-  Report("cat", Seconds([&] { (void)!std::system(("cat " + path + " > /dev/null").c_str()); }),
-         bytes, 0, false);
-  Report("dd bs=1M", Seconds([&] {
-           (void)!std::system(("dd if=" + path + " of=/dev/null bs=1M 2>/dev/null").c_str());
-         }),
-         bytes, 0, false);
+  bench::SequentialRead("", path, bytes);
 
   data::CsvStreamOptions options;
   options.files = {path};
@@ -197,13 +147,15 @@ Status Run(const Flags& flags) {
     Report("in memory", Seconds([&] { table = data::ReadCsv(path, options.csv); }), bytes, rows);
     TOWER_RETURN_IF_ERROR(table.status());
   }
-  Python("pandas", "import pandas; pandas.read_csv(\"" + path + "\")", bytes, rows);
+  bench::TimePython("pandas", "pandas", "import pandas; pandas.read_csv(\"" + path + "\")", bytes,
+                    rows);
   const int64_t numpy_bytes = std::min(bytes, flags.numpy_mb * 1000000);
   const int64_t numpy_rows = rows * numpy_bytes / bytes;
-  Python("numpy",
-         "import numpy, itertools; f = open(\"" + path + "\"); numpy.loadtxt(itertools.islice(f, " +
-             std::to_string(numpy_rows + 1) + "), delimiter=\",\", skiprows=1)",
-         numpy_bytes, numpy_rows);
+  bench::TimePython("numpy", "numpy",
+                    "import numpy, itertools; f = open(\"" + path +
+                        "\"); numpy.loadtxt(itertools.islice(f, " + std::to_string(numpy_rows + 1) +
+                        "), delimiter=\",\", skiprows=1)",
+                    numpy_bytes, numpy_rows);
   if (!flags.keep) std::remove(path.c_str());
   return OkStatus();
 }
