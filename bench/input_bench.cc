@@ -114,7 +114,7 @@ Status Run(const Flags& flags) {
   TOWER_RETURN_IF_ERROR(generated);
   std::printf("%s: %lld bytes, %lld rows of 16 features and 1 target (generated in %.1f s)\n",
               path.c_str(), static_cast<long long>(bytes), static_cast<long long>(rows), generate);
-  bench::SequentialRead("", path, bytes);
+  TOWER_RETURN_IF_ERROR(bench::SequentialRead("", {path}, bytes).status());
 
   data::CsvStreamOptions options;
   options.files = {path};

@@ -1,5 +1,8 @@
 #include "bench/input_timing.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +12,7 @@
 #include <optional>
 
 #include "bench/bench_util.h"
+#include "util/strings.h"
 
 namespace tower::bench {
 namespace {
@@ -47,13 +51,29 @@ StatusOr<int64_t> Drain(const data::Dataset& dataset) {
   }
 }
 
-double SequentialRead(const std::string& label, const std::string& paths, int64_t bytes) {
+Status DropFromPageCache(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return NotFoundError(path + ": cannot open it to drop its cached pages");
+    const bool dropped =
+        ::fdatasync(fd) == 0 && ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+    ::close(fd);
+    if (!dropped) return InternalError(path + ": its pages could not be dropped from the cache");
+  }
+  return OkStatus();
+}
+
+StatusOr<double> SequentialRead(const std::string& label, const std::vector<std::string>& paths,
+                                int64_t bytes, bool cold) {
+  const std::string files = Join(paths, " ");
+  if (cold) TOWER_RETURN_IF_ERROR(DropFromPageCache(paths));
   const double cat =
-      Seconds([&] { (void)!std::system(("cat " + paths + " > /dev/null").c_str()); });
+      Seconds([&] { (void)!std::system(("cat " + files + " > /dev/null").c_str()); });
   Report("cat" + label, cat, bytes, 0, false);
+  if (cold) TOWER_RETURN_IF_ERROR(DropFromPageCache(paths));
   const double dd = Seconds([&] {
     (void)!std::system(
-        ("for f in " + paths + "; do dd if=$f of=/dev/null bs=1M 2>/dev/null; done").c_str());
+        ("for f in " + files + "; do dd if=$f of=/dev/null bs=1M 2>/dev/null; done").c_str());
   });
   Report("dd" + label, dd, bytes, 0, false);
   return std::min(cat, dd);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "util/statusor.h"
@@ -25,9 +26,16 @@ void Report(const std::string& name, double seconds, int64_t bytes, int64_t rows
 // Reads every element of `dataset`; the rows.
 StatusOr<int64_t> Drain(const data::Dataset& dataset);
 
-// `paths` (space-separated, `bytes` in all) read by cat, then by dd bs=1M, to /dev/null: a
-// report line for each ("cat<label>", "dd<label>"); the faster's seconds.
-double SequentialRead(const std::string& label, const std::string& paths, int64_t bytes);
+// Drops the files' pages from the page cache (fdatasync, then POSIX_FADV_DONTNEED), so the
+// next read comes from storage, as a dataset larger than memory is read. Per file: no other
+// file's pages, and no root needed.
+Status DropFromPageCache(const std::vector<std::string>& paths);
+
+// `paths` (`bytes` in all) read by cat, then by dd bs=1M, to /dev/null: a report line for each
+// ("cat<label>", "dd<label>"); the faster's seconds. `cold`: each read from storage
+// (DropFromPageCache first).
+StatusOr<double> SequentialRead(const std::string& label, const std::vector<std::string>& paths,
+                                int64_t bytes, bool cold = false);
 
 // `code` run by PeerPython() and timed as `name`, when `module` imports there (else a line
 // saying it is not installed).
