@@ -285,7 +285,9 @@ class ShareIterator final : public Iterator {
     size_t scanned = head_;
     while (true) {
       const char* data = buffer_.data();
-      const void* end = std::memchr(data + scanned, '\n', tail_ - scanned);
+      // (memchr must not see the empty buffer's null data(), even for 0 bytes.)
+      const void* end =
+          tail_ > scanned ? std::memchr(data + scanned, '\n', tail_ - scanned) : nullptr;
       if (end != nullptr) {
         const size_t length = static_cast<size_t>(static_cast<const char*>(end) - data) - head_;
         *line = std::string_view(data + head_, length);
