@@ -1,5 +1,6 @@
 // The training loop: Fit (epochs, callbacks, progress, backups and resume) and Evaluate,
 // on top of the step (Sequential::TrainStep, sequential.cc).
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -11,6 +12,8 @@
 namespace tower {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // Fit's checks of its options (`metrics`: how many the model computes, which a resume
 // position's totals must match).
@@ -56,6 +59,11 @@ struct EpochRun {
   double loss_sum = 0;  // Σ loss · rows over them
   int64_t rows = 0;
   Logs logs;  // the figures so far: the metrics and the mean loss
+  // StepTimes's figures so far, in the clock's integer ticks: each step's wait lies within
+  // the step, so the sums keep wait <= whole exactly.
+  Clock::duration input_wait{0};
+  Clock::duration step_time{0};
+  int64_t trained = 0;  // steps trained this epoch (not those skipped, resuming)
 };
 
 // What a pass of Fit's step loop did.
@@ -165,10 +173,12 @@ StatusOr<StepOutcome> RunFitStep(FitRun& run, data::Iterator& iterator, EpochRun
   for (const auto& callback : run.options.callbacks) {
     TOWER_RETURN_IF_ERROR(callback->OnBatchBegin(run.model, next_step));
   }
+  const Clock::time_point asked = Clock::now();
   StatusOr<std::optional<data::Batch>> next = [&] {
     trace::Span reading("next batch", trace::Category::kData);
     return iterator.Next();
   }();
+  at.input_wait += Clock::now() - asked;
   TOWER_RETURN_IF_ERROR(next.status());
   std::optional<data::Batch>& batch = *next;
   if (!batch.has_value()) return StepOutcome::kDataEnded;
@@ -195,6 +205,14 @@ Status EndEpoch(FitRun& run, History& history, EpochRun& at) {
   }
   run.progress.EndEpoch(at.step, at.logs);
   history.epochs.push_back(at.logs);
+  StepTimes times;
+  times.input_wait_seconds = std::chrono::duration<double>(at.input_wait).count();
+  times.step_seconds = std::chrono::duration<double>(at.step_time).count();
+  times.steps = at.trained;
+  history.epoch_step_times.push_back(times);
+  history.step_times.input_wait_seconds += times.input_wait_seconds;
+  history.step_times.step_seconds += times.step_seconds;
+  history.step_times.steps += times.steps;
   for (const auto& callback : run.options.callbacks) {
     TOWER_RETURN_IF_ERROR(callback->OnEpochEnd(run.model, at.epoch, at.logs));
   }
@@ -235,7 +253,10 @@ StatusOr<History> Sequential::Fit(const data::Dataset& dataset, const FitOptions
     progress.BeginEpoch(epoch, options.epochs, steps_in_epoch);
     if (at.rows > 0) UpdateLogs(*this, at);
     while (steps_in_epoch < 0 || at.step < steps_in_epoch) {
+      const Clock::time_point begin = Clock::now();
       TOWER_ASSIGN_OR_RETURN(const StepOutcome outcome, RunFitStep(run, *iterator, at));
+      at.step_time += Clock::now() - begin;
+      if (outcome == StepOutcome::kTrained) ++at.trained;
       if (outcome == StepOutcome::kDataEnded) break;
       // A callback may stop training after a step (an empty batch is none).
       if (outcome == StepOutcome::kTrained && stop_training_) break;

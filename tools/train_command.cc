@@ -599,6 +599,7 @@ int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* stra
     model.distribution()->Abort(1);
     return 1;
   }
+  ReportInputWait(*history, flags.verbose, chief, out);
   if (!flags.save.empty()) {
     status = model.SaveWeights(flags.save);
     if (!status.ok()) {

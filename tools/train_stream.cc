@@ -216,4 +216,19 @@ void ReportDataReads(const Prepared& prepared, const Sequential& model, int64_t 
       << std::flush;
 }
 
+std::string InputWaitLine(const StepTimes& times) {
+  const double percent =
+      times.step_seconds > 0 ? 100.0 * times.input_wait_seconds / times.step_seconds : 0.0;
+  char line[160];
+  std::snprintf(line, sizeof(line),
+                "input: the steps waited %.2f s of %.2f s for their batches (%.1f %%)",
+                times.input_wait_seconds, times.step_seconds, percent);
+  return line;
+}
+
+void ReportInputWait(const History& history, int64_t verbose, bool chief, std::ostream& out) {
+  if (verbose <= 0 || !chief) return;
+  out << InputWaitLine(history.step_times) << "\n" << std::flush;
+}
+
 }  // namespace tower

@@ -1,5 +1,6 @@
 // Streaming CSV for `tower train` (data/csv_stream.h): flags, refusals, the input pipeline of
-// every run (streamed or not), the data facts workers compare and the bytes each one read.
+// every run (streamed or not), the data facts workers compare, the bytes each one read and how
+// long the steps waited for their batches.
 //
 // Streaming is chosen with --stream, or on its own when --data names several files
 // (a.csv,b.csv) or a glob (part-*.csv). A streamed run is endless (tf.data's repeat()):
@@ -80,6 +81,14 @@ std::string StreamingSignature(const Prepared& prepared, const StreamingFlags& f
 // "Worker 1 read 52428800 bytes of the data's 104857600 (50.0 %)", per worker, for a stream.
 void ReportDataReads(const Prepared& prepared, const Sequential& model, int64_t verbose,
                      std::ostream& out);
+
+// "input: the steps waited 0.42 s of 12.30 s for their batches (3.4 %)": the time Fit's steps
+// spent in the input pipeline's Next() of the time they took in all (History::step_times),
+// which says whether the input is the bottleneck of the step. No newline.
+std::string InputWaitLine(const StepTimes& times);
+// InputWaitLine and a newline on `out`, unless --verbose=0, by the chief only: its own steps
+// (another worker's slow input shows up in the chief's all-reduce wait, not here).
+void ReportInputWait(const History& history, int64_t verbose, bool chief, std::ostream& out);
 
 }  // namespace tower
 

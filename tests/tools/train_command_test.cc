@@ -1,6 +1,6 @@
 // `tower train` end to end: CSV and synthetic data, train → save → reload → continue,
-// replicas, metrics logs, and a table of bad inputs that must each give one line and a
-// non-zero exit, without crashing or leaving output behind.
+// replicas, metrics logs, the steps' wait for their input, and a table of bad inputs that must
+// each give one line and a non-zero exit, without crashing or leaving output behind.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 #include "model/checkpoint/safetensors.h"
 #include "tests/testing/run_program.h"
 #include "tests/testing/tower_cli.h"
+#include "tools/train_stream.h"
 #include "util/strings.h"
 
 namespace tower {
@@ -319,6 +322,48 @@ TEST(TrainCommandTest, PrefetchTrainsToTheBitsOfTheInlinePipeline) {
   EXPECT_FALSE(saved[0].empty());
   EXPECT_TRUE(saved[0] == saved[1]);
   EXPECT_TRUE(saved[0] == saved[2]) << "prefetching changed the weights";
+}
+
+// The lines of `text` that begin with `prefix`.
+std::vector<std::string> LinesStartingWith(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+// One line at the end says how long the steps waited for their batches, inline or prefetched;
+// --verbose=0 prints none. The figures are the machine's: only their form is checked here
+// (tests/model:fit_step_times_test checks what they measure).
+TEST(TrainCommandTest, PrintsHowLongTheStepsWaitedForTheirBatches) {
+  const std::regex line(
+      "input: the steps waited [0-9]+\\.[0-9]{2} s of [0-9]+\\.[0-9]{2} s for their batches "
+      "\\([0-9]+\\.[0-9] %\\)");
+  const std::string args =
+      "--data=synthetic:mlp:rows=300 --layers=16:relu,1 --epochs=2 --global-batch=50 ";
+  for (const std::string flags : {"--verbose=1", "--verbose=1 --prefetch=2", "--verbose=2"}) {
+    ProgramOutput out = Train(args + flags);
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    const std::vector<std::string> lines = LinesStartingWith(out.text, "input:");
+    ASSERT_EQ(lines.size(), 1u) << flags << "\n" << out.text;
+    EXPECT_TRUE(std::regex_match(lines[0], line)) << lines[0];
+  }
+  ProgramOutput quiet = Train(args + "--verbose=0");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.text;
+  EXPECT_THAT(quiet.text, ::testing::Not(HasSubstr("input:")));
+}
+
+TEST(TrainCommandTest, InputWaitLineGivesTheWaitsShareOfTheSteps) {
+  StepTimes times;
+  times.input_wait_seconds = 0.42;
+  times.step_seconds = 12.3;
+  times.steps = 100;
+  EXPECT_EQ(InputWaitLine(times),
+            "input: the steps waited 0.42 s of 12.30 s for their batches (3.4 %)");
+  EXPECT_EQ(InputWaitLine(StepTimes()),
+            "input: the steps waited 0.00 s of 0.00 s for their batches (0.0 %)");
 }
 
 TEST(TrainCommandTest, IntraOpThreadsTrainToTheBitsOfOneThread) {
