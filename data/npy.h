@@ -1,7 +1,8 @@
 // NumPy arrays on disk: .npy files (np.save) and .npz archives of them (np.savez), read in
 // place (data/mapped_file.h): the header is parsed at open, and each batch's rows are read
-// with pread (one read per run of consecutive rows) and converted to float32 then, so
-// resident memory does not grow with the file.
+// (one read per run of consecutive rows: a pass in order through a read-ahead buffer,
+// shuffled rows out of the mapping) and converted to float32 then; resident memory stays
+// under MappedFile's window however large the file.
 //
 // Read: C-order ("fortran_order": False) arrays of 1 or 2 dimensions, little-endian or
 // single-byte dtypes float32/float64 ('<f4', '<f8'), signed and unsigned integers of 1 to 8

@@ -32,7 +32,8 @@ void AppendTfRecord(std::string_view data, std::string* out);
 
 // A TFRecord file, indexed: 8 bytes per record, no record data held. The indexing pass reads
 // through a mapping (MappedFile), letting go of its pages behind it; records are read with
-// pread.
+// MappedFile::ReadAt (a pass in order through its read-ahead buffer, others out of the
+// mapping).
 class TfRecordReader {
  public:
   // Called on each record's data during Open's pass, with its 0-based index: a caller's check
@@ -48,7 +49,7 @@ class TfRecordReader {
 
   const std::string& path() const { return file_->path(); }
   int64_t num_records() const { return static_cast<int64_t>(offsets_.size()) - 1; }
-  // Record `index`'s data, read (pread) into `scratch` (the view points into it), its CRCs
+  // Record `index`'s data, read (MappedFile::ReadAt) into `scratch` (the view points into it), its CRCs
   // checked again (the file may have changed since Open). Safe from several threads with a
   // scratch each.
   StatusOr<std::string_view> Record(int64_t index, std::string* scratch) const;

@@ -9,7 +9,7 @@
 // which also indexes the records: 8 bytes each, no feature data kept), so that a bad record
 // is reported before training, with its file and 0-based record:
 //   train.tfrecord: record 7 (byte 1180): feature 'x' is missing (the first record has it)
-// Read reads (pread) and decodes the rows it is asked for.
+// Read reads (MappedFile::ReadAt) and decodes the rows it is asked for.
 #ifndef TOWER_DATA_TFRECORD_SOURCE_H_
 #define TOWER_DATA_TFRECORD_SOURCE_H_
 
