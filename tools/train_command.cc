@@ -594,10 +594,13 @@ int Train(const TrainFlags& flags, const TrainPlan& plan, MirroredStrategy* stra
   ReportDataReads(plan.prepared, model, flags.verbose, out);
   if (!history.ok()) {
     err << "error: " << history.status().message() << "\n" << std::flush;
+    // Bad input met mid-run exits 2, as bad input found before training does.
+    const int code =
+        IsInputError(history.status(), {flags.data, flags.target, flags.validation_data}) ? 2 : 1;
     // One worker of several: end the whole job now rather than leave the others waiting
     // for a collective until their deadline.
-    model.distribution()->Abort(1);
-    return 1;
+    model.distribution()->Abort(code);
+    return code;
   }
   ReportInputWait(*history, flags.verbose, chief, out);
   if (!flags.save.empty()) {

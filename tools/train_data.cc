@@ -1,5 +1,7 @@
 #include "tools/train_data.h"
 
+#include <fnmatch.h>
+
 #include <cmath>
 #include <utility>
 
@@ -43,6 +45,25 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target, 
   if (!features.empty()) csv.feature_columns = Split(features, ',');
   TOWER_ASSIGN_OR_RETURN(data::Dataset dataset, data::Dataset::FromCsv(spec, csv));
   return Prepared{std::move(dataset), "", features, nullptr};
+}
+
+bool IsInputError(const Status& status, const InputFiles& files) {
+  if (status.code() != StatusCode::kInvalidArgument && status.code() != StatusCode::kDataLoss) {
+    return false;
+  }
+  if (StartsWith(files.data, "synthetic:")) return false;
+  // The file an error names comes first, up to ':' ("d.csv: line 12", "d.npz:x: ...").
+  const std::string& message = status.message();
+  const std::string named = message.substr(0, message.find(':'));
+  std::vector<std::string> patterns = Split(files.data, ',');
+  if (EndsWith(files.target, ".npy")) patterns.push_back(files.target);
+  if (!files.validation.empty()) {
+    for (const std::string& file : Split(files.validation, ',')) patterns.push_back(file);
+  }
+  for (const std::string& pattern : patterns) {
+    if (!pattern.empty() && ::fnmatch(pattern.c_str(), named.c_str(), 0) == 0) return true;
+  }
+  return false;
 }
 
 Status CheckClassIds(const data::Dataset& dataset, int64_t classes) {

@@ -34,6 +34,21 @@ StatusOr<Prepared> LoadData(const std::string& spec, const std::string& target,
                             const std::vector<std::string>& class_names = {},
                             const std::string& features = "");
 
+// The files `tower train` reads, as given: --data's comma-separated files or globs, a .npy
+// --target, and --validation-data's (synthetic data: none).
+struct InputFiles {
+  std::string data;        // --data
+  std::string target;      // --target
+  std::string validation;  // --validation-data
+};
+
+// Whether `status`, an error that stopped training, is bad input met mid-run (a cell that is
+// not a number deep in a streamed file, a file that shrank or changed while read): an
+// InvalidArgument or DataLoss error whose message starts with a file `files` names (matched
+// as globs: "part-*.tfrecord" names "part-3.tfrecord: record 7 ..."). `tower train` exits 2
+// for it, as for bad input found before training, and 1 for any other failure.
+bool IsInputError(const Status& status, const InputFiles& files);
+
 // Class ids must be integers in [0, classes): checked for every row before training, so a
 // bad label is reported with its file and line ("d.csv:12") instead of mid-run. A stream's
 // are checked as its rows are read (data::ShardedBatchOptions::class_count) instead.

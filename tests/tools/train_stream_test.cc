@@ -131,6 +131,27 @@ TEST(TrainStreamTest, AKilledRunResumesToTheSameBits) {
   EXPECT_EQ(ReadBytes(TempPath("resumed.st")), expected) << "killed after step " << killed_at;
 }
 
+// A cell that is not a number 2000 rows into the stream is met mid-run: the run stops with
+// one line naming the file, line and column, exits 2 (bad input, as before training), and
+// saves nothing.
+TEST(TrainStreamTest, ABadCellMetMidRunExits2NamingItsLineAndSavesNothing) {
+  const std::string data = WriteData("bad_cell.csv", 2000);
+  {
+    std::ofstream out(data, std::ios::app);
+    out << "0.1,0.2,oops,0.4,0.5,0.6,0.7,0.8,1\n";
+  }
+  const std::string saved = TempPath("bad_cell.st");
+  std::remove(saved.c_str());
+  ProgramOutput run = testing::Tower("train --stream" + std::string(kModel) +
+                                     " --global-batch=64 --steps=100 --data=" + data +
+                                     " --save=" + saved);
+  EXPECT_EQ(run.exit_code, 2) << run.text;
+  EXPECT_THAT(run.text, ::testing::EndsWith("error: " + data +
+                                            ": line 2002, column 'x2' (3): 'oops' is not a "
+                                            "number\n"));
+  EXPECT_TRUE(ReadBytes(saved).empty());
+}
+
 TEST(TrainStreamTest, WhatNeedsEveryRowFirstIsRefusedInOneLine) {
   const std::string data = WriteData("refused.csv", 100);
   const std::string base = "train --stream --global-batch=10 --data=" + data + kModel;
