@@ -99,7 +99,7 @@ class MappedFile {
   mutable std::atomic<uint64_t> last_end_{0};
   // The read-ahead buffer: bytes [ahead_offset_, ahead_offset_ + ahead_bytes_) of the file.
   mutable std::mutex ahead_mutex_;
-  mutable std::vector<uint8_t> ahead_;
+  mutable std::unique_ptr<uint8_t[]> ahead_;  // min(kReadAhead, size_) bytes, once needed
   mutable uint64_t ahead_offset_ = 0;
   mutable size_t ahead_bytes_ = 0;
 };
