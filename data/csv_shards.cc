@@ -18,7 +18,9 @@ constexpr int64_t kChunkRows = 4096;  // rows per element of SharePasses
 
 // One share's rows, pass after pass without end, each pass shuffled through a buffer of
 // `buffer` rows (0: file order), as elements of up to kChunkRows rows. Ends (nullopt) only
-// when a pass has no rows.
+// when a pass has no rows. SkipRows passes rows as Next() would give them, finding their
+// lines without parsing them; the rows a shuffled skip leaves in the buffer are then parsed
+// where they are (CsvRowReader), so the state after it is the state after the Next() calls.
 class SharePasses final : public Iterator {
  public:
   SharePasses(std::shared_ptr<const CsvFileSet> files, int64_t share, int64_t shares,
@@ -38,11 +40,57 @@ class SharePasses final : public Iterator {
     return next;
   }
 
+  // Passes the next `rows` rows; false when a pass has no rows (the share is empty).
+  StatusOr<bool> SkipRows(int64_t rows) {
+    if (!status_.ok()) return status_;
+    StatusOr<bool> skipped = buffer_ > 0 ? SkipShuffled(rows) : SkipInOrder(rows);
+    if (!skipped.ok()) status_ = skipped.status();
+    return skipped;
+  }
+
  private:
+  StatusOr<bool> SkipInOrder(int64_t rows) {
+    while (rows > 0) {
+      TOWER_RETURN_IF_ERROR(OpenPass());
+      TOWER_ASSIGN_OR_RETURN(std::optional<Batch> found, pass_->NextUnparsed(rows));
+      if (found.has_value()) {
+        pass_rows_ += found->rows;
+        rows -= found->rows;
+      } else if (!EndPass()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  StatusOr<bool> SkipShuffled(int64_t rows) {
+    while (rows > 0) {
+      TOWER_RETURN_IF_ERROR(OpenPass());
+      TOWER_RETURN_IF_ERROR(TopUp(/*parse=*/false));
+      if (shuffle_->empty()) {
+        if (!EndPass()) return false;
+        continue;
+      }
+      free_.push_back(shuffle_->Pop());
+      --rows;
+    }
+    // The buffer's rows that were found and not parsed: parsed by where they are.
+    std::vector<bool> free(ids_.size(), false);
+    for (const int64_t slot : free_) free[static_cast<size_t>(slot)] = true;
+    for (size_t slot = 0; slot < ids_.size(); ++slot) {
+      if (free[slot] || parsed_[slot]) continue;
+      if (!row_reader_.has_value()) row_reader_.emplace(files_);
+      float* to = store_.data() + static_cast<int64_t>(slot) * (f_ + t_);
+      TOWER_RETURN_IF_ERROR(row_reader_->Read(ids_[slot], to, to + f_));
+      parsed_[slot] = true;
+    }
+    return true;
+  }
+
   // Opens pass `pass_` when none is open.
   Status OpenPass() {
     if (pass_ != nullptr) return OkStatus();
-    TOWER_ASSIGN_OR_RETURN(pass_, CsvShareStream(files_, share_, shares_, kChunkRows).Open(0));
+    TOWER_ASSIGN_OR_RETURN(pass_, CsvShareStream(files_, share_, shares_, kChunkRows).OpenShare());
     pass_rows_ = 0;
     if (buffer_ > 0) shuffle_.emplace(buffer_, MixKey(key_, static_cast<uint64_t>(pass_number_)));
     return OkStatus();
@@ -73,7 +121,7 @@ class SharePasses final : public Iterator {
     out.target_dim = t_;
     while (out.rows < kChunkRows) {
       TOWER_RETURN_IF_ERROR(OpenPass());
-      TOWER_RETURN_IF_ERROR(TopUp());
+      TOWER_RETURN_IF_ERROR(TopUp(/*parse=*/true));
       if (shuffle_->empty()) {
         if (!EndPass()) break;
         if (out.rows > 0) break;  // a chunk never spans two passes
@@ -91,17 +139,23 @@ class SharePasses final : public Iterator {
     return std::optional<Batch>(std::move(out));
   }
 
-  // Pushes upstream rows into the buffer while it wants more.
-  Status TopUp() {
+  // Pushes upstream rows into the buffer while it wants more: parsed, or (!parse) found
+  // only, as many as it wants, so that no found-only row waits in pending_ for a later Next.
+  Status TopUp(bool parse) {
     while (shuffle_->WantsMore()) {
       if (!pending_.has_value() || pending_used_ == pending_->rows) {
-        TOWER_ASSIGN_OR_RETURN(pending_, pass_->Next());
+        if (parse) {
+          TOWER_ASSIGN_OR_RETURN(pending_, pass_->Next());
+        } else {
+          TOWER_ASSIGN_OR_RETURN(pending_, pass_->NextUnparsed(buffer_ - shuffle_->size()));
+        }
         pending_used_ = 0;
         if (!pending_.has_value()) {
           shuffle_->UpstreamEnded();
           return OkStatus();
         }
       }
+      const bool row_parsed = !pending_->features.empty() || pending_->feature_dim == 0;
       int64_t slot;
       if (!free_.empty()) {
         slot = free_.back();
@@ -109,11 +163,15 @@ class SharePasses final : public Iterator {
       } else {
         slot = static_cast<int64_t>(ids_.size());
         ids_.push_back(0);
+        parsed_.push_back(false);
         store_.resize(static_cast<size_t>((slot + 1) * (f_ + t_)));
       }
       float* to = store_.data() + slot * (f_ + t_);
-      std::copy_n(pending_->features.data() + pending_used_ * f_, f_, to);
-      std::copy_n(pending_->targets.data() + pending_used_ * t_, t_, to + f_);
+      if (row_parsed) {
+        std::copy_n(pending_->features.data() + pending_used_ * f_, f_, to);
+        std::copy_n(pending_->targets.data() + pending_used_ * t_, t_, to + f_);
+      }
+      parsed_[static_cast<size_t>(slot)] = row_parsed;
       ids_[static_cast<size_t>(slot)] = pending_->source_rows[static_cast<size_t>(pending_used_)];
       ++pending_used_;
       ++pass_rows_;
@@ -128,7 +186,7 @@ class SharePasses final : public Iterator {
   const int64_t f_, t_;
   Status status_;
 
-  std::unique_ptr<Iterator> pass_;  // the open pass's chunks
+  std::unique_ptr<CsvShareIterator> pass_;  // the open pass's chunks
   int64_t pass_number_ = 0;
   int64_t pass_rows_ = 0;
   std::optional<ShuffleBuffer<int64_t>> shuffle_;  // slots of store_
@@ -137,11 +195,13 @@ class SharePasses final : public Iterator {
   std::vector<float> store_;   // [slots, f + t]: each buffered row's features, then targets
   std::vector<int64_t> ids_;   // [slots]: each buffered row's Batch::source_rows entry
   std::vector<int64_t> free_;  // slots free for the next row
+  std::vector<bool> parsed_;   // [slots]: whether store_ holds the slot's row (see SkipRows)
+  std::optional<CsvRowReader> row_reader_;  // for the rows a skip leaves in the buffer
 };
 
 // One share's endless rows, cut into local batches across its elements' boundaries.
 struct ShareFeed {
-  std::unique_ptr<Iterator> rows;
+  std::unique_ptr<SharePasses> rows;
   std::optional<Batch> current;
   int64_t used = 0;  // rows of `current` already taken
 };
@@ -175,7 +235,43 @@ class ShardedBatchIterator final : public Iterator {
     return std::optional<Batch>(std::move(batch));
   }
 
+  // Each share passes n local batches of rows, found and not parsed (SharePasses::SkipRows);
+  // the batches are endless, so all n are passed. The class ids of the rows passed are not
+  // checked (the run that trained on them did).
+  StatusOr<int64_t> Skip(int64_t n) override {
+    if (!status_.ok()) return status_;
+    const int64_t local = options_.global_batch / options_.shares;
+    for (size_t k = 0; k < feeds_.size(); ++k) {
+      ShareFeed& feed = feeds_[k];
+      int64_t rows = n * local;
+      if (feed.current.has_value()) {
+        const int64_t taken = std::min(rows, feed.current->rows - feed.used);
+        feed.used += taken;
+        rows -= taken;
+      }
+      if (rows == 0) continue;
+      feed.current.reset();
+      feed.used = 0;
+      StatusOr<bool> skipped = feed.rows->SkipRows(rows);
+      if (skipped.ok() && !*skipped) {
+        skipped = NoRows(options_.first_share + static_cast<int64_t>(k));
+      }
+      if (!skipped.ok()) {
+        status_ = skipped.status();
+        return status_;
+      }
+    }
+    return n;
+  }
+
  private:
+  Status NoRows(int64_t share) const {
+    return InvalidArgumentError("share " + std::to_string(share) + " of " +
+                                std::to_string(options_.shares) + " of " +
+                                Join(files_->options().files, ", ") +
+                                " has no rows: give fewer shares (--shares) or more data");
+  }
+
   Status Fill(ShareFeed& feed, int64_t share, int64_t first, int64_t count, Batch* batch) {
     const int64_t f = batch->feature_dim;
     const int64_t t = batch->target_dim;
@@ -184,12 +280,7 @@ class ShardedBatchIterator final : public Iterator {
       if (!feed.current.has_value() || feed.used == feed.current->rows) {
         TOWER_ASSIGN_OR_RETURN(feed.current, feed.rows->Next());
         feed.used = 0;
-        if (!feed.current.has_value()) {
-          return InvalidArgumentError("share " + std::to_string(share) + " of " +
-                                      std::to_string(options_.shares) + " of " +
-                                      Join(files_->options().files, ", ") +
-                                      " has no rows: give fewer shares (--shares) or more data");
-        }
+        if (!feed.current.has_value()) return NoRows(share);
       }
       const Batch& from = *feed.current;
       const int64_t n = std::min(count - filled, from.rows - feed.used);

@@ -77,6 +77,26 @@ class File {
   std::string path_;
 };
 
+// Line 1 of `file` (at `path`, of `set`): without its line end and a UTF-8 byte order mark.
+StatusOr<std::string> ReadHeaderLine(File& file, const std::string& path, const CsvFileSet& set) {
+  std::string header;
+  for (int64_t offset = 0;; offset += kHeaderReadBytes) {
+    std::string block(static_cast<size_t>(kHeaderReadBytes), '\0');
+    TOWER_ASSIGN_OR_RETURN(const int64_t got,
+                           file.Read(offset, block.data(), kHeaderReadBytes, set));
+    block.resize(static_cast<size_t>(got));
+    const size_t end = block.find('\n');
+    header += block.substr(0, end);
+    if (end != std::string::npos || got < kHeaderReadBytes) break;
+    if (static_cast<int64_t>(header.size()) > kMaxHeaderBytes) {
+      return InvalidArgumentError(path + ": line 1 (the header) is longer than 1 MiB");
+    }
+  }
+  if (!header.empty() && header.back() == '\r') header.pop_back();
+  if (header.size() >= 3 && header.compare(0, 3, "\xEF\xBB\xBF") == 0) header.erase(0, 3);
+  return header;
+}
+
 std::string ColumnsText(const Schema& schema) {
   return "(" + Join(schema.feature_names, ",") + " -> " + Join(schema.target_names, ",") + ")";
 }
@@ -139,7 +159,7 @@ std::vector<std::vector<SharePiece>> PlanShares(const std::vector<int64_t>& file
 
 namespace {
 
-class ShareIterator final : public Iterator {
+class ShareIterator final : public CsvShareIterator {
  public:
   ShareIterator(std::shared_ptr<const CsvFileSet> files, std::vector<SharePiece> pieces,
                 int64_t rows_per_element)
@@ -149,14 +169,25 @@ class ShareIterator final : public Iterator {
         chunk_(std::max<int64_t>(files_->options().chunk_bytes, 1)) {}
 
   StatusOr<std::optional<Batch>> Next() override {
+    return Produce(rows_per_element_, /*parse=*/true);
+  }
+
+  StatusOr<std::optional<Batch>> NextUnparsed(int64_t max_rows) override {
+    return Produce(std::max<int64_t>(max_rows, 1), /*parse=*/false);
+  }
+
+ private:
+  StatusOr<std::optional<Batch>> Produce(int64_t max_rows, bool parse) {
     if (!status_.ok()) return status_;
     Batch batch;
     batch.feature_dim = static_cast<int64_t>(files_->schema().feature_names.size());
     batch.target_dim = static_cast<int64_t>(files_->schema().target_names.size());
-    batch.features.reserve(static_cast<size_t>(rows_per_element_ * batch.feature_dim));
-    batch.targets.reserve(static_cast<size_t>(rows_per_element_ * batch.target_dim));
-    while (batch.rows < rows_per_element_) {
-      StatusOr<bool> got = NextRow(&batch);
+    if (parse) {
+      batch.features.reserve(static_cast<size_t>(max_rows * batch.feature_dim));
+      batch.targets.reserve(static_cast<size_t>(max_rows * batch.target_dim));
+    }
+    while (batch.rows < max_rows) {
+      StatusOr<bool> got = NextRow(&batch, parse);
       if (!got.ok()) {
         status_ = got.status();
         return status_;
@@ -167,9 +198,9 @@ class ShareIterator final : public Iterator {
     return std::optional<Batch>(std::move(batch));
   }
 
- private:
-  // Appends the next row of the share to *batch; false at the end of the share.
-  StatusOr<bool> NextRow(Batch* batch) {
+  // Appends the next row of the share to *batch (only where it is, unless `parse`); false at
+  // the end of the share.
+  StatusOr<bool> NextRow(Batch* batch, bool parse) {
     while (true) {
       if (!parser_.has_value()) {
         if (piece_ == pieces_.size()) return false;
@@ -194,18 +225,20 @@ class ShareIterator final : public Iterator {
         return parser_->Error(CsvLineParser::Where(blank_line_, blank_byte_) +
                               " is empty (blank lines are allowed only at the end of the file)");
       }
-      return ParseRow(line, byte, batch);
+      return ParseRow(line, byte, parse, batch);
     }
   }
 
-  StatusOr<bool> ParseRow(std::string_view line, int64_t byte, Batch* batch) {
-    const int64_t f = batch->feature_dim;
-    const int64_t t = batch->target_dim;
-    batch->features.resize(static_cast<size_t>((batch->rows + 1) * f));
-    batch->targets.resize(static_cast<size_t>((batch->rows + 1) * t));
-    TOWER_RETURN_IF_ERROR(parser_->ParseLine(line, line_number_, byte,
-                                             batch->features.data() + batch->rows * f,
-                                             batch->targets.data() + batch->rows * t));
+  StatusOr<bool> ParseRow(std::string_view line, int64_t byte, bool parse, Batch* batch) {
+    if (parse) {
+      const int64_t f = batch->feature_dim;
+      const int64_t t = batch->target_dim;
+      batch->features.resize(static_cast<size_t>((batch->rows + 1) * f));
+      batch->targets.resize(static_cast<size_t>((batch->rows + 1) * t));
+      TOWER_RETURN_IF_ERROR(parser_->ParseLine(line, line_number_, byte,
+                                               batch->features.data() + batch->rows * f,
+                                               batch->targets.data() + batch->rows * t));
+    }
     batch->source_rows.push_back(StreamRowId(pieces_[piece_].file, byte));
     ++batch->rows;
     ++rows_in_piece_;
@@ -378,21 +411,7 @@ StatusOr<std::shared_ptr<const CsvFileSet>> CsvFileSet::Open(CsvStreamOptions op
   File file;
   const std::string& first = set->options_.files[0];
   TOWER_RETURN_IF_ERROR(file.Open(first));
-  std::string header;
-  for (int64_t offset = 0;; offset += kHeaderReadBytes) {
-    std::string block(static_cast<size_t>(kHeaderReadBytes), '\0');
-    TOWER_ASSIGN_OR_RETURN(const int64_t got,
-                           file.Read(offset, block.data(), kHeaderReadBytes, *set));
-    block.resize(static_cast<size_t>(got));
-    const size_t end = block.find('\n');
-    header += block.substr(0, end);
-    if (end != std::string::npos || got < kHeaderReadBytes) break;
-    if (static_cast<int64_t>(header.size()) > kMaxHeaderBytes) {
-      return InvalidArgumentError(first + ": line 1 (the header) is longer than 1 MiB");
-    }
-  }
-  if (!header.empty() && header.back() == '\r') header.pop_back();
-  if (header.size() >= 3 && header.compare(0, 3, "\xEF\xBB\xBF") == 0) header.erase(0, 3);
+  TOWER_ASSIGN_OR_RETURN(const std::string header, ReadHeaderLine(file, first, *set));
   if (IsBlankCsvLine(header)) {
     TOWER_RETURN_IF_ERROR(CsvLineParser::CheckOptions(first, set->options_.csv));
     return InvalidArgumentError(
@@ -455,13 +474,67 @@ CsvShareStream::CsvShareStream(std::shared_ptr<const CsvFileSet> files, int64_t 
       rows_per_element_(rows_per_element) {}
 
 StatusOr<std::unique_ptr<Iterator>> CsvShareStream::Open(uint64_t) const {
+  TOWER_ASSIGN_OR_RETURN(std::unique_ptr<CsvShareIterator> share, OpenShare());
+  return std::unique_ptr<Iterator>(std::move(share));
+}
+
+StatusOr<std::unique_ptr<CsvShareIterator>> CsvShareStream::OpenShare() const {
   if (shares_ < 1 || share_ < 0 || share_ >= shares_) {
     return InvalidArgumentError("CsvShareStream: share " + std::to_string(share_) + " of " +
                                 std::to_string(shares_));
   }
   std::vector<std::vector<SharePiece>> plan = PlanShares(files_->sizes(), shares_);
-  return std::unique_ptr<Iterator>(std::make_unique<ShareIterator>(
+  return std::unique_ptr<CsvShareIterator>(std::make_unique<ShareIterator>(
       files_, std::move(plan[static_cast<size_t>(share_)]), rows_per_element_));
+}
+
+// ---- Rows by where they are.
+
+struct CsvRowReader::OpenFile {
+  File file;
+  std::optional<CsvLineParser> parser;
+};
+
+CsvRowReader::CsvRowReader(std::shared_ptr<const CsvFileSet> files)
+    : files_(std::move(files)), open_(files_->options().files.size()) {}
+
+CsvRowReader::~CsvRowReader() = default;
+
+Status CsvRowReader::Read(int64_t source_row, float* features, float* targets) {
+  const int64_t index = source_row >> 40;
+  const int64_t byte = source_row & ((int64_t{1} << 40) - 1);
+  if (source_row < 0 || index >= static_cast<int64_t>(open_.size())) {
+    return InvalidArgumentError("CsvRowReader: " + std::to_string(source_row) +
+                                " is not a row of " + Join(files_->options().files, ", "));
+  }
+  const std::string& path = files_->options().files[static_cast<size_t>(index)];
+  std::unique_ptr<OpenFile>& open = open_[static_cast<size_t>(index)];
+  if (open == nullptr) {
+    auto opened = std::make_unique<OpenFile>();
+    TOWER_RETURN_IF_ERROR(opened->file.Open(path));
+    TOWER_ASSIGN_OR_RETURN(const std::string header, ReadHeaderLine(opened->file, path, *files_));
+    TOWER_ASSIGN_OR_RETURN(CsvLineParser parser,
+                           CsvLineParser::Create(header, path, files_->options().csv));
+    opened->parser.emplace(std::move(parser));
+    open = std::move(opened);
+  }
+  // The line: read in blocks until its end (or the file's).
+  std::string line;
+  for (int64_t at = byte;; at += kHeaderReadBytes) {
+    std::string block(static_cast<size_t>(kHeaderReadBytes), '\0');
+    TOWER_ASSIGN_OR_RETURN(const int64_t got,
+                           open->file.Read(at, block.data(), kHeaderReadBytes, *files_));
+    block.resize(static_cast<size_t>(got));
+    const size_t end = block.find('\n');
+    line += block.substr(0, end);
+    if (end != std::string::npos || got < kHeaderReadBytes) break;
+  }
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (IsBlankCsvLine(line)) {
+    return open->parser->Error(CsvLineParser::Where(0, byte) +
+                               " is empty: the file changed since the run read it");
+  }
+  return open->parser->ParseLine(line, 0, byte, features, targets);
 }
 
 std::string CsvShareStream::DescribeRow(int64_t source_row) const {

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@
 #include "util/statusor.h"
 
 namespace tower::data {
+
+class CsvShareIterator;
 
 // "a.csv,b.csv", "part-*.csv", or a mix: each item a file or a glob (its matches sorted), in
 // order. NotFound names a file that does not exist or a glob that matches nothing.
@@ -99,6 +102,8 @@ class CsvShareStream final : public ElementStream {
   const Schema& schema() const override { return files_->schema(); }
   int64_t batch_size() const override { return 0; }
   StatusOr<std::unique_ptr<Iterator>> Open(uint64_t key) const override;
+  // Open's iterator, as a CsvShareIterator (below).
+  StatusOr<std::unique_ptr<CsvShareIterator>> OpenShare() const;
   std::string DescribeRow(int64_t source_row) const override;
   std::string DebugString() const override;
 
@@ -107,6 +112,37 @@ class CsvShareStream final : public ElementStream {
   int64_t share_;
   int64_t shares_;
   int64_t rows_per_element_;
+};
+
+// A share's rows (CsvShareStream::OpenShare), which can also be found without parsing them:
+// a resumed run's fast-forward needs only where its rows are (ShardedBatchStream's Skip).
+class CsvShareIterator : public Iterator {
+ public:
+  // The next rows, at most `max_rows` of them, as Next() would give them, but found and not
+  // parsed: the batch holds `rows` and `source_rows` only (no features, no targets). nullopt
+  // at the end of the share. A line that is blank before the file's end is still an error;
+  // a cell that is not a number is not seen.
+  virtual StatusOr<std::optional<Batch>> NextUnparsed(int64_t max_rows) = 0;
+};
+
+// Rows read by where they are (their Batch::source_rows ids, StreamRowId): each line read
+// at its byte and parsed as its file's reader parses it (the file's header read once; each
+// file kept open). For the rows a fast-forward leaves in a shuffle buffer.
+class CsvRowReader {
+ public:
+  explicit CsvRowReader(std::shared_ptr<const CsvFileSet> files);
+  ~CsvRowReader();
+  CsvRowReader(const CsvRowReader&) = delete;
+  CsvRowReader& operator=(const CsvRowReader&) = delete;
+
+  // Parses the row `source_row` into features [feature_dim] and targets [target_dim]; its
+  // errors name the file and "the line at byte B".
+  Status Read(int64_t source_row, float* features, float* targets);
+
+ private:
+  struct OpenFile;
+  std::shared_ptr<const CsvFileSet> files_;
+  std::vector<std::unique_ptr<OpenFile>> open_;  // by file index; null until read
 };
 
 }  // namespace tower::data

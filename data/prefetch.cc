@@ -29,12 +29,42 @@ class PrefetchIterator final : public Iterator {
 
   Status Start() {
     try {
+      producer_ended_ = false;
       thread_ = std::thread([this] { Produce(); });
     } catch (const std::system_error& error) {
       return UnavailableError(std::string("Prefetch: cannot start the background thread: ") +
                               error.what());
     }
     return OkStatus();
+  }
+
+  // The producer stopped (what it made stays queued, its element in flight too), the queued
+  // elements passed here, the rest by the upstream's own Skip (fast where the upstream can
+  // skip without reading: a resumed run's fast-forward), and the producer started again.
+  StatusOr<int64_t> Skip(int64_t n) override {
+    if (finished_.has_value()) return Iterator::Skip(n);
+    StopProducer();
+    int64_t passed = 0;
+    while (passed < n && !queue_.empty()) {
+      Element element = std::move(queue_.front());
+      queue_.pop_front();
+      if (!element.ok() || !element->has_value()) {
+        finished_ = element;
+        if (!element.ok()) return element.status();
+        return passed;
+      }
+      if ((*element)->rows > 0) ++passed;
+    }
+    if (passed < n && !producer_ended_) {
+      StatusOr<int64_t> more = upstream_->Skip(n - passed);
+      if (!more.ok()) {
+        finished_ = Element(more.status());
+        return more.status();
+      }
+      passed += *more;
+    }
+    if (!producer_ended_) TOWER_RETURN_IF_ERROR(Start());
+    return passed;
   }
 
   Element Next() override {
@@ -51,6 +81,17 @@ class PrefetchIterator final : public Iterator {
   }
 
  private:
+  // Stops the producer and joins it; what it made is in queue_ (consumer side: Skip).
+  void StopProducer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    space_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    stop_ = false;
+  }
+
   void Produce() {
     while (true) {
       {
@@ -61,9 +102,12 @@ class PrefetchIterator final : public Iterator {
       const bool last = !element.ok() || !element->has_value();
       std::unique_lock<std::mutex> lock(mutex_);
       space_.wait(lock, [this] { return stop_ || queue_.size() < capacity_; });
-      if (stop_) return;
+      // Stopped: the element still goes in (past the bound), so that a Skip that stopped
+      // the producer loses none of the sequence.
       queue_.push_back(std::move(element));
-        lock.unlock();
+      if (last) producer_ended_ = true;
+      if (stop_) return;
+      lock.unlock();
       ready_.notify_one();
       if (last) return;
     }
@@ -76,6 +120,7 @@ class PrefetchIterator final : public Iterator {
   std::condition_variable space_;  // the queue has room, or stop_
   std::deque<Element> queue_;
   bool stop_ = false;
+  bool producer_ended_ = false;      // it queued the end or an error, and returned
   std::optional<Element> finished_;  // consumer side only
   std::thread thread_;
 };

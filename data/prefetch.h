@@ -3,7 +3,9 @@
 // The producer thread calls upstream->Next() and puts each result (element, end or error)
 // into a bounded queue; Next() takes them out in order, so an upstream error arrives exactly
 // where it happened in the sequence. Destroying the iterator mid-stream stops the producer
-// (after the upstream call it is in, if any) and joins it.
+// (after the upstream call it is in, if any) and joins it. Skip() stops the producer, passes
+// what it queued, leaves the rest to the upstream's own Skip (fast where the upstream can skip
+// without reading: a resumed run's fast-forward) and starts it again.
 #ifndef TOWER_DATA_PREFETCH_H_
 #define TOWER_DATA_PREFETCH_H_
 

@@ -80,15 +80,17 @@ void UpdateLogs(const Sequential& model, EpochRun& at) {
 // and takes up its loss, rows and metric totals.
 Status ResumeEpoch(const FitRun& run, data::Iterator& iterator, EpochRun& at) {
   const FitPosition& resume = *run.options.resume;
-  while (at.step < resume.step_in_epoch) {
-    TOWER_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, iterator.Next());
-    if (!batch.has_value()) {
-      return FailedPreconditionError(
-          "Fit: the data ended after " + std::to_string(at.step) + " batches of epoch " +
-          std::to_string(at.epoch + 1) + ", before the resume position (step " +
-          std::to_string(resume.step_in_epoch) + "): was the data changed?");
-    }
-    if (batch->rows > 0) ++at.step;
+  // The batches before the position, passed (found without being built where the iterator
+  // can: streamed CSV finds its rows' lines and parses none).
+  if (at.step < resume.step_in_epoch) {
+    TOWER_ASSIGN_OR_RETURN(const int64_t passed, iterator.Skip(resume.step_in_epoch - at.step));
+    at.step += passed;
+  }
+  if (at.step < resume.step_in_epoch) {
+    return FailedPreconditionError(
+        "Fit: the data ended after " + std::to_string(at.step) + " batches of epoch " +
+        std::to_string(at.epoch + 1) + ", before the resume position (step " +
+        std::to_string(resume.step_in_epoch) + "): was the data changed?");
   }
   at.loss_sum = resume.loss_sum;
   at.rows = resume.rows;

@@ -291,5 +291,84 @@ TEST(CsvStreamTest, GlobalBatchesDoNotDependOnWhoReadsTheShares) {
   }
 }
 
+// A resumed run's fast-forward: Skip(n) finds the rows of n global batches without parsing
+// them, and the batches after it are those Next() gives after n calls, bit for bit, whether
+// the shares are shuffled or not, read by one worker or another, through a prefetch or not,
+// across files, chunk refills and passes.
+TEST(CsvStreamTest, SkipPassesTheBatchesNextWouldGive) {
+  const std::string a = WriteTempFile("skip_a.csv", MakeCsv(150));
+  const std::string b = WriteTempFile("skip_b.csv", MakeCsv(183, 150));
+  StatusOr<std::shared_ptr<const CsvFileSet>> set = CsvFileSet::Open(Options({a, b}, 64));
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  for (const int64_t buffer : {0, 1, 7, 50}) {
+    for (const auto& [first, end] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {1, 2}}) {
+      ShardedBatchOptions options;
+      options.shares = 2;
+      options.first_share = first;
+      options.end_share = end;
+      options.global_batch = 16;
+      options.shuffle_buffer = buffer;
+      options.seed = 11;
+      StatusOr<std::shared_ptr<const ShardedBatchStream>> stream =
+          ShardedBatchStream::Create(*set, options);
+      ASSERT_TRUE(stream.ok());
+      StatusOr<Dataset> dataset = Dataset::FromStream(*stream);
+      ASSERT_TRUE(dataset.ok());
+      StatusOr<std::vector<Batch>> all = Collect(dataset->Take(40));
+      ASSERT_TRUE(all.ok()) << all.status().message();
+      // 23 batches of 8 rows a share: past a share's 166 or 167 rows, into its second pass.
+      for (const int64_t n : {0, 1, 5, 23, 34}) {
+        for (const bool prefetch : {false, true}) {
+          const std::string where = "buffer " + std::to_string(buffer) + ", shares [" +
+                                    std::to_string(first) + ", " + std::to_string(end) +
+                                    "), skip " + std::to_string(n) +
+                                    (prefetch ? ", prefetched" : "");
+          StatusOr<std::unique_ptr<Iterator>> it =
+              (prefetch ? dataset->Prefetch(2) : *dataset).MakeIterator(0);
+          ASSERT_TRUE(it.ok());
+          StatusOr<int64_t> passed = (*it)->Skip(n);
+          ASSERT_TRUE(passed.ok()) << where << ": " << passed.status().message();
+          ASSERT_EQ(*passed, n) << where;
+          for (int64_t k = n; k < n + 6; ++k) {
+            StatusOr<std::optional<Batch>> next = (*it)->Next();
+            ASSERT_TRUE(next.ok() && next->has_value()) << where;
+            const Batch& want = (*all)[static_cast<size_t>(k)];
+            ASSERT_EQ((*next)->source_rows, want.source_rows) << where << ", batch " << k;
+            ASSERT_EQ((*next)->features, want.features) << where << ", batch " << k;
+            ASSERT_EQ((*next)->targets, want.targets) << where << ", batch " << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The rows a skip passes in file order are found, not parsed: a cell that is not a number
+// among them is not met (the run that trained on them would have stopped there), where
+// passing them with Next() meets it.
+TEST(CsvStreamTest, SkipFindsTheRowsItPassesWithoutParsingThem) {
+  std::string text = MakeCsv(100);
+  text.replace(text.find("\n5,") + 1, 1, "x");  // row 5's first cell: "x"
+  const std::string path = WriteTempFile("skip_unparsed.csv", text);
+  StatusOr<std::shared_ptr<const CsvFileSet>> set = CsvFileSet::Open(Options({path}));
+  ASSERT_TRUE(set.ok());
+  ShardedBatchOptions options;
+  options.global_batch = 8;
+  StatusOr<std::shared_ptr<const ShardedBatchStream>> stream =
+      ShardedBatchStream::Create(*set, options);
+  ASSERT_TRUE(stream.ok());
+  StatusOr<std::unique_ptr<Iterator>> it = (*stream)->Open(0);
+  ASSERT_TRUE(it.ok());
+  StatusOr<int64_t> passed = (*it)->Skip(2);
+  ASSERT_TRUE(passed.ok()) << passed.status().message();
+  StatusOr<std::optional<Batch>> next = (*it)->Next();
+  ASSERT_TRUE(next.ok() && next->has_value()) << next.status().message();
+  EXPECT_EQ((*next)->targets.front(), -16.0f);
+  StatusOr<std::unique_ptr<Iterator>> by_next = (*stream)->Open(0);
+  ASSERT_TRUE(by_next.ok());
+  EXPECT_THAT((*by_next)->Iterator::Skip(2).status().message(),
+              ::testing::HasSubstr("line 7, column 'a' (1): 'x' is not a number"));
+}
+
 }  // namespace
 }  // namespace tower::data

@@ -1,14 +1,15 @@
 // Prefetch: the same sequence as without it, a bounded queue, clean early destruction, and
 // upstream errors delivered in order.
+#include "data/prefetch.h"
+
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "data/dataset.h"
-#include "data/prefetch.h"
 #include "tests/data/dataset_testing.h"
 
 namespace tower::data {
@@ -127,14 +128,59 @@ TEST(PrefetchTest, QueueIsBounded) {
   EXPECT_EQ((*first)->source_rows.front(), 0);
 }
 
+// Skip passes what the producer queued, then the upstream's: the next batch is the one after
+// them, the sequence goes on from there (the producer started again), and a skip past the end
+// passes what there was.
+TEST(PrefetchTest, SkipPassesQueuedAndUpstreamBatchesInOrder) {
+  auto source = std::make_shared<TestSource>(200, -1);
+  StatusOr<Dataset> dataset = Dataset::FromSource(source);
+  ASSERT_TRUE(dataset.ok());
+  StatusOr<std::unique_ptr<Iterator>> iterator = dataset->Batch(10).Prefetch(3).MakeIterator();
+  ASSERT_TRUE(iterator.ok());
+  for (int i = 0; i < 500 && source->rows_read() < 30; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  StatusOr<int64_t> passed = (*iterator)->Skip(5);  // 3 or 4 queued, the rest upstream's
+  ASSERT_TRUE(passed.ok()) << passed.status();
+  EXPECT_EQ(*passed, 5);
+  StatusOr<std::optional<Batch>> next = (*iterator)->Next();
+  ASSERT_TRUE(next.ok() && next->has_value());
+  EXPECT_EQ((*next)->source_rows.front(), 50);
+  passed = (*iterator)->Skip(2);
+  ASSERT_TRUE(passed.ok());
+  EXPECT_EQ(*passed, 2);
+  next = (*iterator)->Next();
+  ASSERT_TRUE(next.ok() && next->has_value());
+  EXPECT_EQ((*next)->source_rows.front(), 80);
+  // 11 batches left (90..199): a skip of 15 passes them and ends.
+  passed = (*iterator)->Skip(15);
+  ASSERT_TRUE(passed.ok());
+  EXPECT_EQ(*passed, 11);
+  next = (*iterator)->Next();
+  ASSERT_TRUE(next.ok());
+  EXPECT_FALSE(next->has_value());
+}
+
+TEST(PrefetchTest, ASkipThatMeetsAnErrorReturnsItAndItStays) {
+  auto source = std::make_shared<TestSource>(100, 25);
+  StatusOr<Dataset> dataset = Dataset::FromSource(source);
+  ASSERT_TRUE(dataset.ok());
+  StatusOr<std::unique_ptr<Iterator>> iterator = dataset->Batch(10).Prefetch(2).MakeIterator();
+  ASSERT_TRUE(iterator.ok());
+  StatusOr<int64_t> passed = (*iterator)->Skip(5);
+  EXPECT_EQ(passed.status().message(), "row 25 is unreadable");
+  StatusOr<std::optional<Batch>> next = (*iterator)->Next();
+  EXPECT_EQ(next.status().message(), "row 25 is unreadable");
+}
+
 TEST(PrefetchTest, ErrorsArriveInOrderAndStay) {
   auto source = std::make_shared<TestSource>(100, 25);
   StatusOr<Dataset> dataset = Dataset::FromSource(source);
   ASSERT_TRUE(dataset.ok());
   const Status expected = InvalidArgumentError("row 25 is unreadable");
-  for (const Dataset& pipeline : {dataset->Batch(10), dataset->Batch(10).Prefetch(2),
-                                  dataset->Prefetch(4).Batch(10),
-                                  dataset->Batch(10).Prefetch(1).Prefetch(3)}) {
+  for (const Dataset& pipeline :
+       {dataset->Batch(10), dataset->Batch(10).Prefetch(2), dataset->Prefetch(4).Batch(10),
+        dataset->Batch(10).Prefetch(1).Prefetch(3)}) {
     StatusOr<std::unique_ptr<Iterator>> iterator = pipeline.MakeIterator();
     ASSERT_TRUE(iterator.ok());
     for (int64_t b = 0; b < 2; ++b) {
@@ -154,7 +200,8 @@ TEST(PrefetchTest, ErrorInsideRepeatAndShuffleStops) {
   StatusOr<Dataset> dataset = Dataset::FromSource(source);
   ASSERT_TRUE(dataset.ok());
   // The bad row reaches a batch at some point of every pass.
-  StatusOr<std::vector<Batch>> batches = Collect(dataset->Shuffle(30, 1).Batch(4).Repeat().Prefetch());
+  StatusOr<std::vector<Batch>> batches =
+      Collect(dataset->Shuffle(30, 1).Batch(4).Repeat().Prefetch());
   EXPECT_EQ(batches.status(), InvalidArgumentError("row 29 is unreadable"));
 }
 
