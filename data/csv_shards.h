@@ -12,8 +12,10 @@
 // in the same places, and --deterministic gives the same bytes. Memory: a chunk per share
 // reader (CsvStreamOptions::chunk_bytes) plus B rows per share.
 //
-// Exact resume replays: the batches are a function of (files, shares, seed, buffer), so a
-// resumed run reads and drops the batches before its position (reading, no model work).
+// Exact resume fast-forwards: the batches are a function of (files, shares, seed, buffer), so
+// a resumed run passes the batches before its position with Skip, which finds their rows'
+// lines without parsing them (the shuffle buffers driven by row ids alone) and parses only
+// the rows the buffers hold at the position, by where they are.
 #ifndef TOWER_DATA_CSV_SHARDS_H_
 #define TOWER_DATA_CSV_SHARDS_H_
 
