@@ -258,7 +258,13 @@ StatusOr<std::vector<ZipMember>> ReadCentralDirectory(std::string_view file,
 
 StatusOr<std::vector<NpyArray>> OpenNpz(const std::string& path) {
   TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::Open(path));
-  TOWER_ASSIGN_OR_RETURN(std::vector<ZipMember> members, ReadCentralDirectory(file->view(), path));
+  TOWER_ASSIGN_OR_RETURN(std::vector<NpyArray> arrays, ParseNpz(file->view(), path));
+  for (NpyArray& array : arrays) array.file = file;
+  return arrays;
+}
+
+StatusOr<std::vector<NpyArray>> ParseNpz(std::string_view npz, const std::string& path) {
+  TOWER_ASSIGN_OR_RETURN(std::vector<ZipMember> members, ReadCentralDirectory(npz, path));
   std::vector<NpyArray> arrays;
   for (const ZipMember& member : members) {
     std::string name = member.name;
@@ -272,22 +278,20 @@ StatusOr<std::vector<NpyArray>> OpenNpz(const std::string& path) {
                                   "np.savez_compressed, to read it in place");
     }
     const uint64_t local = member.local_header;
-    if (local + 30 > file->size() ||
-        LoadLittleEndian(file->view().data() + local, 4) != 0x04034b50) {
+    if (local + 30 > npz.size() || LoadLittleEndian(npz.data() + local, 4) != 0x04034b50) {
       return InvalidArgumentError(where + ": a damaged zip entry (no local header)");
     }
-    const uint64_t start = local + 30 + LoadLittleEndian(file->view().data() + local + 26, 2) +
-                           LoadLittleEndian(file->view().data() + local + 28, 2);
-    if (start > file->size() || member.compressed_bytes > file->size() - start) {
+    const uint64_t start = local + 30 + LoadLittleEndian(npz.data() + local + 26, 2) +
+                           LoadLittleEndian(npz.data() + local + 28, 2);
+    if (start > npz.size() || member.compressed_bytes > npz.size() - start) {
       return InvalidArgumentError(where +
                                   ": truncated (the member runs past the end of the "
                                   "file: write it again)");
     }
     NpyArray array;
     array.name = where;
-    array.file = file;
-    TOWER_ASSIGN_OR_RETURN(
-        array.header, ParseNpyHeader(file->view().substr(start, member.compressed_bytes), where));
+    TOWER_ASSIGN_OR_RETURN(array.header,
+                           ParseNpyHeader(npz.substr(start, member.compressed_bytes), where));
     array.offset = start + array.header.data_offset;
     arrays.push_back(std::move(array));
   }
