@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "util/strings.h"
+
 namespace tower::data {
 namespace {
 
@@ -56,7 +58,7 @@ std::string_view DictValue(std::string_view dict, std::string_view key) {
 
 // '<f4' and the like into `header`.
 Status ParseDescr(std::string_view descr, const std::string& name, NpyHeader* header) {
-  const std::string what = name + ": dtype " + std::string(descr) + " ";
+  const std::string what = name + ": dtype " + Printable(descr) + " ";
   if (descr.empty() || descr[0] == '[') {
     return InvalidArgumentError(what +
                                 "is a structured dtype: save a plain numeric array "
@@ -270,7 +272,7 @@ StatusOr<std::vector<NpyArray>> ParseNpz(std::string_view npz, const std::string
     std::string name = member.name;
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
       name.resize(name.size() - 4);
-    const std::string where = path + ":" + name;
+    const std::string where = path + ":" + Printable(name);
     if (member.method != 0 || (member.flags & 1) != 0) {
       return InvalidArgumentError(where + ": the member is compressed or encrypted (zip method " +
                                   std::to_string(member.method) +
