@@ -3,8 +3,8 @@
 //
 // Invariants:
 //  - an error is InvalidArgument, one line, starting "not a tf.train.Example: ";
-//  - decoding a feature again into the same FeatureList (whose vectors it reuses) gives the
-//    same values;
+//  - decoding a feature again into a FeatureList that held the previous one (whose vectors it
+//    reuses) gives the same values;
 //  - a decoded Example, written again by the small encoder below (its own wire format code, not
 //    the decoder's), once with packed and once with unpacked lists, decodes to the same
 //    features: the same names in the same order, kinds, and values bit for bit (NaN payloads
@@ -32,23 +32,34 @@ struct Feature {
   FeatureList list;
 };
 
+uint32_t FloatBits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (FloatBits(a[i]) != FloatBits(b[i])) return false;
+  }
+  return true;
+}
+
 // Every (name, feature) of `example`, decoded, in wire order.
 tower::Status Decode(std::string_view example, std::vector<Feature>* out) {
   out->clear();
+  FeatureList reused;  // decodes every feature in turn, as TfRecordSource's scratch does
   return tower::data::ForEachFeature(
       example, [&](std::string_view name, std::string_view feature) -> tower::Status {
         Feature decoded;
         decoded.name = std::string(name);
         TOWER_RETURN_IF_ERROR(tower::data::DecodeFeature(feature, &decoded.list));
-        // Again into the same list: the reuse of its vectors changes nothing.
-        FeatureList again = decoded.list;
-        TOWER_CHECK_OK(tower::data::DecodeFeature(feature, &again));
-        TOWER_CHECK(again.kind == decoded.list.kind &&
-                    again.floats.size() == decoded.list.floats.size() &&
-                    again.int64s == decoded.list.int64s &&
-                    again.bytes_values == decoded.list.bytes_values &&
-                    std::memcmp(again.floats.data(), decoded.list.floats.data(),
-                                again.floats.size() * sizeof(float)) == 0)
+        // Again into a list that held the previous feature: reusing it changes nothing.
+        TOWER_CHECK_OK(tower::data::DecodeFeature(feature, &reused));
+        TOWER_CHECK(reused.kind == decoded.list.kind && reused.int64s == decoded.list.int64s &&
+                    reused.bytes_values == decoded.list.bytes_values &&
+                    SameBits(reused.floats, decoded.list.floats))
             << "decoding '" << decoded.name << "' twice gives different values";
         out->push_back(std::move(decoded));
         return tower::OkStatus();
@@ -76,12 +87,6 @@ void PutLengthDelimited(uint32_t field, std::string_view bytes, std::string* out
 
 void PutFixed32(uint32_t value, std::string* out) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
-}
-
-uint32_t FloatBits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
 }
 
 // A Feature message: one of the three lists (none for kNone).
@@ -133,14 +138,6 @@ std::string EncodeExample(const std::vector<Feature>& features, bool packed) {
   std::string example;
   PutLengthDelimited(1, map, &example);
   return example;
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (FloatBits(a[i]) != FloatBits(b[i])) return false;
-  }
-  return true;
 }
 
 void CheckSame(const std::vector<Feature>& want, const std::vector<Feature>& got, const char* how) {
