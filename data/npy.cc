@@ -212,7 +212,8 @@ Status FindCentralDirectory(std::string_view file, const std::string& path, uint
       LoadLittleEndian(file.data() + end - 20, 4) == 0x07064b50) {
     // Zip64: a locator just before points at the zip64 end record.
     const uint64_t record = LoadLittleEndian(file.data() + end - 20 + 8, 8);
-    if (record > file.size() - 56 || LoadLittleEndian(file.data() + record, 4) != 0x06064b50) {
+    if (file.size() < 56 || record > file.size() - 56 ||
+        LoadLittleEndian(file.data() + record, 4) != 0x06064b50) {
       return InvalidArgumentError(bad);
     }
     *entries = LoadLittleEndian(file.data() + record + 32, 8);
@@ -280,7 +281,9 @@ StatusOr<std::vector<NpyArray>> ParseNpz(std::string_view npz, const std::string
                                   "np.savez_compressed, to read it in place");
     }
     const uint64_t local = member.local_header;
-    if (local + 30 > npz.size() || LoadLittleEndian(npz.data() + local, 4) != 0x04034b50) {
+    // `local` may be any 64-bit value (a zip64 extra field's): local + 30 could wrap.
+    if (local > npz.size() || npz.size() - local < 30 ||
+        LoadLittleEndian(npz.data() + local, 4) != 0x04034b50) {
       return InvalidArgumentError(where + ": a damaged zip entry (no local header)");
     }
     const uint64_t start = local + 30 + LoadLittleEndian(npz.data() + local + 26, 2) +

@@ -109,7 +109,10 @@ def npz(members, compression=zipfile.ZIP_STORED):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression) as z:
         for name, data in members:
-            z.writestr(name, data)
+            # A fixed time stamp: the same seeds every run.
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.compress_type = compression
+            z.writestr(info, data)
     return buf.getvalue()
 
 
@@ -156,6 +159,17 @@ def npy_seeds():
     locator = struct.pack("<IIQI", 0x07064b50, 0, end, 1)
     eocd = bytes(z[end:end + 10]) + struct.pack("<HHII", 0xFFFF, 0xFFFF, cd_size, 0xFFFFFFFF) + b"\0\0"
     write("npy", "npz_zip64", b"\1" + bytes(z[:end]) + record + locator + eocd)
+    # A zip64 extra field giving the local header offset 2^64 - 16: offset + 30 wrapped, and
+    # the parser read 16 bytes before the archive (ASan: heap-buffer-overflow). Regression.
+    z = bytearray(npz([("x.npy", x)]))
+    cd = z.rfind(b"PK\x01\x02")
+    name_bytes, extra_bytes = struct.unpack_from("<HH", z, cd + 28)
+    assert extra_bytes == 0
+    struct.pack_into("<H", z, cd + 30, 12)
+    struct.pack_into("<I", z, cd + 42, 0xFFFFFFFF)
+    extra = struct.pack("<HHQ", 1, 8, 2**64 - 16)
+    at = cd + 46 + name_bytes
+    write("npy", "npz_zip64_local_offset_wraps", b"\1" + bytes(z[:at]) + extra + bytes(z[at:]))
 
 
 # --- TFRecord ---------------------------------------------------------------------------------
