@@ -7,10 +7,10 @@
 //  - an accepted .npy header has 1 or 2 dimensions, none negative, a dtype the reader
 //    converts (f4, f8, i1..i8, u1..u8, b1), and a data offset within the bytes after which
 //    exactly product(shape) * item size bytes follow. (The reader promises no alignment of
-//    the data: NumPy pads headers to 64 bytes, 16 before 1.?, but rows are read with pread,
-//    so none is checked);
-//  - the header written again in NumPy's canonical form (version 1.0, or 2.0 past 65535
-//    bytes, padded to 64) before the same data parses to the same dtype and shape;
+//    the data: NumPy pads the header so that the data starts at a multiple of 64 bytes, older
+//    versions 16, but the reader accepts any, as rows are read with pread: none is checked);
+//  - the header written again in np.save's form (version 1.0, the data at 64 bytes) before
+//    the same data parses to the same dtype and shape;
 //  - an accepted .npz has at least one member, each named "<file>:<name>", whose values lie
 //    within the archive, and whose .npy bytes parse alone to the same header.
 #include <cstddef>
@@ -36,7 +36,8 @@ void CheckError(const tower::Status& status, const std::string& name) {
   TOWER_CHECK(status.message().find('\n') == std::string::npos) << status.ToString();
 }
 
-// The .npy bytes of a header like `header` (np.save's form) followed by `values`.
+// The .npy bytes of a header like `header` (np.save's form, version 1.0: the dict here is far
+// below its 65535-byte limit) followed by `values`.
 std::string Canonical(const NpyHeader& header, std::string_view values) {
   std::string dict = "{'descr': '";
   dict += header.item_bytes == 1 ? '|' : '<';
@@ -44,14 +45,12 @@ std::string Canonical(const NpyHeader& header, std::string_view values) {
   for (const int64_t dim : header.shape) dict += std::to_string(dim) + ", ";
   dict.resize(dict.size() - (header.shape.size() == 2 ? 2 : 1));  // (3, 2) but (3,)
   dict += "), }";
-  const bool v2 = dict.size() + 11 > 65535;
-  const size_t prefix = v2 ? 12 : 10;
-  dict.append(63 - (prefix + dict.size()) % 64, ' ');  // padded to 64 with the '\n'
+  // Magic, version, length: 10 bytes; then the dict padded with spaces and a '\n' to 64.
+  dict.append(63 - (10 + dict.size()) % 64, ' ');
   dict += '\n';
-  std::string npy = "\x93NUMPY";
-  npy += v2 ? '\x02' : '\x01';
-  npy += '\0';
-  for (size_t i = 0; i < prefix - 8; ++i) npy += static_cast<char>((dict.size() >> (8 * i)) & 0xFF);
+  std::string npy("\x93NUMPY\x01\x00", 8);
+  npy += static_cast<char>(dict.size() & 0xFF);
+  npy += static_cast<char>(dict.size() >> 8);
   return npy + dict + std::string(values);
 }
 

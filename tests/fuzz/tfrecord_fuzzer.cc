@@ -211,7 +211,7 @@ std::vector<std::string> SplitRecords(std::string_view input) {
 void FuzzFramed(std::string_view input) {
   if (input.size() < 3) return;
   const uint8_t damage = static_cast<uint8_t>(input[0]);
-  const uint8_t record = static_cast<uint8_t>(input[1]);
+  const uint8_t which = static_cast<uint8_t>(input[1]);  // which record is damaged
   const uint64_t pick = static_cast<uint8_t>(input[2]);  // which byte of the part damaged
   const std::vector<std::string> records = SplitRecords(input.substr(3));
   if (records.empty()) return;
@@ -224,7 +224,7 @@ void FuzzFramed(std::string_view input) {
   CheckSource(records);
 
   const std::vector<uint64_t> offsets = Offsets(records);
-  const int64_t k = record % static_cast<int64_t>(records.size());
+  const int64_t k = which % static_cast<int64_t>(records.size());
   const uint64_t start = offsets[static_cast<size_t>(k)];
   const uint64_t length = records[static_cast<size_t>(k)].size();
   const int kind = (damage & 7) % 6;
@@ -232,8 +232,7 @@ void FuzzFramed(std::string_view input) {
   switch (kind) {
     case 0:  // undamaged
       return;
-    case 1:  // the file cut short, inside record k or at its start
-    {
+    case 1: {  // the file cut short, inside record k or at its start
       const uint64_t cut = start + pick % (offsets[static_cast<size_t>(k) + 1] - start);
       bytes.resize(cut);
       Write(bytes);
