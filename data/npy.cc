@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "util/strings.h"
+
 namespace tower::data {
 namespace {
 
@@ -56,7 +58,7 @@ std::string_view DictValue(std::string_view dict, std::string_view key) {
 
 // '<f4' and the like into `header`.
 Status ParseDescr(std::string_view descr, const std::string& name, NpyHeader* header) {
-  const std::string what = name + ": dtype " + std::string(descr) + " ";
+  const std::string what = name + ": dtype " + Printable(descr) + " ";
   if (descr.empty() || descr[0] == '[') {
     return InvalidArgumentError(what +
                                 "is a structured dtype: save a plain numeric array "
@@ -210,7 +212,8 @@ Status FindCentralDirectory(std::string_view file, const std::string& path, uint
       LoadLittleEndian(file.data() + end - 20, 4) == 0x07064b50) {
     // Zip64: a locator just before points at the zip64 end record.
     const uint64_t record = LoadLittleEndian(file.data() + end - 20 + 8, 8);
-    if (record > file.size() - 56 || LoadLittleEndian(file.data() + record, 4) != 0x06064b50) {
+    if (file.size() < 56 || record > file.size() - 56 ||
+        LoadLittleEndian(file.data() + record, 4) != 0x06064b50) {
       return InvalidArgumentError(bad);
     }
     *entries = LoadLittleEndian(file.data() + record + 32, 8);
@@ -258,13 +261,19 @@ StatusOr<std::vector<ZipMember>> ReadCentralDirectory(std::string_view file,
 
 StatusOr<std::vector<NpyArray>> OpenNpz(const std::string& path) {
   TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::Open(path));
-  TOWER_ASSIGN_OR_RETURN(std::vector<ZipMember> members, ReadCentralDirectory(file->view(), path));
+  TOWER_ASSIGN_OR_RETURN(std::vector<NpyArray> arrays, ParseNpz(file->view(), path));
+  for (NpyArray& array : arrays) array.file = file;
+  return arrays;
+}
+
+StatusOr<std::vector<NpyArray>> ParseNpz(std::string_view npz, const std::string& path) {
+  TOWER_ASSIGN_OR_RETURN(std::vector<ZipMember> members, ReadCentralDirectory(npz, path));
   std::vector<NpyArray> arrays;
   for (const ZipMember& member : members) {
     std::string name = member.name;
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
       name.resize(name.size() - 4);
-    const std::string where = path + ":" + name;
+    const std::string where = path + ":" + Printable(name);
     if (member.method != 0 || (member.flags & 1) != 0) {
       return InvalidArgumentError(where + ": the member is compressed or encrypted (zip method " +
                                   std::to_string(member.method) +
@@ -272,22 +281,22 @@ StatusOr<std::vector<NpyArray>> OpenNpz(const std::string& path) {
                                   "np.savez_compressed, to read it in place");
     }
     const uint64_t local = member.local_header;
-    if (local + 30 > file->size() ||
-        LoadLittleEndian(file->view().data() + local, 4) != 0x04034b50) {
+    // `local` may be any 64-bit value (a zip64 extra field's): local + 30 could wrap.
+    if (local > npz.size() || npz.size() - local < 30 ||
+        LoadLittleEndian(npz.data() + local, 4) != 0x04034b50) {
       return InvalidArgumentError(where + ": a damaged zip entry (no local header)");
     }
-    const uint64_t start = local + 30 + LoadLittleEndian(file->view().data() + local + 26, 2) +
-                           LoadLittleEndian(file->view().data() + local + 28, 2);
-    if (start > file->size() || member.compressed_bytes > file->size() - start) {
+    const uint64_t start = local + 30 + LoadLittleEndian(npz.data() + local + 26, 2) +
+                           LoadLittleEndian(npz.data() + local + 28, 2);
+    if (start > npz.size() || member.compressed_bytes > npz.size() - start) {
       return InvalidArgumentError(where +
                                   ": truncated (the member runs past the end of the "
                                   "file: write it again)");
     }
     NpyArray array;
     array.name = where;
-    array.file = file;
-    TOWER_ASSIGN_OR_RETURN(
-        array.header, ParseNpyHeader(file->view().substr(start, member.compressed_bytes), where));
+    TOWER_ASSIGN_OR_RETURN(array.header,
+                           ParseNpyHeader(npz.substr(start, member.compressed_bytes), where));
     array.offset = start + array.header.data_offset;
     arrays.push_back(std::move(array));
   }

@@ -55,6 +55,10 @@ StatusOr<NpyArray> OpenNpy(const std::string& path);
 // The members of a .npz archive (np.savez: a zip of uncompressed .npy files), by name
 // without ".npy", in archive order.
 StatusOr<std::vector<NpyArray>> OpenNpz(const std::string& path);
+// OpenNpz's parse of the archive's bytes `npz` (`path` starts every error message): the
+// members' names, headers and offsets into `npz`, with no `file` (OpenNpz adds the mapping).
+// Apart from a file, for tests/fuzz/npy_fuzzer.cc.
+StatusOr<std::vector<NpyArray>> ParseNpz(std::string_view npz, const std::string& path);
 
 class NpySource final : public Source {
  public:

@@ -5,10 +5,13 @@
 #include <set>
 #include <utility>
 
+#include "util/strings.h"
+
 namespace tower::data {
 namespace {
 
-std::string Quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
+// Names come from the file: control bytes escaped, so that a message stays one line.
+std::string Quoted(std::string_view name) { return "'" + Printable(name) + "'"; }
 
 }  // namespace
 
@@ -59,7 +62,7 @@ Status TfRecordSource::SetColumns(std::string_view example, const TfRecordOption
     const auto it = first.find(name);
     if (it == first.end()) {
       std::string names;
-      for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
+      for (const std::string& k : known) names += (names.empty() ? "" : ", ") + Printable(k);
       return InvalidArgumentError("the first record has no feature " + Quoted(name) +
                                   " (its features: " + names + ")");
     }

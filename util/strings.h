@@ -41,6 +41,10 @@ std::string ToUpper(std::string_view text);
 bool StartsWith(std::string_view text, std::string_view prefix);
 bool EndsWith(std::string_view text, std::string_view suffix);
 
+// `text` with its control bytes (below 0x20, and 0x7F) written as \xNN: for text read from a
+// file (a dtype, a feature or member name) quoted in an error message, which stays one line.
+std::string Printable(std::string_view text);
+
 }  // namespace tower
 
 #endif  // TOWER_UTIL_STRINGS_H_

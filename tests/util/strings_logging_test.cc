@@ -51,6 +51,13 @@ TEST(StringsTest, SplitJoinCase) {
   EXPECT_TRUE(StartsWith("/device:GPU:0", "/device:"));
 }
 
+TEST(StringsTest, PrintableEscapesControlBytesOnly) {
+  EXPECT_EQ(Printable("<f4"), "<f4");
+  EXPECT_EQ(Printable(std::string("a\nb\0c\x7f\x1f", 7)), "a\\x0ab\\x00c\\x7f\\x1f");
+  EXPECT_EQ(Printable("\xc3\xa9 \\x"), "\xc3\xa9 \\x");  // UTF-8 and a backslash pass
+  EXPECT_EQ(Printable(""), "");
+}
+
 TEST(LoggingTest, CaptureSeesLinesWithLocationAndPrefix) {
   ScopedLogCapture capture;
   SetLogPrefix("[rank 1] ");
