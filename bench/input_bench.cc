@@ -7,6 +7,8 @@
 //   stream         data/csv_stream.h, one share, chunks of 4096 rows (the unshuffled path)
 //   shards+shuffle tower train's shuffled path (data/csv_shards.h): one share, a buffer of
 //                  10000 rows, global batches of 256 rows, one pass
+//   shards skip    the same batches passed with Skip, as a resumed run fast-forwards: the
+//                  rows' lines found, not parsed; the buffer's last rows parsed where they are
 //   rows+Shuffle   one-row elements through Dataset's Shuffle(10000) and Batch(256)
 //   in memory      ReadCsv (the file read whole, then parsed)
 //   pandas, numpy  read_csv and np.loadtxt in python3, where installed (np.loadtxt on the
@@ -139,6 +141,13 @@ Status Run(const Flags& flags) {
   TOWER_ASSIGN_OR_RETURN(data::Dataset batches, data::Dataset::FromStream(shards));
   Report("shards+shuffle", Seconds([&] { read = Drain(batches.Take(rows / 256)); }), bytes, rows);
   TOWER_RETURN_IF_ERROR(read.status());
+  {
+    TOWER_ASSIGN_OR_RETURN(std::unique_ptr<data::Iterator> skipping, batches.MakeIterator(0));
+    StatusOr<int64_t> passed = 0;
+    Report("shards skip", Seconds([&] { passed = skipping->Skip(rows / 256); }), bytes, rows);
+    TOWER_RETURN_IF_ERROR(passed.status());
+    if (*passed != rows / 256) return InternalError("shards skip passed too few batches");
+  }
   Report("rows+Shuffle", Seconds([&] { read = Drain(single.Shuffle(10000, 1).Batch(256)); }), bytes,
          rows);
   TOWER_RETURN_IF_ERROR(read.status());
