@@ -2,12 +2,16 @@
 // variants.
 #include "data/csv.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "data/dataset.h"
 #include "tests/data/dataset_testing.h"
@@ -264,6 +268,99 @@ TEST(CsvTest, ManyRows) {
   EXPECT_EQ(table->features[2 * 19999 + 1], 9999.5f);
   EXPECT_EQ(table->targets[19999], -19999.0f);
   EXPECT_EQ(table->lines[19999], 20001);
+}
+
+// Lines of plain decimals take a one-pass path; every other line the general one. Where the
+// two could differ (a quote in a column that is not read, which may hide a delimiter), the
+// general path decides: these lines give its values and messages.
+TEST(CsvTest, LinesWithQuotesOrSpacesInUnreadColumnsReadAsTheGeneralPathReadsThem) {
+  CsvOptions options = Targets({"y"}, {"x"});
+  const std::string header = "x,s1,s2,y\n";
+  StatusOr<CsvTable> quoted =
+      ParseCsv(header + "1,\"a\",\"b,c\",2\n3, \"d\" ,e,4\n5,6,7,8\n", "quoted.csv", options);
+  ASSERT_TRUE(quoted.ok()) << quoted.status();
+  EXPECT_EQ(quoted->features, (std::vector<float>{1, 3, 5}));
+  EXPECT_EQ(quoted->targets, (std::vector<float>{2, 4, 8}));
+  // A quoted field holding the delimiter: 3 fields, not 4 (split at every comma, the line
+  // would have 4 and read as x=1, y=2).
+  StatusOr<CsvTable> hidden = ParseCsv(header + "1, \"a,b\",2\n", "hidden.csv", options);
+  EXPECT_EQ(hidden.status().message(), "hidden.csv: line 2 has 3 fields, the header has 4");
+  StatusOr<CsvTable> spaced = ParseCsv(header + " 1 ,a,b, 2\n-0,a,b,.5\n", "spaced.csv", options);
+  ASSERT_TRUE(spaced.ok()) << spaced.status();
+  EXPECT_EQ(spaced->features[0], 1.0f);
+  EXPECT_TRUE(std::signbit(spaced->features[1]));
+  EXPECT_EQ(spaced->targets, (std::vector<float>{2, 0.5f}));
+}
+
+// Every number cell reads as strtod's double rounded to float, bit for bit: plain decimals
+// (the fast path: at most 19 digits, a fraction of at most 22) and their edges (more digits,
+// longer fractions, mantissas past 2^53, signs, a leading or trailing dot, -0) as well as
+// exponents (from_chars). strtod is the reference, not the code under test.
+TEST(CsvTest, NumbersReadAsStrtodRoundedToFloat) {
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&state](uint64_t below) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state % below;
+  };
+  std::vector<std::string> cells = {"0",
+                                    "-0",
+                                    "-0.0",
+                                    ".5",
+                                    "5.",
+                                    "-.25",
+                                    "+1.5",
+                                    "+.5",
+                                    "9007199254740993",
+                                    "9007199254740992.5",
+                                    "0.1",
+                                    "0.30000000000000004",
+                                    "1.0000000000000000000001",
+                                    "123456789012345678901234",
+                                    "1e10",
+                                    "-2.5E-3",
+                                    "0.000000000000000000000001"};
+  for (int i = 0; i < 20000; ++i) {
+    std::string cell;
+    const uint64_t sign = next(4);
+    if (sign == 1) cell += '-';
+    if (sign == 2) cell += '+';
+    const int digits = 1 + static_cast<int>(next(i % 4 == 0 ? 26 : 12));
+    const int dot = static_cast<int>(next(static_cast<uint64_t>(digits + 2)));  // may be none
+    for (int d = 0; d < digits; ++d) {
+      if (d == dot) cell += '.';
+      cell += static_cast<char>('0' + next(10));
+    }
+    if (dot == digits) cell += '.';
+    if (i % 50 == 0) cell += "e" + std::to_string(static_cast<int>(next(20)) - 10);
+    cells.push_back(cell);
+  }
+  // Near ties: the midpoint of two adjacent floats in [1, 8), printed with 15 decimals (16
+  // digits, below 2^53: the fast path) or 18 (19 digits, past 2^53: from_chars), lies within
+  // a few double ulps of the tie, so the float it rounds to turns on the double's last bits:
+  // a double off by one ulp shows.
+  for (int i = 0; i < 20000; ++i) {
+    const float low = 1.0f + static_cast<float>(next(7000000)) / 1000000.0f;
+    const float high = std::nextafter(low, 16.0f);
+    const double middle = (static_cast<double>(low) + static_cast<double>(high)) / 2;
+    char cell[64];
+    std::snprintf(cell, sizeof(cell), i % 2 == 0 ? "%.15f" : "%.18f", middle);
+    cells.push_back(cell);
+  }
+  std::string text = "x,y\n";
+  for (const std::string& cell : cells) text += cell + ",1\n";
+  StatusOr<CsvTable> table = ParseCsv(text, "numbers.csv", Targets({"y"}));
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_EQ(table->rows, static_cast<int64_t>(cells.size()));
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const float want = static_cast<float>(std::strtod(cells[i].c_str(), nullptr));
+    uint32_t want_bits = 0, got_bits = 0;
+    std::memcpy(&want_bits, &want, 4);
+    std::memcpy(&got_bits, &table->features[i], 4);
+    ASSERT_EQ(got_bits, want_bits)
+        << "'" << cells[i] << "': " << table->features[i] << " vs " << want;
+  }
 }
 
 }  // namespace
