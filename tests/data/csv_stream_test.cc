@@ -226,6 +226,21 @@ TEST(CsvStreamTest, ShuffleIsDeterministicPerSeedAndEpoch) {
   EXPECT_NE(first, std::vector<float>(sorted.begin(), sorted.end()));
 }
 
+// The global batches of 16 rows of 2 shares, shares [first, end) read here.
+StatusOr<Dataset> TwoShares(const std::shared_ptr<const CsvFileSet>& set, int64_t first,
+                            int64_t end, int64_t buffer, uint64_t seed) {
+  ShardedBatchOptions options;
+  options.shares = 2;
+  options.first_share = first;
+  options.end_share = end;
+  options.global_batch = 16;
+  options.shuffle_buffer = buffer;
+  options.seed = seed;
+  TOWER_ASSIGN_OR_RETURN(std::shared_ptr<const ShardedBatchStream> stream,
+                         ShardedBatchStream::Create(set, options));
+  return Dataset::FromStream(stream);
+}
+
 // One reader of both shares builds the batches that two workers, one share each, build in
 // their slots.
 TEST(CsvStreamTest, GlobalBatchesDoNotDependOnWhoReadsTheShares) {
@@ -235,17 +250,7 @@ TEST(CsvStreamTest, GlobalBatchesDoNotDependOnWhoReadsTheShares) {
     auto batches = [&](int64_t first, int64_t end) {
       StatusOr<std::shared_ptr<const CsvFileSet>> set = CsvFileSet::Open(Options({path}));
       EXPECT_TRUE(set.ok());
-      ShardedBatchOptions options;
-      options.shares = 2;
-      options.first_share = first;
-      options.end_share = end;
-      options.global_batch = 16;
-      options.shuffle_buffer = buffer;
-      options.seed = 7;
-      StatusOr<std::shared_ptr<const ShardedBatchStream>> stream =
-          ShardedBatchStream::Create(*set, options);
-      EXPECT_TRUE(stream.ok());
-      StatusOr<Dataset> dataset = Dataset::FromStream(*stream);
+      StatusOr<Dataset> dataset = TwoShares(*set, first, end, buffer, 7);
       EXPECT_TRUE(dataset.ok());
       // 30 batches of 8 rows per share: past the end of a share's 166 or 167 rows (repeats).
       StatusOr<std::vector<Batch>> out = Collect(dataset->Take(30));
@@ -302,17 +307,7 @@ TEST(CsvStreamTest, SkipPassesTheBatchesNextWouldGive) {
   ASSERT_TRUE(set.ok()) << set.status().message();
   for (const int64_t buffer : {0, 1, 7, 50}) {
     for (const auto& [first, end] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {1, 2}}) {
-      ShardedBatchOptions options;
-      options.shares = 2;
-      options.first_share = first;
-      options.end_share = end;
-      options.global_batch = 16;
-      options.shuffle_buffer = buffer;
-      options.seed = 11;
-      StatusOr<std::shared_ptr<const ShardedBatchStream>> stream =
-          ShardedBatchStream::Create(*set, options);
-      ASSERT_TRUE(stream.ok());
-      StatusOr<Dataset> dataset = Dataset::FromStream(*stream);
+      StatusOr<Dataset> dataset = TwoShares(*set, first, end, buffer, 11);
       ASSERT_TRUE(dataset.ok());
       StatusOr<std::vector<Batch>> all = Collect(dataset->Take(40));
       ASSERT_TRUE(all.ok()) << all.status().message();

@@ -110,6 +110,13 @@ TEST(PrefetchTest, DestroyingWhileUpstreamIsSlowWaitsForItOnly) {
   EXPECT_LE(source->rows_read(), 20);
 }
 
+// Waits (up to 5 s) until the source has read `rows` rows: the producer's read-ahead.
+void WaitForRowsRead(const TestSource& source, int64_t rows) {
+  for (int i = 0; i < 500 && source.rows_read() < rows; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 TEST(PrefetchTest, QueueIsBounded) {
   auto source = std::make_shared<TestSource>(100000, -1);
   StatusOr<Dataset> dataset = Dataset::FromSource(source);
@@ -117,9 +124,7 @@ TEST(PrefetchTest, QueueIsBounded) {
   StatusOr<std::unique_ptr<Iterator>> iterator = dataset->Batch(10).Prefetch(3).MakeIterator();
   ASSERT_TRUE(iterator.ok());
   // Three batches queued and at most one more in the producer's hands, however long we wait.
-  for (int i = 0; i < 500 && source->rows_read() < 30; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForRowsRead(*source, 30);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_GE(source->rows_read(), 30);
   EXPECT_LE(source->rows_read(), 40);
@@ -137,9 +142,7 @@ TEST(PrefetchTest, SkipPassesQueuedAndUpstreamBatchesInOrder) {
   ASSERT_TRUE(dataset.ok());
   StatusOr<std::unique_ptr<Iterator>> iterator = dataset->Batch(10).Prefetch(3).MakeIterator();
   ASSERT_TRUE(iterator.ok());
-  for (int i = 0; i < 500 && source->rows_read() < 30; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForRowsRead(*source, 30);
   StatusOr<int64_t> passed = (*iterator)->Skip(5);  // 3 or 4 queued, the rest upstream's
   ASSERT_TRUE(passed.ok()) << passed.status();
   EXPECT_EQ(*passed, 5);
