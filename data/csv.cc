@@ -146,22 +146,9 @@ bool IsBlank(std::string_view line) {
 }
 
 std::string Quoted(std::string_view text) {
-  // Long or binary cells are cut so that a message stays one readable line.
-  std::string out = "'";
+  // Long or binary cells are cut and escaped so that a message stays one readable line.
   const size_t limit = 40;
-  for (size_t i = 0; i < text.size() && i < limit; ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
-      out += hex;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (text.size() > limit) out += "...";
-  out += "'";
-  return out;
+  return "'" + Printable(text.substr(0, limit)) + (text.size() > limit ? "..." : "") + "'";
 }
 
 enum class CellError { kNone, kEmpty, kNotANumber, kNotFinite, kOutOfRange };

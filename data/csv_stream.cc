@@ -77,22 +77,29 @@ class File {
   std::string path_;
 };
 
+// The line of `file` (of `set`) that starts at byte `offset`, without its line end, read in
+// blocks until its end or the file's; false once it is longer than `limit` bytes.
+StatusOr<bool> ReadLineAt(File& file, int64_t offset, const CsvFileSet& set, int64_t limit,
+                          std::string* line) {
+  line->clear();
+  for (int64_t at = offset;; at += kHeaderReadBytes) {
+    std::string block(static_cast<size_t>(kHeaderReadBytes), '\0');
+    TOWER_ASSIGN_OR_RETURN(const int64_t got, file.Read(at, block.data(), kHeaderReadBytes, set));
+    block.resize(static_cast<size_t>(got));
+    const size_t end = block.find('\n');
+    *line += block.substr(0, end);
+    if (end != std::string::npos || got < kHeaderReadBytes) break;
+    if (static_cast<int64_t>(line->size()) > limit) return false;
+  }
+  if (!line->empty() && line->back() == '\r') line->pop_back();
+  return true;
+}
+
 // Line 1 of `file` (at `path`, of `set`): without its line end and a UTF-8 byte order mark.
 StatusOr<std::string> ReadHeaderLine(File& file, const std::string& path, const CsvFileSet& set) {
   std::string header;
-  for (int64_t offset = 0;; offset += kHeaderReadBytes) {
-    std::string block(static_cast<size_t>(kHeaderReadBytes), '\0');
-    TOWER_ASSIGN_OR_RETURN(const int64_t got,
-                           file.Read(offset, block.data(), kHeaderReadBytes, set));
-    block.resize(static_cast<size_t>(got));
-    const size_t end = block.find('\n');
-    header += block.substr(0, end);
-    if (end != std::string::npos || got < kHeaderReadBytes) break;
-    if (static_cast<int64_t>(header.size()) > kMaxHeaderBytes) {
-      return InvalidArgumentError(path + ": line 1 (the header) is longer than 1 MiB");
-    }
-  }
-  if (!header.empty() && header.back() == '\r') header.pop_back();
+  TOWER_ASSIGN_OR_RETURN(const bool whole, ReadLineAt(file, 0, set, kMaxHeaderBytes, &header));
+  if (!whole) return InvalidArgumentError(path + ": line 1 (the header) is longer than 1 MiB");
   if (header.size() >= 3 && header.compare(0, 3, "\xEF\xBB\xBF") == 0) header.erase(0, 3);
   return header;
 }
@@ -518,18 +525,9 @@ Status CsvRowReader::Read(int64_t source_row, float* features, float* targets) {
     opened->parser.emplace(std::move(parser));
     open = std::move(opened);
   }
-  // The line: read in blocks until its end (or the file's).
   std::string line;
-  for (int64_t at = byte;; at += kHeaderReadBytes) {
-    std::string block(static_cast<size_t>(kHeaderReadBytes), '\0');
-    TOWER_ASSIGN_OR_RETURN(const int64_t got,
-                           open->file.Read(at, block.data(), kHeaderReadBytes, *files_));
-    block.resize(static_cast<size_t>(got));
-    const size_t end = block.find('\n');
-    line += block.substr(0, end);
-    if (end != std::string::npos || got < kHeaderReadBytes) break;
-  }
-  if (!line.empty() && line.back() == '\r') line.pop_back();
+  TOWER_RETURN_IF_ERROR(
+      ReadLineAt(open->file, byte, *files_, std::numeric_limits<int64_t>::max(), &line).status());
   if (IsBlankCsvLine(line)) {
     return open->parser->Error(CsvLineParser::Where(0, byte) +
                                " is empty: the file changed since the run read it");

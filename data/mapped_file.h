@@ -36,7 +36,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "util/statusor.h"
 
@@ -61,9 +60,10 @@ class MappedFile {
   std::string_view view() const {
     return std::string_view(reinterpret_cast<const char*>(data_), size_);
   }
-  // Copies `bytes` bytes at `offset` into `out`, out of the mapping. A range past the end of
-  // the file as opened, a file that has shrunk since Open, or an I/O error under the mapping
-  // is DataLoss naming the file and the offset. Safe from several threads at once.
+  // Copies `bytes` bytes at `offset` into `out`: from the read-ahead buffer when the read
+  // continues the last one, else out of the mapping (see above). A range past the end of the
+  // file as opened, a file that has shrunk since Open, or an I/O error is DataLoss naming the
+  // file and the offset. Safe from several threads at once.
   Status ReadAt(uint64_t offset, size_t bytes, void* out) const;
   // Tells the kernel that the pages of [offset, offset + bytes) are not needed for now
   // (madvise MADV_DONTNEED: they leave this process's resident set, and are read again on

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of example_fuzzer, npy_fuzzer and tfrecord_fuzzer (tests/fuzz/corpus/
-example, npy, tfrecord): small valid inputs and edge cases, with no NumPy or TensorFlow needed
-(the formats are written here by hand). Run from the repository root; it overwrites only the
+example, npy, tfrecord): small valid inputs and edge cases, each format's bytes built here by
+hand with Python's standard library only. Run from the repository root; it overwrites only the
 files it names, so regression cases added by hand stay.
 
   python3 tests/fuzz/seeds/binary_seeds.py
