@@ -260,10 +260,6 @@ std::string LabelText(const Field& field) {
   return text.substr(first, text.find_last_not_of(" \t") - first + 1);
 }
 
-}  // namespace
-
-namespace {
-
 // The common line in one pass, without splitting it into fields first: every column a plain
 // decimal (ScanPlainDecimal) right between the delimiters, or, where the column is not read,
 // anything without a quote (so that no field is quoted, and the delimiters split the line as
